@@ -1,0 +1,179 @@
+"""Moving the tensors a grad_fn closes over into `ctx.save_for_backward`.
+
+# Note [saved closures]
+A grad_fn usually closes over tensors (`e = exp(x)` computed in f, or the inputs). Kept alive in
+the closure, they would escape everything torch offers for saved tensors: saved-tensor hooks
+(`save_on_cpu`, checkpointing) would not see them, an in-place edit after forward would give a
+silently wrong gradient instead of torch's version-counter error, and they would live as long as
+the graph node instead of being freed right after backward. So `capture` takes the tensors out of
+grad_fn's closure cells (also inside lists, tuples, dicts and namedtuples held in a cell, and in
+functions defined inside f that grad_fn calls), and `Captured.rebuild` makes, for each backward, a
+fresh function of the same code whose cells hold the tensors unpacked from `ctx.saved_tensors`.
+The original cells are never written: sibling closures made inside f may share them. Cells that
+hold no tensor are shared with the rebuilt function as they are, so `nonlocal` state still works.
+
+A grad_fn that is not a plain Python function (a bound method, a `functools.partial`, an object
+with `__call__`) is kept as it is: the tensors it holds are then kept alive on the node.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from . import _structure
+
+_FunctionType = types.FunctionType
+_CellType = types.CellType
+_Tensor = torch.Tensor
+
+
+def _holds_tensor(value: Any) -> bool:
+    if isinstance(value, _Tensor):
+        return True
+    if isinstance(value, (list, tuple, dict)):
+        return any(isinstance(leaf, _Tensor) for leaf in _structure.leaves(value))
+    return False
+
+
+class _Tensors:
+    """A cell whose value is a tensor or a container of tensors: which saved tensors it holds."""
+
+    __slots__ = ("indices", "spec")
+
+    def __init__(self, indices: list[int | _Kept], spec: _structure.Spec) -> None:
+        self.indices = indices  # an int indexes the saved tensors; any other leaf is kept
+        self.spec = spec
+
+
+class _Template:
+    """Everything needed to remake a function but the tensors in its closure."""
+
+    __slots__ = ("cells", "code", "defaults", "globals", "kwdefaults", "name", "qualname")
+
+    def __init__(self, fn: types.FunctionType, cells: list[Any]) -> None:
+        self.code = fn.__code__
+        self.globals = fn.__globals__
+        self.name = fn.__name__
+        self.qualname = fn.__qualname__
+        self.defaults = fn.__defaults__
+        self.kwdefaults = fn.__kwdefaults__
+        self.cells = cells  # per cell: a cell kept as is, a _Tensors, or a _Template
+
+
+class Captured:
+    """A grad_fn with its closure tensors taken out; see Note [saved closures]."""
+
+    __slots__ = ("_kept", "_template")
+
+    def __init__(self, template: _Template | None, kept: Callable[..., Any] | None) -> None:
+        self._template = template
+        self._kept = kept
+
+    def rebuild(self, saved: Sequence[torch.Tensor]) -> Callable[..., Any]:
+        """The grad_fn to call in this backward, its closure tensors refilled from `saved`."""
+        if self._template is None:
+            assert self._kept is not None
+            return self._kept
+        return _make(self._template, saved, {})
+
+
+def capture(grad_fn: Callable[..., Any], inside: str) -> tuple[Captured, list[torch.Tensor]]:
+    """Split `grad_fn` into a tensor-free `Captured` and the tensors to save for backward.
+
+    `inside` is the qualified-name prefix of functions defined inside f
+    (``f.__qualname__ + ".<locals>."``): function-valued cells defined there are captured too.
+    """
+    if type(grad_fn) is not _FunctionType or not grad_fn.__closure__:
+        return Captured(None, grad_fn), []
+    saved: list[torch.Tensor] = []
+    template = _template(grad_fn, inside, saved, {}, {})
+    return Captured(template, None), saved
+
+
+def _template(
+    fn: types.FunctionType,
+    inside: str,
+    saved: list[torch.Tensor],
+    seen_tensors: dict[int, int],
+    seen_functions: dict[int, _Template],
+) -> _Template:
+    template = seen_functions.get(id(fn))
+    if template is not None:
+        return template  # reached again (recursion or siblings): one rebuilt function serves
+    cells: list[Any] = []
+    template = seen_functions[id(fn)] = _Template(fn, cells)
+    for cell in fn.__closure__ or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell (a name f assigns later)
+            cells.append(cell)
+            continue
+        if _holds_tensor(value):
+            cells.append(_tensor_cell(value, saved, seen_tensors))
+        elif (
+            type(value) is _FunctionType
+            and value.__closure__
+            and value.__qualname__.startswith(inside)
+        ):
+            cells.append(_template(value, inside, saved, seen_tensors, seen_functions))
+        else:
+            cells.append(cell)
+    return template
+
+
+def _tensor_cell(value: Any, saved: list[torch.Tensor], seen: dict[int, int]) -> _Tensors:
+    leaves, spec = _structure.flatten(value)
+    indices: list[int | _Kept] = []
+    for leaf in leaves:
+        if isinstance(leaf, _Tensor):
+            index = seen.get(id(leaf))
+            if index is None:
+                index = seen[id(leaf)] = len(saved)
+                saved.append(leaf)
+            indices.append(index)
+        else:
+            indices.append(_Kept(leaf))
+    return _Tensors(indices, spec)
+
+
+class _Kept:
+    """A non-tensor leaf next to tensors in a captured container."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _make(
+    template: _Template, saved: Sequence[torch.Tensor], made: dict[int, types.FunctionType]
+) -> types.FunctionType:
+    fn = made.get(id(template))
+    if fn is not None:
+        return fn
+    closure: list[Any] = []
+    nested: list[tuple[_Template, Any]] = []
+    for cell in template.cells:
+        if isinstance(cell, _Tensors):
+            values = [saved[i] if isinstance(i, int) else i.value for i in cell.indices]
+            closure.append(_CellType(_structure.unflatten(cell.spec, values)))
+        elif isinstance(cell, _Template):
+            inner = _CellType()
+            closure.append(inner)
+            nested.append((cell, inner))
+        else:
+            closure.append(cell)
+    fn = _FunctionType(
+        template.code, template.globals, template.name, template.defaults, tuple(closure)
+    )
+    fn.__kwdefaults__ = template.kwdefaults
+    fn.__qualname__ = template.qualname
+    made[id(template)] = fn
+    # Filled once this function exists, so functions that refer to each other resolve.
+    for inner_template, inner in nested:
+        inner.cell_contents = _make(inner_template, saved, made)
+    return fn

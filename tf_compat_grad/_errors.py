@@ -1,0 +1,58 @@
+"""The library's exceptions and the helpers that word their messages.
+
+Every exception keeps the builtin type TensorFlow raises for the same mistake (`ValueError` for
+counts, `TypeError` for signatures and unusable values), so `except ValueError` keeps working.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+PREFIX = "tf_compat_grad: "
+
+
+class CustomGradientError(Exception):
+    """Base class of the errors raised by tf_compat_grad (never by the user's own code)."""
+
+
+class CustomGradientTypeError(CustomGradientError, TypeError):
+    """A value or a signature of the wrong kind (TensorFlow raises `TypeError` here too)."""
+
+
+class CustomGradientValueError(CustomGradientError, ValueError):
+    """A value of the right kind but the wrong count or shape (TensorFlow: `ValueError`)."""
+
+
+def describe(fn: Callable[..., Any]) -> str:
+    """Name a user's function with its file and line: ``\\`log1pexp\\` (model.py:12)``."""
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return f"`{name}`"
+    return f"`{name}` ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+
+
+def describe_value(value: object) -> str:
+    """A short description of a value for 'expected ..., got ...' messages."""
+    shape = getattr(value, "shape", None)
+    dtype = getattr(value, "dtype", None)
+    if shape is not None and dtype is not None:
+        return f"{type(value).__name__} of shape {list(shape)} and dtype {dtype}"
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def name_list(names: Sequence[str]) -> str:
+    return ", ".join(names) if names else "none"
+
+
+def bug(what: str) -> AssertionError:
+    return AssertionError(f"{PREFIX}{what}. This is a bug in tf_compat_grad, please report it.")

@@ -1,0 +1,139 @@
+"""The one `torch.autograd.Function` class generated per decorated function.
+
+# Note [where f runs]
+TensorFlow runs f while the tape records, so the ops of f are differentiable: a second derivative
+flows through the tensors grad_fn closes over (`e = exp(x)` in `log1pexp`), and only the custom
+op's outputs have their producer replaced by grad_fn (tf_behaviour items 8, 38, 40). A torch
+`Function.forward` runs with grad recording off, which would turn such tensors into constants and
+silently drop that second-order term (the "higher-order trap"). So in eager autograd f runs
+*before* the node, with grad recording on, and the node's forward only hands over f's outputs
+(detached, so gradients reach the inputs through grad_fn alone) and saves the tensors grad_fn
+closes over (Note [saved closures]). A backward with `create_graph=True` then differentiates
+grad_fn's ops through those tensors' own graphs, exactly as TensorFlow does, and f runs once per
+call whatever the order of differentiation.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from . import _gradients, _structure
+from ._closure import Captured
+from ._gradients import InputMeta
+
+if TYPE_CHECKING:
+    from ._decorator import CustomGradient
+
+
+class Record:
+    """What one call hands to its node's backward. Holds no tensor of the call's own."""
+
+    __slots__ = (
+        "arg_spec",
+        "bound",
+        "captured",
+        "metas",
+        "n_args",
+        "outputs",
+        "owner",
+        "positions",
+        "saved",
+        "variables",
+    )
+
+    def __init__(
+        self,
+        owner: CustomGradient[Any, Any],
+        bound: bool,
+        arg_spec: _structure.Spec,
+        n_args: int,
+        positions: list[int],
+        inputs: Sequence[torch.Tensor],
+        variables: list[torch.nn.Parameter],
+        captured: Captured,
+        saved: list[torch.Tensor],
+        outputs: tuple[torch.Tensor, ...],
+    ) -> None:
+        self.owner = owner
+        self.bound = bound  # called as a method: `self` is not among the arguments
+        self.arg_spec = arg_spec
+        self.n_args = n_args  # flattened positional arguments, tensors or not (item 11)
+        self.positions = positions  # where each tensor input stands among them
+        self.metas = [InputMeta(t) for t in (*inputs, *variables)]
+        self.variables = variables
+        self.captured = captured
+        self.saved: list[torch.Tensor] | None = saved  # handed to save_for_backward, then None
+        self.outputs: tuple[torch.Tensor, ...] | None = outputs  # likewise
+
+    def arg_names(self) -> str:
+        return ", ".join(self._paths()) or "none"
+
+    def _paths(self) -> list[str]:
+        return _structure.leaf_paths(self.arg_spec, self.owner.positional_names(self.bound))
+
+    def backward(
+        self, needs: Sequence[bool], saved: Sequence[torch.Tensor], upstream: Sequence[Any]
+    ) -> list[torch.Tensor | None]:
+        """Call grad_fn and return one gradient per node input (item 21 onwards)."""
+        f = self.owner.__wrapped__
+        grad_fn = self.captured.rebuild(saved)
+        variables = self.variables
+        if variables:
+            returned = grad_fn(*upstream, variables=list(variables))
+            input_grads, variable_grads = _gradients.split_variable_grads(returned, variables, f)
+        else:
+            input_grads, variable_grads = grad_fn(*upstream), ()
+        flat = _gradients.flat_input_grads(input_grads, self.n_args, f, self.arg_names)
+        chosen = [flat[p] for p in self.positions]
+        chosen.extend(variable_grads)
+        grads: list[torch.Tensor | None] = []
+        for i, (grad, need, meta) in enumerate(zip(chosen, needs, self.metas, strict=True)):
+            if grad is None or not need:
+                grads.append(None)
+            else:
+                grads.append(
+                    _gradients.repair(grad, meta, f, functools.partial(self._input_name, i))
+                )
+        return grads
+
+    def _input_name(self, i: int) -> str:
+        if i < len(self.positions):
+            return f"argument `{self._paths()[self.positions[i]]}`"
+        v = self.variables[i - len(self.positions)]
+        return f"variable {i - len(self.positions)} (Parameter of shape {list(v.shape)})"
+
+
+def make_node(owner: CustomGradient[Any, Any]) -> type[torch.autograd.Function]:
+    """The Function class for `owner`, named after f so torch shows `log1pexpBackward`."""
+
+    def forward(ctx: Any, record: Record, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        assert record.saved is not None and record.outputs is not None
+        ctx.save_for_backward(*record.saved)
+        ctx.record = record
+        outputs = record.outputs
+        record.saved = record.outputs = None  # the node must not keep them by another path
+        return outputs
+
+    def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
+        record: Record = ctx.record
+        return (None, *record.backward(ctx.needs_input_grad[1:], ctx.saved_tensors, upstream))
+
+    f = owner.__wrapped__
+    name = _node_name(f)
+    namespace: dict[str, Any] = {
+        "forward": staticmethod(forward),
+        "backward": staticmethod(backward),
+        "__qualname__": name,
+        "__module__": getattr(f, "__module__", __name__),
+        "__doc__": f"The autograd node of {name}, generated by tf_compat_grad.",
+    }
+    return type(name, (torch.autograd.Function,), namespace)
+
+
+def _node_name(f: Callable[..., Any]) -> str:
+    name = getattr(f, "__name__", "") or "custom_gradient"
+    return "lambda" if name == "<lambda>" else name

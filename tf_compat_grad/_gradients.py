@@ -1,0 +1,131 @@
+"""Checking and repairing what grad_fn returns (tf_behaviour items 26-31, 34, 36).
+
+TensorFlow passes whatever grad_fn returns straight through; torch's engine rejects Python
+numbers, gradients on another device and shapes it cannot sum down. Here a gradient becomes a
+tensor on its input's device, in its input's dtype, and of its input's shape when it broadcasts
+to it (or sums down to it, as torch's engine does); anything else is an error that names the
+argument.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from . import _structure
+from ._errors import (
+    PREFIX,
+    CustomGradientTypeError,
+    CustomGradientValueError,
+    describe,
+    describe_value,
+    plural,
+)
+
+
+class InputMeta:
+    """What a gradient for one tensor input must look like."""
+
+    __slots__ = ("device", "dtype", "shape")
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.shape = tensor.shape
+        self.dtype = tensor.dtype
+        self.device = tensor.device
+
+
+def _is_number_like(value: object) -> bool:
+    if isinstance(value, (bool, int, float, complex)):
+        return True
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(value, (numpy.ndarray, numpy.generic))
+
+
+def repair(
+    grad: Any, meta: InputMeta, f: Callable[..., Any], name: Callable[[], str]
+) -> torch.Tensor:
+    """`grad` as a tensor like the input `meta` describes; `name()` names that input."""
+    tensor: torch.Tensor
+    if isinstance(grad, torch.Tensor):
+        tensor = grad
+        if tensor.dtype != meta.dtype or tensor.device != meta.device:
+            tensor = tensor.to(device=meta.device, dtype=meta.dtype)
+    else:
+        if not _is_number_like(grad):
+            raise CustomGradientTypeError(
+                f"{PREFIX}grad_fn of {describe(f)} returned {describe_value(grad)} as the "
+                f"gradient for {name()}. Expected a tensor, a Python number, a numpy array or "
+                "None. Return a tensor of the input's shape, or None for no gradient."
+            ) from None
+        tensor = torch.as_tensor(grad, dtype=meta.dtype, device=meta.device)
+    if tensor.shape != meta.shape:
+        return _fit_shape(tensor, meta, f, name)
+    return tensor
+
+
+def _fit_shape(
+    grad: torch.Tensor, meta: InputMeta, f: Callable[..., Any], name: Callable[[], str]
+) -> torch.Tensor:
+    target = meta.shape
+    try:
+        common = torch.broadcast_shapes(grad.shape, target)  # type: ignore[no-untyped-call]
+    except RuntimeError:
+        common = None
+    if common == target:
+        return grad.expand(target)
+    if common == grad.shape:
+        return grad.sum_to_size(target)
+    raise CustomGradientValueError(
+        f"{PREFIX}grad_fn of {describe(f)} returned a gradient of shape {list(grad.shape)} "
+        f"for {name()}, which has shape {list(target)}. A gradient must have its input's shape "
+        "(or broadcast to it). Reduce it in grad_fn, e.g. `g.sum_to_size(x.shape)`, or "
+        "reshape it."
+    ) from None
+
+
+def split_variable_grads(
+    returned: Any, variables: Sequence[torch.nn.Parameter], f: Callable[..., Any]
+) -> tuple[Any, Sequence[Any]]:
+    """Unpack `(input_grads, variable_grads)`, returned when f read Parameters (item 34)."""
+    if not isinstance(returned, (tuple, list)) or len(returned) != 2:
+        raise CustomGradientTypeError(
+            f"{PREFIX}grad_fn of {describe(f)} must return a pair (input_gradients, "
+            f"variable_gradients) because {describe(f)} reads {plural(len(variables), 'Parameter')} "
+            f"({_parameter_names(variables)}), but it returned {describe_value(returned)}. "
+            "Return `dx, [dw, ...]` with one gradient per entry of `variables`."
+        ) from None
+    input_grads, variable_grads = returned
+    if not isinstance(variable_grads, (list, tuple)) or len(variable_grads) != len(variables):
+        got = (
+            plural(len(variable_grads), "gradient")
+            if isinstance(variable_grads, (list, tuple))
+            else describe_value(variable_grads)
+        )
+        raise CustomGradientValueError(
+            f"{PREFIX}grad_fn of {describe(f)} must return a gradient for each variable: "
+            f"expected a list of {len(variables)} ({_parameter_names(variables)}), got {got}. "
+            "Return one entry per Parameter in `variables`, in that order (None for none)."
+        ) from None
+    return input_grads, variable_grads
+
+
+def flat_input_grads(
+    input_grads: Any, count: int, f: Callable[..., Any], arg_names: Callable[[], str]
+) -> list[Any]:
+    """The gradients in flattened-argument order, checking their number (item 26)."""
+    flat = _structure.leaves(input_grads)
+    if len(flat) != count:
+        raise CustomGradientValueError(
+            f"{PREFIX}grad_fn of {describe(f)} returned {plural(len(flat), 'gradient')}, but "
+            f"{describe(f)} was called with {plural(count, 'positional input')} "
+            f"({arg_names()}). Return one gradient per positional input (None for one that "
+            "needs none), in the order of the flattened arguments."
+        ) from None
+    return flat
+
+
+def _parameter_names(variables: Sequence[torch.nn.Parameter]) -> str:
+    return ", ".join(f"Parameter of shape {list(v.shape)}" for v in variables)

@@ -1,0 +1,192 @@
+"""Ready-made custom gradients: TensorFlow's docstring examples and the classic
+`torch.autograd.Function` examples, each in decorator form.
+
+Each function is what a port of the same TensorFlow code looks like; `tests/test_examples.py`
+checks every one against the hand-written `torch.autograd.Function` it replaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ._decorator import custom_gradient
+
+Grad = Callable[..., Any]
+
+
+# --- TensorFlow's `tf.custom_gradient` docstring examples ---------------------------------
+
+
+@custom_gradient
+def log1pexp(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    """`log(1 + exp(x))` with a gradient that stays finite for large x (1.0 at x=100)."""
+    e = torch.exp(x)
+
+    def grad(upstream: torch.Tensor) -> torch.Tensor:
+        return upstream * (1 - 1 / (1 + e))
+
+    return torch.log(1 + e), grad
+
+
+@custom_gradient
+def clip_gradient_by_norm(x: torch.Tensor, norm: float) -> tuple[torch.Tensor, Grad]:
+    """The identity, whose gradient is clipped to L2 norm `norm` (`tf.clip_by_norm`)."""
+    y = x.clone()
+
+    def grad_fn(dresult: torch.Tensor) -> list[torch.Tensor | None]:
+        scale = torch.clamp(norm / torch.linalg.vector_norm(dresult), max=1.0)
+        return [dresult * scale, None]
+
+    return y, grad_fn
+
+
+def make_linear_poly(weights: torch.nn.Parameter) -> Callable[[torch.Tensor], torch.Tensor]:
+    """TensorFlow's `linear_poly`: `weights[1] * x + weights[0]`, the weights read from the
+    closure, so grad_fn gets them as `variables` and returns their gradient too."""
+
+    @custom_gradient
+    def linear_poly(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+        poly = weights[1] * x + weights[0]
+
+        def grad_fn(
+            dpoly: torch.Tensor, variables: list[torch.nn.Parameter] | None = None
+        ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+            assert variables is not None and len(variables) == 1 and variables[0] is weights
+            grad_xs = dpoly * weights[1]
+            dy_dw = dpoly * torch.stack([x**1, x**0])
+            return grad_xs, [dy_dw.reshape(2, -1).sum(dim=1)]
+
+        return poly, grad_fn
+
+    return linear_poly
+
+
+# --- The seed documents' examples ----------------------------------------------------------
+
+
+@custom_gradient
+def custom_relu(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    """ReLU whose gradient is -0.5 (whatever the upstream) where x <= 0."""
+
+    def grad(dy: torch.Tensor) -> torch.Tensor:
+        dx = dy.clone()
+        dx[x <= 0] = -0.5
+        return dx
+
+    return torch.clamp(x, min=0), grad
+
+
+@custom_gradient
+def squared_loss(prediction: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    """`(prediction - target)**2`, with the prediction's gradient set to 1.0 where
+    `|prediction - target| < 0.1`."""
+    diff = prediction - target
+
+    def grad(dy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        d_prediction = 2 * diff * dy
+        d_prediction[torch.abs(diff) < 0.1] = 1.0
+        return d_prediction, -2 * diff * dy
+
+    return diff**2, grad
+
+
+@custom_gradient
+def memory_efficient_sigmoid(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    """Sigmoid that keeps only its input for backward and recomputes sigmoid there."""
+
+    def grad(dy: torch.Tensor) -> torch.Tensor:
+        s = torch.sigmoid(x)
+        return dy * s * (1 - s)
+
+    return torch.sigmoid(x), grad
+
+
+@custom_gradient
+def custom_exp(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    """`exp(x)` with the deliberately modified derivative `2 * exp(x)`."""
+
+    def grad(dy: torch.Tensor) -> torch.Tensor:
+        return 2 * torch.exp(x) * dy
+
+    return torch.exp(x), grad
+
+
+@custom_gradient
+def conditional_op(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    """`2x` where x > 0, `0.5x` elsewhere, with the matching piecewise gradient."""
+    positive = x > 0
+
+    def grad(dy: torch.Tensor) -> torch.Tensor:
+        return torch.where(positive, dy * 2, dy * 0.5)
+
+    return torch.where(positive, x * 2, x * 0.5), grad
+
+
+@custom_gradient
+def smooth_round(
+    x: torch.Tensor, *positional_alpha: float, alpha: float = 10.0
+) -> tuple[torch.Tensor, Grad]:
+    """A differentiable round: `0.5 + 0.5 * tanh(alpha * (x - 0.5))`.
+
+    As in TensorFlow, an argument passed positionally is an input that needs a gradient slot,
+    while a default or a keyword argument is not (tf_behaviour items 14 and 15). So
+    `smooth_round(x, 5.0)` returns two gradients (the second None), and `smooth_round(x)` and
+    `smooth_round(x, alpha=5.0)` return one: the variadic parameter tells grad_fn which case it is.
+    """
+    if positional_alpha:
+        (alpha,) = positional_alpha
+    t = torch.tanh(alpha * (x - 0.5))
+
+    def grad(dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        # The seed's SmoothRound.backward leaves out the 0.5 of the tanh's derivative, so this
+        # gradient is twice the true one; it is kept as the seed wrote it.
+        return (dy * alpha * (1 - t**2), *(None for _ in positional_alpha))
+
+    return 0.5 + 0.5 * t, grad
+
+
+@custom_gradient
+def my_relu(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    """ReLU with a hand-written backward (the MyReLU example)."""
+
+    def grad(dy: torch.Tensor) -> torch.Tensor:
+        dx = dy.clone()
+        dx[x < 0] = 0
+        return dx
+
+    return x.clamp_min(0), grad
+
+
+@custom_gradient
+def clipped_relu(x: torch.Tensor, clip_val: float = 1.0) -> tuple[torch.Tensor, Grad]:
+    """`min(max(0, x), clip_val)`, gradient 1 where `0 < x < clip_val`; `clip_val` is a Python
+    float, whose gradient slot is None when it is passed positionally."""
+    clip = float(clip_val)
+
+    def grad(dy: torch.Tensor) -> Any:
+        return dy * ((x > 0) & (x < clip)).to(dy.dtype)
+
+    return x.clamp(min=0, max=clip), grad
+
+
+@custom_gradient
+def log_sigmoid(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    """A numerically stable `log(sigmoid(x))`, with gradient `1 - sigmoid(x)` (= sigmoid(-x))."""
+
+    def grad(dy: torch.Tensor) -> torch.Tensor:
+        return dy * torch.sigmoid(-x)
+
+    return -torch.nn.functional.softplus(-x), grad
+
+
+@custom_gradient
+def straight_through_round(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    """`round(x)` whose gradient is the identity (a straight-through estimator)."""
+
+    def grad(dy: torch.Tensor) -> torch.Tensor:
+        return dy
+
+    return torch.round(x), grad

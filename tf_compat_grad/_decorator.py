@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar, overload
 import torch
 from typing_extensions import ParamSpec
 
-from . import _structure
+from . import _structure, _transforms
 from ._closure import capture
 from ._errors import (
     PREFIX,
@@ -22,14 +22,16 @@ from ._errors import (
     describe_value,
     plural,
 )
-from ._function import Record, make_node
+from ._function import UNBOUND, Record, make_node
+from ._transforms import make_transform_node
 from ._variables import ParameterWatcher
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 _Tensor = torch.Tensor
-_UNBOUND: Any = object()
+_UNBOUND = UNBOUND
+_transforms_active = torch._C._are_functorch_transforms_active
 _CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
 _INPUT_LEAF_TYPES = (bool, int, float, complex, str, bytes)
 
@@ -46,6 +48,7 @@ class CustomGradient(Generic[P, R]):
     def __init__(self, f: Callable[P, tuple[R, Callable[..., Any]]]) -> None:
         functools.update_wrapper(self, f)
         self._node = make_node(self)
+        self._transform_node: type[torch.autograd.Function] | None = None
         self._inside = getattr(f, "__qualname__", "") + ".<locals>."
         self._names: dict[bool, list[str]] = {}
         owner = self
@@ -73,6 +76,12 @@ class CustomGradient(Generic[P, R]):
     def __repr__(self) -> str:
         return f"<custom_gradient {describe(self.__wrapped__)}>"
 
+    def transform_node(self) -> type[torch.autograd.Function]:
+        """The node used under `torch.func` transforms (Note [transforms]), made on first use."""
+        if self._transform_node is None:
+            self._transform_node = make_transform_node(self)
+        return self._transform_node
+
     def positional_names(self, bound: bool) -> list[str]:
         """The names of f's positional parameters (`self` left out when bound), for messages."""
         names = self._names.get(bound)
@@ -82,16 +91,41 @@ class CustomGradient(Generic[P, R]):
 
     # Note [where f runs] (in _function.py) explains the order of the steps below.
     def _call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        f = self.__wrapped__
+        if _transforms_active():
+            flat_args, arg_spec = self._inputs(bound, args)
+            return _transforms.call(self, bound, flat_args, arg_spec, kwargs)
         if not torch.is_grad_enabled():
-            result, _ = self._split(
-                f(*args, **kwargs) if bound is _UNBOUND else f(bound, *args, **kwargs)
-            )
-            return _fresh(result, f)
+            f = self.__wrapped__
+            out = f(*args, **kwargs) if bound is _UNBOUND else f(bound, *args, **kwargs)
+            return _fresh(self._split(out)[0], f)
+        flat_args, arg_spec = self._inputs(bound, args)
+        result, grad_fn, variables = self.run(bound, args, kwargs, flat_args)
+        positions = [i for i, leaf in enumerate(flat_args) if isinstance(leaf, _Tensor)]
+        inputs = [flat_args[i] for i in positions]
+        if not variables and not any(t.requires_grad for t in inputs):
+            return _fresh(result, self.__wrapped__)  # nothing to record: f's autodiff (item 39)
+        flat_out, out_spec = _structure.flatten(result)
+        record = Record(
+            self, bound is not _UNBOUND, arg_spec, len(flat_args), positions, inputs, variables
+        )
+        record.outputs = self.outputs(flat_out, out_spec)
+        record.captured, record.saved = capture(grad_fn, self._inside)
+        node_outputs = self._node.apply(record, *inputs, *variables)  # type: ignore[no-untyped-call]
+        return _structure.unflatten(out_spec, node_outputs)
+
+    def _inputs(self, bound: Any, args: tuple[Any, ...]) -> tuple[list[Any], _structure.Spec]:
+        """The flattened positional arguments (item 11), each checked to be usable (item 13)."""
         flat_args, arg_spec = _structure.flatten(args)
         for i, leaf in enumerate(flat_args):
             if not isinstance(leaf, (_Tensor, *_INPUT_LEAF_TYPES)) and not _is_numpy(leaf):
                 self._reject_input(leaf, i, arg_spec, bound is not _UNBOUND)
+        return flat_args, arg_spec
+
+    def run(
+        self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any], flat_args: list[Any]
+    ) -> tuple[Any, Callable[..., Any], list[torch.nn.Parameter]]:
+        """Call f once, watching for Parameters: its outputs, grad_fn and variables."""
+        f = self.__wrapped__
         watcher = ParameterWatcher()
         with watcher:
             out = f(*args, **kwargs) if bound is _UNBOUND else f(bound, *args, **kwargs)
@@ -99,19 +133,12 @@ class CustomGradient(Generic[P, R]):
         variables = watcher.variables(exclude=flat_args + _structure.leaves(kwargs))
         if variables:
             self._check_accepts_variables(grad_fn, variables)
-        positions = [i for i, leaf in enumerate(flat_args) if isinstance(leaf, _Tensor)]
-        inputs = [flat_args[i] for i in positions]
-        if not variables and not any(t.requires_grad for t in inputs):
-            return _fresh(result, f)  # nothing to record: autodiff of f applies (item 39)
-        flat_out, out_spec = _structure.flatten(result)
-        outputs = tuple(_as_output(o, i, out_spec, f).detach() for i, o in enumerate(flat_out))
-        captured, saved = capture(grad_fn, self._inside)
-        record = Record(
-            self, bound is not _UNBOUND, arg_spec, len(flat_args), positions, inputs, variables,
-            captured, saved, outputs,
-        )  # fmt: skip
-        node_outputs = self._node.apply(record, *inputs, *variables)  # type: ignore[no-untyped-call]
-        return _structure.unflatten(out_spec, node_outputs)
+        return result, grad_fn, variables
+
+    def outputs(self, flat_out: list[Any], out_spec: _structure.Spec) -> tuple[_Tensor, ...]:
+        """f's flattened outputs as new tensors with no graph (items 10 and 38)."""
+        f = self.__wrapped__
+        return tuple(_as_output(o, i, out_spec, f).detach() for i, o in enumerate(flat_out))
 
     def _split(self, out: Any) -> tuple[Any, Callable[..., Any]]:
         """f's `(outputs, grad_fn)`, with TensorFlow's error types (items 6 and 7)."""

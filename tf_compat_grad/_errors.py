@@ -25,6 +25,10 @@ class CustomGradientValueError(CustomGradientError, ValueError):
     """A value of the right kind but the wrong count or shape (TensorFlow: `ValueError`)."""
 
 
+class CustomGradientNotImplementedError(CustomGradientError, NotImplementedError):
+    """A combination that cannot be computed exactly, refused rather than computed wrong."""
+
+
 def describe(fn: Callable[..., Any]) -> str:
     """Name a user's function with its file and line: ``\\`log1pexp\\` (model.py:12)``."""
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)

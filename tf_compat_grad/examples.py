@@ -161,13 +161,22 @@ def my_relu(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
 
 
 @custom_gradient
-def clipped_relu(x: torch.Tensor, clip_val: float = 1.0) -> tuple[torch.Tensor, Grad]:
-    """`min(max(0, x), clip_val)`, gradient 1 where `0 < x < clip_val`; `clip_val` is a Python
-    float, whose gradient slot is None when it is passed positionally."""
+def clipped_relu(
+    x: torch.Tensor, *positional_clip_val: float, clip_val: float = 1.0
+) -> tuple[torch.Tensor, Grad]:
+    """`min(max(0, x), clip_val)`, gradient 1 where `0 < x < clip_val`.
+
+    `clip_val` is a Python float: passed positionally (`clipped_relu(x, 1.5)`, as the seed
+    does) it is an input whose gradient slot is None; by default or by keyword it is not an
+    input (see `smooth_round`).
+    """
+    if positional_clip_val:
+        (clip_val,) = positional_clip_val
     clip = float(clip_val)
 
-    def grad(dy: torch.Tensor) -> Any:
-        return dy * ((x > 0) & (x < clip)).to(dy.dtype)
+    def grad(dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        mask = ((x > 0) & (x < clip)).to(dy.dtype)
+        return (dy * mask, *(None for _ in positional_clip_val))
 
     return x.clamp(min=0, max=clip), grad
 

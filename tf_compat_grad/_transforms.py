@@ -1,0 +1,229 @@
+"""The node used while a `torch.func` transform is active (grad, vmap, jacrev, jvp, ...).
+
+# Note [transforms]
+`torch.func` only accepts a `setup_context`-style Function, and it calls `forward` itself, at the
+innermost level, on unwrapped tensors. So here f runs inside `forward` (Note [where f runs] does
+not apply), grad_fn leaves `forward` as an extra non-tensor output, and `setup_context` keeps it.
+The tensors grad_fn closes over are then constants to every enclosing transform: enough for a
+first derivative, but a second one would silently lose their term (the "higher-order trap":
+`grad(grad(log1pexp))` would give 0.0). So backward checks whether an enclosing level still
+differentiates the inputs (a live grad or jvp level under the current one, or plain autograd
+recording the underlying tensor); only then it runs f again on the inputs as backward sees them,
+with the random-number state of the first run, and calls the fresh grad_fn, whose closure tensors
+now carry that level's derivatives. At first order f runs once.
+
+Forward mode follows the custom rule: grad_fn is a vector-Jacobian product `u -> J^T u`, linear
+in u, so `J v = d/du <grad_fn(u), v>`: one reverse pass of grad_fn at u = 0 (`torch.func.vjp`).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from . import _structure
+from ._errors import PREFIX, CustomGradientNotImplementedError, describe
+from ._function import UNBOUND, Record, node_class
+
+if TYPE_CHECKING:
+    from ._decorator import CustomGradient
+
+
+class _Call:
+    """The non-tensor part of one call, passed through `apply` to `forward`."""
+
+    __slots__ = ("arg_spec", "bound", "flat_args", "kwargs", "owner", "positions")
+
+    def __init__(
+        self,
+        owner: CustomGradient[Any, Any],
+        bound: Any,
+        flat_args: list[Any],
+        arg_spec: _structure.Spec,
+        kwargs: dict[str, Any],
+        positions: list[int],
+    ) -> None:
+        self.owner = owner
+        self.bound = bound
+        self.flat_args = [None if i in positions else a for i, a in enumerate(flat_args)]
+        self.arg_spec = arg_spec
+        self.kwargs = kwargs
+        self.positions = positions
+
+    def run(self, inputs: Sequence[torch.Tensor]) -> tuple[Any, Callable[..., Any], list[Any]]:
+        leaves = list(self.flat_args)
+        for position, tensor in zip(self.positions, inputs, strict=True):
+            leaves[position] = tensor
+        args = _structure.unflatten(self.arg_spec, leaves)
+        return self.owner.run(self.bound, args, self.kwargs, leaves)
+
+
+class _Aux:
+    """What forward hands to setup_context besides the outputs."""
+
+    __slots__ = ("grad_fn", "out_spec", "rng", "variables")
+
+    def __init__(
+        self,
+        grad_fn: Callable[..., Any],
+        out_spec: _structure.Spec,
+        variables: list[Any],
+        rng: _RngState,
+    ) -> None:
+        self.grad_fn = grad_fn
+        self.out_spec = out_spec
+        self.variables = variables
+        self.rng = rng
+
+
+class _RngState:
+    """The random-number state before f ran, to run f again with the same draws."""
+
+    __slots__ = ("cpu", "cuda")
+
+    def __init__(self) -> None:
+        self.cpu = torch.get_rng_state()
+        initialized = torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
+        self.cuda = torch.cuda.get_rng_state_all() if initialized else None
+
+    def rerun(self, fn: Callable[[], Any]) -> Any:
+        devices = list(range(len(self.cuda))) if self.cuda is not None else []
+        with torch.random.fork_rng(devices=devices):
+            torch.set_rng_state(self.cpu)
+            if self.cuda is not None:
+                torch.cuda.set_rng_state_all(self.cuda)
+            return fn()
+
+
+def call(
+    owner: CustomGradient[Any, Any],
+    bound: Any,
+    flat_args: list[Any],
+    arg_spec: _structure.Spec,
+    kwargs: dict[str, Any],
+) -> Any:
+    positions = [i for i, leaf in enumerate(flat_args) if isinstance(leaf, torch.Tensor)]
+    inputs = [flat_args[i] for i in positions]
+    node = owner.transform_node()
+    *outputs, aux = node.apply(  # type: ignore[no-untyped-call]
+        _Call(owner, bound, flat_args, arg_spec, kwargs, positions), *inputs
+    )
+    return _structure.unflatten(aux.out_spec, outputs)
+
+
+def make_transform_node(owner: CustomGradient[Any, Any]) -> type[torch.autograd.Function]:
+    """The `setup_context`-style Function class for `owner`; see Note [transforms]."""
+
+    def forward(call: _Call, *inputs: torch.Tensor) -> tuple[Any, ...]:
+        rng = _RngState()
+        result, grad_fn, variables = call.run(inputs)
+        flat_out, out_spec = _structure.flatten(result)
+        return (*owner.outputs(flat_out, out_spec), _Aux(grad_fn, out_spec, variables, rng))
+
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Any, ...]) -> None:
+        call: _Call = inputs[0]
+        aux: _Aux = output[-1]
+        tensors = inputs[1:]
+        ctx.call = call
+        ctx.aux = aux
+        ctx.record = Record(
+            owner,
+            call.bound is not UNBOUND,
+            call.arg_spec,
+            len(call.flat_args),
+            call.positions,
+            tensors,
+            aux.variables,
+        )
+        ctx.save_for_backward(*tensors)
+        ctx.save_for_forward(*tensors, *output[:-1])
+
+    def grad_fn_for(
+        ctx: Any, inputs: Sequence[torch.Tensor], forward_mode: bool = False
+    ) -> Callable[..., Any]:
+        further = _differentiated_further(inputs)
+        if further and forward_mode and further == "jvp":
+            raise CustomGradientNotImplementedError(
+                f"{PREFIX}forward mode over forward mode (e.g. `jacfwd(jacfwd(f))`) through "
+                f"{describe(owner.__wrapped__)} would lose the second-order terms of the tensors "
+                "its grad_fn closes over, so it is refused rather than computed wrong. Use "
+                "`torch.func.hessian` (forward over reverse) or `jacrev(jacrev(f))` instead."
+            )
+        aux: _Aux = ctx.aux
+        if further:
+            call: _Call = ctx.call
+            rerun: tuple[Any, Callable[..., Any], Any] = aux.rng.rerun(lambda: call.run(inputs))
+            return rerun[1]
+        return aux.grad_fn
+
+    def input_grads(
+        ctx: Any, grad_fn: Callable[..., Any], upstream: Sequence[Any], needs: Sequence[bool]
+    ) -> list[torch.Tensor | None]:
+        record: Record = ctx.record
+        # Parameters read under a transform are constants of it: their gradients are dropped.
+        needs = [*needs, *(False for _ in record.variables)]
+        return record.gradients(grad_fn, upstream, needs)[: len(record.positions)]
+
+    def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
+        inputs = ctx.saved_tensors
+        grad_fn = grad_fn_for(ctx, inputs)
+        return (None, *input_grads(ctx, grad_fn, upstream[:-1], ctx.needs_input_grad[1:]))
+
+    def jvp(ctx: Any, *tangents: Any) -> tuple[Any, ...]:
+        saved = ctx.saved_tensors
+        n_inputs = len(ctx.record.positions)
+        inputs, outputs = saved[:n_inputs], saved[n_inputs:]
+        grad_fn = grad_fn_for(ctx, inputs, forward_mode=True)
+        needs = [True] * n_inputs
+
+        def vjp(*upstream: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            grads = input_grads(ctx, grad_fn, upstream, needs)
+            return tuple(
+                torch.zeros_like(x) if g is None else g for g, x in zip(grads, inputs, strict=True)
+            )
+
+        zeros = [torch.zeros_like(o) for o in outputs]
+        pullback = torch.func.vjp(vjp, *zeros)[1]
+        input_tangents = tuple(
+            torch.zeros_like(x) if t is None else t
+            for t, x in zip(tangents[1:], inputs, strict=True)
+        )
+        return (*pullback(input_tangents), None)
+
+    node = node_class(
+        owner,
+        forward=staticmethod(forward),
+        setup_context=staticmethod(setup_context),
+        backward=staticmethod(backward),
+        jvp=staticmethod(jvp),
+        generate_vmap_rule=True,
+    )
+    # Function.apply would otherwise call inspect.signature(forward) on every call.
+    forward.__signature__ = inspect.signature(forward)  # type: ignore[attr-defined]
+    return node
+
+
+def _differentiated_further(inputs: Sequence[torch.Tensor]) -> str | None:
+    """Whether something enclosing this backward (or jvp) differentiates the inputs again:
+    "jvp" for an enclosing forward-mode level, "grad" for reverse mode, None for nothing."""
+    from torch._C import _functorch
+    from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
+
+    alive = {i.level(): i.key() for i in retrieve_all_functorch_interpreters()}
+    found = None
+    for tensor in inputs:
+        outermost = True
+        while _functorch.is_functorch_wrapped_tensor(tensor):
+            level = _functorch.maybe_get_level(tensor)
+            if not outermost and _functorch.is_gradtrackingtensor(tensor) and level in alive:
+                if alive[level] == _functorch.TransformType.Jvp:
+                    return "jvp"
+                found = "grad"
+            outermost = False
+            tensor = _functorch.get_unwrapped(tensor)
+        if not outermost and tensor.requires_grad and torch.is_grad_enabled():
+            found = "grad"
+    return found

@@ -48,7 +48,7 @@ class CustomGradient(Generic[P, R]):
     def __init__(self, f: Callable[P, tuple[R, Callable[..., Any]]]) -> None:
         functools.update_wrapper(self, f)
         self._node = make_node(self)
-        self._transform_node: type[torch.autograd.Function] | None = None
+        self._transform_node = make_transform_node(self)
         self._inside = getattr(f, "__qualname__", "") + ".<locals>."
         self._names: dict[bool, list[str]] = {}
         owner = self
@@ -76,12 +76,6 @@ class CustomGradient(Generic[P, R]):
     def __repr__(self) -> str:
         return f"<custom_gradient {describe(self.__wrapped__)}>"
 
-    def transform_node(self) -> type[torch.autograd.Function]:
-        """The node used under `torch.func` transforms (Note [transforms]), made on first use."""
-        if self._transform_node is None:
-            self._transform_node = make_transform_node(self)
-        return self._transform_node
-
     def positional_names(self, bound: bool) -> list[str]:
         """The names of f's positional parameters (`self` left out when bound), for messages."""
         names = self._names.get(bound)
@@ -93,7 +87,7 @@ class CustomGradient(Generic[P, R]):
     def _call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if _transforms_active():
             flat_args, arg_spec = self._inputs(bound, args)
-            return _transforms.call(self, bound, flat_args, arg_spec, kwargs)
+            return _transforms.call(self._transform_node, self, bound, flat_args, arg_spec, kwargs)
         if not torch.is_grad_enabled():
             f = self.__wrapped__
             out = f(*args, **kwargs) if bound is _UNBOUND else f(bound, *args, **kwargs)

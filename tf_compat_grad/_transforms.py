@@ -99,6 +99,7 @@ class _RngState:
 
 
 def call(
+    node: type[torch.autograd.Function],
     owner: CustomGradient[Any, Any],
     bound: Any,
     flat_args: list[Any],
@@ -107,7 +108,6 @@ def call(
 ) -> Any:
     positions = [i for i, leaf in enumerate(flat_args) if isinstance(leaf, torch.Tensor)]
     inputs = [flat_args[i] for i in positions]
-    node = owner.transform_node()
     *outputs, aux = node.apply(  # type: ignore[no-untyped-call]
         _Call(owner, bound, flat_args, arg_spec, kwargs, positions), *inputs
     )

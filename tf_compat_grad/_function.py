@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from . import _gradients, _structure
+from . import _autocast, _gradients, _structure
 from ._closure import Captured
 from ._gradients import InputMeta
 
@@ -38,6 +38,7 @@ class Record:
 
     __slots__ = (
         "arg_spec",
+        "autocast",
         "bound",
         "captured",
         "metas",
@@ -66,6 +67,7 @@ class Record:
         self.positions = positions  # where each tensor input stands among them
         self.metas = [InputMeta(t) for t in (*inputs, *variables)]
         self.variables = variables
+        self.autocast = _autocast.current()  # grad_fn runs in the forward's autocast state
         # Handed over to the eager node's forward, which empties them (Note [saved closures]).
         self.captured: Captured | None = None
         self.saved: list[torch.Tensor] | None = None
@@ -87,10 +89,12 @@ class Record:
         f = self.owner.__wrapped__
         variables = self.variables
         if variables:
-            returned = grad_fn(*upstream, variables=list(variables))
+            returned = _autocast.call_in(
+                self.autocast, grad_fn, *upstream, variables=list(variables)
+            )
             input_grads, variable_grads = _gradients.split_variable_grads(returned, variables, f)
         else:
-            input_grads, variable_grads = grad_fn(*upstream), ()
+            input_grads, variable_grads = _autocast.call_in(self.autocast, grad_fn, *upstream), ()
         flat = _gradients.flat_input_grads(input_grads, self.n_args, f, self.arg_names)
         chosen = [flat[p] for p in self.positions]
         chosen.extend(variable_grads)

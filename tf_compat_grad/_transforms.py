@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from . import _structure
+from . import _autocast, _structure
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
 from ._function import UNBOUND, Record, node_class
 
@@ -155,7 +155,10 @@ def make_transform_node(owner: CustomGradient[Any, Any]) -> type[torch.autograd.
         aux: _Aux = ctx.aux
         if further:
             call: _Call = ctx.call
-            rerun: tuple[Any, Callable[..., Any], Any] = aux.rng.rerun(lambda: call.run(inputs))
+            state = ctx.record.autocast
+            rerun: tuple[Any, Callable[..., Any], Any] = aux.rng.rerun(
+                lambda: _autocast.call_in(state, call.run, inputs)
+            )
             return rerun[1]
         return aux.grad_fn
 

@@ -6,14 +6,15 @@ the closure, they would escape everything torch offers for saved tensors: saved-
 (`save_on_cpu`, checkpointing) would not see them, an in-place edit after forward would give a
 silently wrong gradient instead of torch's version-counter error, and they would live as long as
 the graph node instead of being freed right after backward. So `capture` takes the tensors out of
-grad_fn's closure cells (also inside lists, tuples, dicts and namedtuples held in a cell, and in
+grad_fn's closure cells and default arguments (also inside tuples and namedtuples, and in
 functions defined inside f that grad_fn calls), and `Captured.rebuild` makes, for each backward, a
 fresh function of the same code whose cells hold the tensors unpacked from `ctx.saved_tensors`.
 The original cells are never written: sibling closures made inside f may share them. Cells that
 hold no tensor are shared with the rebuilt function as they are, so `nonlocal` state still works.
 
-A grad_fn that is not a plain Python function (a bound method, a `functools.partial`, an object
-with `__call__`) is kept as it is: the tensors it holds are then kept alive on the node.
+Lists and dicts are mutable, and a grad_fn may add to one it closes over, so they are shared as
+they are, like a grad_fn that is not a plain Python function (a bound method, a
+`functools.partial`, an object with `__call__`): the tensors they hold stay alive on the node.
 """
 
 from __future__ import annotations
@@ -32,11 +33,21 @@ _Tensor = torch.Tensor
 
 
 def _holds_tensor(value: Any) -> bool:
+    """A tensor, or a tuple (namedtuple) holding tensors with tuples alone inside it."""
     if isinstance(value, _Tensor):
         return True
-    if isinstance(value, (list, tuple, dict)):
-        return any(isinstance(leaf, _Tensor) for leaf in _structure.leaves(value))
-    return False
+    return (
+        isinstance(value, tuple)
+        and _tuples_only(value)
+        and any(isinstance(leaf, _Tensor) for leaf in _structure.leaves(value))
+    )
+
+
+def _tuples_only(value: tuple[Any, ...]) -> bool:
+    return all(
+        _tuples_only(item) if isinstance(item, tuple) else not isinstance(item, (list, dict))
+        for item in value
+    )
 
 
 class _Tensors:
@@ -48,20 +59,35 @@ class _Tensors:
         self.indices = indices  # an int indexes the saved tensors; any other leaf is kept
         self.spec = spec
 
+    def refill(self, saved: Sequence[torch.Tensor]) -> Any:
+        values = [saved[i] if isinstance(i, int) else i.value for i in self.indices]
+        return _structure.unflatten(self.spec, values)
+
 
 class _Template:
     """Everything needed to remake a function but the tensors in its closure."""
 
     __slots__ = ("cells", "code", "defaults", "globals", "kwdefaults", "name", "qualname")
 
-    def __init__(self, fn: types.FunctionType, cells: list[Any]) -> None:
+    def __init__(
+        self, fn: types.FunctionType, saved: list[torch.Tensor], seen: dict[int, int]
+    ) -> None:
         self.code = fn.__code__
         self.globals = fn.__globals__
         self.name = fn.__name__
         self.qualname = fn.__qualname__
-        self.defaults = fn.__defaults__
-        self.kwdefaults = fn.__kwdefaults__
-        self.cells = cells  # per cell: a cell kept as is, a _Tensors, or a _Template
+        defaults, kwdefaults = fn.__defaults__, fn.__kwdefaults__
+        # The defaults as they are, or as _Tensors when they hold tensors.
+        self.defaults: Any = (
+            _tensor_cell(defaults, saved, seen) if _holds_tensor(defaults) else defaults
+        )
+        self.kwdefaults: Any = kwdefaults
+        if kwdefaults and _holds_tensor(tuple(kwdefaults.values())):
+            self.kwdefaults = (
+                list(kwdefaults),
+                _tensor_cell(tuple(kwdefaults.values()), saved, seen),
+            )
+        self.cells: list[Any] = []  # per cell: a cell kept as is, a _Tensors, or a _Template
 
 
 class Captured:
@@ -87,7 +113,9 @@ def capture(grad_fn: Callable[..., Any], inside: str) -> tuple[Captured, list[to
     `inside` is the qualified-name prefix of functions defined inside f
     (``f.__qualname__ + ".<locals>."``): function-valued cells defined there are captured too.
     """
-    if type(grad_fn) is not _FunctionType or not grad_fn.__closure__:
+    if type(grad_fn) is not _FunctionType or not (
+        grad_fn.__closure__ or grad_fn.__defaults__ or grad_fn.__kwdefaults__
+    ):
         return Captured(None, grad_fn), []
     saved: list[torch.Tensor] = []
     template = _template(grad_fn, inside, saved, {}, {})
@@ -104,8 +132,8 @@ def _template(
     template = seen_functions.get(id(fn))
     if template is not None:
         return template  # reached again (recursion or siblings): one rebuilt function serves
-    cells: list[Any] = []
-    template = seen_functions[id(fn)] = _Template(fn, cells)
+    template = seen_functions[id(fn)] = _Template(fn, saved, seen_tensors)
+    cells = template.cells
     for cell in fn.__closure__ or ():
         try:
             value = cell.cell_contents
@@ -159,18 +187,22 @@ def _make(
     nested: list[tuple[_Template, Any]] = []
     for cell in template.cells:
         if isinstance(cell, _Tensors):
-            values = [saved[i] if isinstance(i, int) else i.value for i in cell.indices]
-            closure.append(_CellType(_structure.unflatten(cell.spec, values)))
+            closure.append(_CellType(cell.refill(saved)))
         elif isinstance(cell, _Template):
             inner = _CellType()
             closure.append(inner)
             nested.append((cell, inner))
         else:
             closure.append(cell)
-    fn = _FunctionType(
-        template.code, template.globals, template.name, template.defaults, tuple(closure)
-    )
-    fn.__kwdefaults__ = template.kwdefaults
+    defaults = template.defaults
+    if isinstance(defaults, _Tensors):
+        defaults = defaults.refill(saved)
+    fn = _FunctionType(template.code, template.globals, template.name, defaults, tuple(closure))
+    kwdefaults = template.kwdefaults
+    if isinstance(kwdefaults, tuple):
+        names, values = kwdefaults
+        kwdefaults = dict(zip(names, values.refill(saved), strict=True))
+    fn.__kwdefaults__ = kwdefaults
     fn.__qualname__ = template.qualname
     made[id(template)] = fn
     # Filled once this function exists, so functions that refer to each other resolve.

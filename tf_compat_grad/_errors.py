@@ -29,13 +29,18 @@ class CustomGradientNotImplementedError(CustomGradientError, NotImplementedError
     """A combination that cannot be computed exactly, refused rather than computed wrong."""
 
 
+def fn_name(fn: Callable[..., Any]) -> str:
+    """A user's function by name, in backquotes."""
+    label = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    return f"`{label}`"
+
+
 def describe(fn: Callable[..., Any]) -> str:
-    """Name a user's function with its file and line: ``\\`log1pexp\\` (model.py:12)``."""
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    """A user's function by name, with its file and line: `log1pexp` (model.py:12)."""
     code = getattr(fn, "__code__", None)
     if code is None:
-        return f"`{name}`"
-    return f"`{name}` ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+        return fn_name(fn)
+    return f"{fn_name(fn)} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
 
 
 def describe_value(value: object) -> str:

@@ -17,19 +17,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from . import _autocast, _gradients, _structure
+from . import _autocast, _gradients, _run, _structure
 from ._closure import Captured
 from ._gradients import InputMeta
-
-if TYPE_CHECKING:
-    from ._decorator import CustomGradient
-
-
-UNBOUND: Any = object()  # the `bound` of a call that is not a method call
 
 
 class Record:
@@ -41,10 +35,10 @@ class Record:
         "autocast",
         "bound",
         "captured",
+        "f",
         "metas",
         "n_args",
         "outputs",
-        "owner",
         "positions",
         "saved",
         "variables",
@@ -52,7 +46,7 @@ class Record:
 
     def __init__(
         self,
-        owner: CustomGradient[Any, Any],
+        f: Callable[..., Any],
         bound: bool,
         arg_spec: _structure.Spec,
         n_args: int,
@@ -60,7 +54,7 @@ class Record:
         inputs: Sequence[torch.Tensor],
         variables: list[torch.nn.Parameter],
     ) -> None:
-        self.owner = owner
+        self.f = f
         self.bound = bound  # called as a method: `self` is not among the arguments
         self.arg_spec = arg_spec
         self.n_args = n_args  # flattened positional arguments, tensors or not (item 11)
@@ -77,7 +71,7 @@ class Record:
         return ", ".join(self._paths()) or "none"
 
     def _paths(self) -> list[str]:
-        return _structure.leaf_paths(self.arg_spec, self.owner.positional_names(self.bound))
+        return _structure.leaf_paths(self.arg_spec, _run.positional_names(self.f, self.bound))
 
     def gradients(
         self, grad_fn: Callable[..., Any], upstream: Sequence[Any], needs: Sequence[bool]
@@ -86,7 +80,7 @@ class Record:
 
         `needs[i]` False gives None for that input without looking at what grad_fn returned.
         """
-        f = self.owner.__wrapped__
+        f = self.f
         variables = self.variables
         if variables:
             returned = _autocast.call_in(
@@ -110,12 +104,12 @@ class Record:
     def _input_name(self, i: int) -> str:
         if i < len(self.positions):
             return f"argument `{self._paths()[self.positions[i]]}`"
-        v = self.variables[i - len(self.positions)]
-        return f"variable {i - len(self.positions)} (Parameter of shape {list(v.shape)})"
+        k = i - len(self.positions)
+        return f"`variables[{k}]` (Parameter of shape {list(self.variables[k].shape)})"
 
 
-def make_node(owner: CustomGradient[Any, Any]) -> type[torch.autograd.Function]:
-    """The eager Function class for `owner` (Note [where f runs])."""
+def make_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
+    """The eager Function class for f (Note [where f runs])."""
 
     def forward(ctx: Any, record: Record, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         assert record.saved is not None and record.outputs is not None
@@ -131,12 +125,11 @@ def make_node(owner: CustomGradient[Any, Any]) -> type[torch.autograd.Function]:
         grad_fn = record.captured.rebuild(ctx.saved_tensors)
         return (None, *record.gradients(grad_fn, upstream, ctx.needs_input_grad[1:]))
 
-    return node_class(owner, forward=staticmethod(forward), backward=staticmethod(backward))
+    return node_class(f, forward=staticmethod(forward), backward=staticmethod(backward))
 
 
-def node_class(owner: CustomGradient[Any, Any], **methods: Any) -> type[torch.autograd.Function]:
+def node_class(f: Callable[..., Any], **methods: Any) -> type[torch.autograd.Function]:
     """A Function class named after f, so torch shows `log1pexpBackward`."""
-    f = owner.__wrapped__
     name = getattr(f, "__name__", "") or "custom_gradient"
     if name == "<lambda>":
         name = "lambda"

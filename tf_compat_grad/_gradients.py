@@ -9,7 +9,6 @@ argument.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,8 +21,10 @@ from ._errors import (
     CustomGradientValueError,
     describe,
     describe_value,
+    fn_name,
     plural,
 )
+from ._run import is_numpy
 
 
 class InputMeta:
@@ -40,8 +41,7 @@ class InputMeta:
 def _is_number_like(value: object) -> bool:
     if isinstance(value, (bool, int, float, complex)):
         return True
-    numpy = sys.modules.get("numpy")
-    return numpy is not None and isinstance(value, (numpy.ndarray, numpy.generic))
+    return is_numpy(value) and value.dtype.kind in "biufc"  # type: ignore[attr-defined]
 
 
 def repair(
@@ -54,13 +54,17 @@ def repair(
         if tensor.dtype != meta.dtype or tensor.device != meta.device:
             tensor = tensor.to(device=meta.device, dtype=meta.dtype)
     else:
-        if not _is_number_like(grad):
+        try:
+            if not _is_number_like(grad):
+                raise TypeError
+            tensor = torch.as_tensor(grad, dtype=meta.dtype, device=meta.device)
+        except (TypeError, RuntimeError):
             raise CustomGradientTypeError(
                 f"{PREFIX}grad_fn of {describe(f)} returned {describe_value(grad)} as the "
-                f"gradient for {name()}. Expected a tensor, a Python number, a numpy array or "
-                "None. Return a tensor of the input's shape, or None for no gradient."
+                f"gradient for {name()}, a tensor of dtype {meta.dtype}. Expected a tensor, a "
+                "real Python number, a numeric numpy array or None. Return a tensor of the "
+                "input's shape, or None for no gradient."
             ) from None
-        tensor = torch.as_tensor(grad, dtype=meta.dtype, device=meta.device)
     if tensor.shape != meta.shape:
         return _fit_shape(tensor, meta, f, name)
     return tensor
@@ -80,9 +84,9 @@ def _fit_shape(
         return grad.sum_to_size(target)
     raise CustomGradientValueError(
         f"{PREFIX}grad_fn of {describe(f)} returned a gradient of shape {list(grad.shape)} "
-        f"for {name()}, which has shape {list(target)}. A gradient must have its input's shape "
-        "(or broadcast to it). Reduce it in grad_fn, e.g. `g.sum_to_size(x.shape)`, or "
-        "reshape it."
+        f"for {name()}, which has shape {list(target)}. A gradient must have its input's shape, "
+        "or broadcast to it (it is then expanded), or be a broadcast of it (it is then summed "
+        f"down). Return a gradient of shape {list(target)}."
     ) from None
 
 
@@ -93,7 +97,7 @@ def split_variable_grads(
     if not isinstance(returned, (tuple, list)) or len(returned) != 2:
         raise CustomGradientTypeError(
             f"{PREFIX}grad_fn of {describe(f)} must return a pair (input_gradients, "
-            f"variable_gradients) because {describe(f)} reads {plural(len(variables), 'Parameter')} "
+            f"variable_gradients) because {fn_name(f)} reads {plural(len(variables), 'Parameter')} "
             f"({_parameter_names(variables)}), but it returned {describe_value(returned)}. "
             "Return `dx, [dw, ...]` with one gradient per entry of `variables`."
         ) from None
@@ -120,7 +124,7 @@ def flat_input_grads(
     if len(flat) != count:
         raise CustomGradientValueError(
             f"{PREFIX}grad_fn of {describe(f)} returned {plural(len(flat), 'gradient')}, but "
-            f"{describe(f)} was called with {plural(count, 'positional input')} "
+            f"{fn_name(f)} was called with {plural(count, 'positional input')} "
             f"({arg_names()}). Return one gradient per positional input (None for one that "
             "needs none), in the order of the flattened arguments."
         ) from None

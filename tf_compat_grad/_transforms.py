@@ -20,45 +20,44 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from . import _autocast, _structure
+from . import _autocast, _run, _structure
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
-from ._function import UNBOUND, Record, node_class
-
-if TYPE_CHECKING:
-    from ._decorator import CustomGradient
+from ._function import Record, node_class
+from ._run import UNBOUND
 
 
 class _Call:
-    """The non-tensor part of one call, passed through `apply` to `forward`."""
+    """One call's non-tensor part, passed through `apply` to `forward` (an object, not a tuple:
+    functorch takes tuples apart as pytrees)."""
 
-    __slots__ = ("arg_spec", "bound", "flat_args", "kwargs", "owner", "positions")
+    __slots__ = ("arg_spec", "bound", "flat_args", "kwargs", "positions")
 
     def __init__(
         self,
-        owner: CustomGradient[Any, Any],
         bound: Any,
         flat_args: list[Any],
         arg_spec: _structure.Spec,
         kwargs: dict[str, Any],
         positions: list[int],
     ) -> None:
-        self.owner = owner
         self.bound = bound
-        self.flat_args = [None if i in positions else a for i, a in enumerate(flat_args)]
+        self.flat_args = flat_args  # with the tensors left out, as None
         self.arg_spec = arg_spec
         self.kwargs = kwargs
         self.positions = positions
 
-    def run(self, inputs: Sequence[torch.Tensor]) -> tuple[Any, Callable[..., Any], list[Any]]:
+    def run(
+        self, f: Callable[..., Any], inputs: Sequence[torch.Tensor]
+    ) -> tuple[Any, Callable[..., Any], list[Any]]:
         leaves = list(self.flat_args)
         for position, tensor in zip(self.positions, inputs, strict=True):
             leaves[position] = tensor
         args = _structure.unflatten(self.arg_spec, leaves)
-        return self.owner.run(self.bound, args, self.kwargs, leaves)
+        return _run.run(f, self.bound, args, self.kwargs, leaves)
 
 
 class _Aux:
@@ -100,28 +99,29 @@ class _RngState:
 
 def call(
     node: type[torch.autograd.Function],
-    owner: CustomGradient[Any, Any],
+    f: Callable[..., Any],
     bound: Any,
-    flat_args: list[Any],
-    arg_spec: _structure.Spec,
+    args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> Any:
+    """Call f through `node`, one of the two classes `make_transform_node` makes for it."""
+    flat_args, arg_spec = _run.inputs(f, bound, args)
     positions = [i for i, leaf in enumerate(flat_args) if isinstance(leaf, torch.Tensor)]
     inputs = [flat_args[i] for i in positions]
-    *outputs, aux = node.apply(  # type: ignore[no-untyped-call]
-        _Call(owner, bound, flat_args, arg_spec, kwargs, positions), *inputs
-    )
+    constants = [None if isinstance(leaf, torch.Tensor) else leaf for leaf in flat_args]
+    call = _Call(bound, constants, arg_spec, kwargs, positions)
+    *outputs, aux = node.apply(call, *inputs)  # type: ignore[no-untyped-call]
     return _structure.unflatten(aux.out_spec, outputs)
 
 
-def make_transform_node(owner: CustomGradient[Any, Any]) -> type[torch.autograd.Function]:
-    """The `setup_context`-style Function class for `owner`; see Note [transforms]."""
+def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
+    """The `setup_context`-style Function class for f; see Note [transforms]."""
 
     def forward(call: _Call, *inputs: torch.Tensor) -> tuple[Any, ...]:
         rng = _RngState()
-        result, grad_fn, variables = call.run(inputs)
-        flat_out, out_spec = _structure.flatten(result)
-        return (*owner.outputs(flat_out, out_spec), _Aux(grad_fn, out_spec, variables, rng))
+        result, grad_fn, variables = call.run(f, inputs)
+        outputs, out_spec = _run.outputs(f, result)
+        return (*outputs, _Aux(grad_fn, out_spec, variables, rng))
 
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Any, ...]) -> None:
         call: _Call = inputs[0]
@@ -130,7 +130,7 @@ def make_transform_node(owner: CustomGradient[Any, Any]) -> type[torch.autograd.
         ctx.call = call
         ctx.aux = aux
         ctx.record = Record(
-            owner,
+            f,
             call.bound is not UNBOUND,
             call.arg_spec,
             len(call.flat_args),
@@ -138,26 +138,27 @@ def make_transform_node(owner: CustomGradient[Any, Any]) -> type[torch.autograd.
             tensors,
             aux.variables,
         )
-        ctx.save_for_backward(*tensors)
+        # The same tensors for both: torch's generated vmap rule keeps the batch dims of one.
+        ctx.save_for_backward(*tensors, *output[:-1])
         ctx.save_for_forward(*tensors, *output[:-1])
 
     def grad_fn_for(
         ctx: Any, inputs: Sequence[torch.Tensor], forward_mode: bool = False
     ) -> Callable[..., Any]:
+        aux: _Aux = ctx.aux
         further = _differentiated_further(inputs)
-        if further and forward_mode and further == "jvp":
+        if forward_mode and further == "jvp":
             raise CustomGradientNotImplementedError(
                 f"{PREFIX}forward mode over forward mode (e.g. `jacfwd(jacfwd(f))`) through "
-                f"{describe(owner.__wrapped__)} would lose the second-order terms of the tensors "
+                f"{describe(f)} would lose the second-order terms of the tensors "
                 "its grad_fn closes over, so it is refused rather than computed wrong. Use "
                 "`torch.func.hessian` (forward over reverse) or `jacrev(jacrev(f))` instead."
             )
-        aux: _Aux = ctx.aux
         if further:
             call: _Call = ctx.call
             state = ctx.record.autocast
             rerun: tuple[Any, Callable[..., Any], Any] = aux.rng.rerun(
-                lambda: _autocast.call_in(state, call.run, inputs)
+                lambda: _autocast.call_in(state, call.run, f, inputs)
             )
             return rerun[1]
         return aux.grad_fn
@@ -171,7 +172,7 @@ def make_transform_node(owner: CustomGradient[Any, Any]) -> type[torch.autograd.
         return record.gradients(grad_fn, upstream, needs)[: len(record.positions)]
 
     def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
-        inputs = ctx.saved_tensors
+        inputs = ctx.saved_tensors[: len(ctx.record.positions)]
         grad_fn = grad_fn_for(ctx, inputs)
         return (None, *input_grads(ctx, grad_fn, upstream[:-1], ctx.needs_input_grad[1:]))
 
@@ -197,7 +198,7 @@ def make_transform_node(owner: CustomGradient[Any, Any]) -> type[torch.autograd.
         return (*pullback(input_tangents), None)
 
     node = node_class(
-        owner,
+        f,
         forward=staticmethod(forward),
         setup_context=staticmethod(setup_context),
         backward=staticmethod(backward),
@@ -210,23 +211,30 @@ def make_transform_node(owner: CustomGradient[Any, Any]) -> type[torch.autograd.
 
 
 def _differentiated_further(inputs: Sequence[torch.Tensor]) -> str | None:
-    """Whether something enclosing this backward (or jvp) differentiates the inputs again:
-    "jvp" for an enclosing forward-mode level, "grad" for reverse mode, None for nothing."""
+    """Why grad_fn must be made again from the inputs as this backward (or jvp) sees them:
+    "jvp" or "grad" when an enclosing forward- or reverse-mode level differentiates them again,
+    "vmap" when this rule runs batched (torch's generated vmap rule), so the tensors grad_fn
+    captured in forward belong to a vmap level that has ended; None when grad_fn can be used."""
     from torch._C import _functorch
     from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
 
     alive = {i.level(): i.key() for i in retrieve_all_functorch_interpreters()}
     found = None
     for tensor in inputs:
-        outermost = True
+        if _functorch.is_batchedtensor(tensor):
+            found = "vmap"
+        # The first grad-tracking wrapper is this rule's own level; batching wrappers (vmap)
+        # differentiate nothing.
+        own = False
         while _functorch.is_functorch_wrapped_tensor(tensor):
-            level = _functorch.maybe_get_level(tensor)
-            if not outermost and _functorch.is_gradtrackingtensor(tensor) and level in alive:
-                if alive[level] == _functorch.TransformType.Jvp:
-                    return "jvp"
-                found = "grad"
-            outermost = False
+            if _functorch.is_gradtrackingtensor(tensor):
+                level = _functorch.maybe_get_level(tensor)
+                if own and level in alive:
+                    if alive[level] == _functorch.TransformType.Jvp:
+                        return "jvp"
+                    found = "grad"
+                own = True
             tensor = _functorch.get_unwrapped(tensor)
-        if not outermost and tensor.requires_grad and torch.is_grad_enabled():
+        if own and tensor.requires_grad and torch.is_grad_enabled():
             found = "grad"
     return found

@@ -116,13 +116,14 @@ def custom_exp(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
 
 @custom_gradient
 def conditional_op(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
-    """`2x` where x > 0, `0.5x` elsewhere, with the matching piecewise gradient."""
-    positive = x > 0
+    """`2x` where x > 0, `0.5x` where x <= 0 (and 0 where neither holds: NaN), with the
+    matching piecewise gradient, as the seed's masks give."""
+    positive, other = x > 0, x <= 0
 
     def grad(dy: torch.Tensor) -> torch.Tensor:
-        return torch.where(positive, dy * 2, dy * 0.5)
+        return torch.where(positive, dy * 2, torch.where(other, dy * 0.5, 0.0))
 
-    return torch.where(positive, x * 2, x * 0.5), grad
+    return torch.where(positive, x * 2, torch.where(other, x * 0.5, 0.0)), grad
 
 
 @custom_gradient

@@ -1,0 +1,205 @@
+"""Calling the user's f: checking its inputs, running it once while watching for Parameters,
+splitting what it returns into outputs and grad_fn (tf_behaviour items 5-7, 10-13, 32-33).
+
+Everything here takes the user's function itself, not the decorator object, so the nodes that
+`torch.func` and `torch.compile` trace reach only plain functions and constants.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from . import _structure
+from ._errors import (
+    PREFIX,
+    CustomGradientTypeError,
+    CustomGradientValueError,
+    describe,
+    describe_value,
+    plural,
+)
+from ._variables import ParameterWatcher
+
+UNBOUND: Any = object()  # the `bound` of a call that is not a method call
+
+_Tensor = torch.Tensor
+_CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
+_INPUT_LEAF_TYPES = (_Tensor, bool, int, float, complex, str, bytes)
+
+
+def call_f(f: Callable[..., Any], bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return f(*args, **kwargs) if bound is UNBOUND else f(bound, *args, **kwargs)
+
+
+def inputs(f: Callable[..., Any], bound: Any, args: tuple[Any, ...]) -> tuple[list[Any], Any]:
+    """The flattened positional arguments (item 11), each checked to be usable (item 13)."""
+    flat_args, arg_spec = _structure.flatten(args)
+    for i, leaf in enumerate(flat_args):
+        if not isinstance(leaf, _INPUT_LEAF_TYPES) and not is_numpy(leaf):
+            path = _structure.leaf_paths(arg_spec, positional_names(f, bound is not UNBOUND))[i]
+            raise CustomGradientValueError(
+                f"{PREFIX}{describe(f)} got {describe_value(leaf)} for positional argument "
+                f"`{path}`. Positional arguments are the inputs of a custom gradient and must be "
+                "tensors, Python numbers, strings or numpy arrays, possibly nested in lists, "
+                "tuples, dicts and namedtuples (TensorFlow: 'Attempt to convert a value ... with "
+                "an unsupported type ... to a Tensor'). Pass it by keyword instead: keyword "
+                "arguments reach f but are not inputs."
+            ) from None
+    return flat_args, arg_spec
+
+
+def run(
+    f: Callable[..., Any],
+    bound: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    flat_args: list[Any],
+) -> tuple[Any, Callable[..., Any], list[torch.nn.Parameter]]:
+    """Call f once, watching for Parameters: its outputs, grad_fn and variables."""
+    watcher = ParameterWatcher()
+    with watcher:
+        out = call_f(f, bound, args, kwargs)
+    result, grad_fn = split(f, out)
+    variables = watcher.variables(exclude=flat_args + _structure.leaves(kwargs))
+    if variables and not accepts_variables(grad_fn):
+        raise CustomGradientTypeError(
+            f"{PREFIX}grad_fn of {describe(f)} must accept keyword argument 'variables', since "
+            f"function uses variables: f reads {plural(len(variables), 'trainable Parameter')} "
+            f"that it is not passed ({parameter_names(variables, f, bound)}). Define "
+            "`def grad_fn(*upstream, variables=None)` and return `(input_grads, [one gradient "
+            "per variable])`, or pass the Parameters as positional arguments."
+        ) from None
+    return result, grad_fn, variables
+
+
+def split(f: Callable[..., Any], out: Any) -> tuple[Any, Callable[..., Any]]:
+    """f's `(outputs, grad_fn)`, with the error types of TensorFlow's unpacking (items 6, 7)."""
+    if isinstance(out, (tuple, list)) and len(out) == 2:
+        result, grad_fn = out
+    elif isinstance(out, _Tensor) and out.dim() > 0 and len(out) == 2:
+        raise CustomGradientTypeError(  # TensorFlow unpacks it, then finds no callable grad_fn
+            f"{PREFIX}{describe(f)} must return a pair (outputs, grad_fn), but it returned a "
+            f"single {describe_value(out)}. Return `y, grad_fn`."
+        ) from None
+    elif isinstance(out, (tuple, list)) or (isinstance(out, _Tensor) and out.dim() > 0):
+        count = len(out)
+        raise CustomGradientValueError(
+            f"{PREFIX}{describe(f)} must return a pair (outputs, grad_fn), but it returned "
+            f"{describe_value(out) if isinstance(out, _Tensor) else type(out).__name__}, which "
+            f"unpacks into {plural(count, 'item')}. Return `y, grad_fn`; put several outputs in "
+            "a tuple: `(y1, y2), grad_fn`."
+        ) from None
+    else:
+        raise CustomGradientTypeError(
+            f"{PREFIX}{describe(f)} must return a pair (outputs, grad_fn), but it returned "
+            f"{describe_value(out)}. Return `y, grad_fn`, where grad_fn takes the upstream "
+            "gradients and returns the input gradients."
+        ) from None
+    if not callable(grad_fn):
+        raise CustomGradientTypeError(
+            f"{PREFIX}the second item returned by {describe(f)} must be its gradient function "
+            f"(grad_fn), but it is {describe_value(grad_fn)}, which is not callable (TensorFlow: "
+            "'unsupported callable'). Return `y, grad_fn` with `def grad_fn(dy): ...` defined "
+            "inside f."
+        ) from None
+    return result, grad_fn
+
+
+def accepts_variables(grad_fn: Callable[..., Any]) -> bool:
+    """Whether grad_fn can be called with `variables=` (item 33)."""
+    code = getattr(grad_fn, "__code__", None)
+    if type(grad_fn) is types.FunctionType and code is not None:
+        if code.co_flags & _CO_VARKEYWORDS:
+            return True
+        first, last = code.co_posonlyargcount, code.co_argcount + code.co_kwonlyargcount
+        return "variables" in code.co_varnames[first:last]
+    try:
+        parameters = inspect.signature(grad_fn).parameters.values()
+    except (TypeError, ValueError):
+        return True  # unreadable signature: let the call itself tell
+    return any(
+        p.kind is p.VAR_KEYWORD
+        or (p.name == "variables" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+        for p in parameters
+    )
+
+
+def parameter_names(variables: list[torch.nn.Parameter], f: Callable[..., Any], bound: Any) -> str:
+    """Name Parameters the way the user's code reaches them: `self.weight`, `w`, or by shape."""
+    known: dict[int, str] = {}
+    if isinstance(bound, torch.nn.Module):
+        known.update((id(p), f"self.{name}") for name, p in bound.named_parameters())
+    if isinstance(f, types.FunctionType) and f.__closure__:
+        for name, cell in zip(f.__code__.co_freevars, f.__closure__, strict=True):
+            with contextlib.suppress(ValueError):  # an empty cell
+                known.setdefault(id(cell.cell_contents), name)
+    for name, value in getattr(f, "__globals__", {}).items():
+        if isinstance(value, torch.nn.Parameter):
+            known.setdefault(id(value), name)
+    return ", ".join(
+        f"`{known[id(v)]}`" if id(v) in known else f"a Parameter of shape {list(v.shape)}"
+        for v in variables
+    )
+
+
+def outputs(f: Callable[..., Any], result: Any) -> tuple[tuple[_Tensor, ...], Any]:
+    """f's flattened outputs as new tensors with no graph (items 10 and 38), and their spec."""
+    flat_out, out_spec = _structure.flatten(result)
+    return tuple(as_output(f, o, i, out_spec).detach() for i, o in enumerate(flat_out)), out_spec
+
+
+def fresh(f: Callable[..., Any], result: Any) -> Any:
+    """f's outputs as new tensors that keep any graph f built (item 10), with no node."""
+    if type(result) is _Tensor:
+        return result.view_as(result) if result.requires_grad else result.detach()
+    flat, spec = _structure.flatten(result)
+    tensors = (as_output(f, o, i, spec) for i, o in enumerate(flat))
+    return _structure.unflatten(
+        spec, [t.view_as(t) if t.requires_grad else t.detach() for t in tensors]
+    )
+
+
+def as_output(f: Callable[..., Any], value: Any, index: int, spec: Any) -> _Tensor:
+    """An output leaf as a tensor: Python numbers and numpy arrays are converted (item 10)."""
+    if isinstance(value, _Tensor):
+        return value
+    if isinstance(value, (bool, int, float, complex)) or is_numpy(value):
+        return torch.as_tensor(value)
+    path = _structure.leaf_paths(spec)[index] or "the output"
+    raise CustomGradientTypeError(
+        f"{PREFIX}{describe(f)} returned {describe_value(value)} as output `{path}`. Outputs "
+        "must be tensors or Python numbers, possibly nested in lists, tuples, dicts and "
+        "namedtuples."
+    ) from None
+
+
+def is_numpy(value: object) -> bool:
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(value, (numpy.ndarray, numpy.generic))
+
+
+@functools.lru_cache(maxsize=1024)
+def positional_names(f: Callable[..., Any], bound: bool) -> tuple[str, ...]:
+    """The names of f's positional parameters (`self` left out when bound), for messages."""
+    try:
+        parameters = list(inspect.signature(f).parameters.values())
+    except (TypeError, ValueError):
+        return ()
+    if bound and parameters:
+        parameters = parameters[1:]
+    names: list[str] = []
+    for p in parameters:
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            names.append(p.name)
+        elif p.kind is p.VAR_POSITIONAL:
+            names.extend(f"{p.name}[{k}]" for k in range(64))
+            break
+    return tuple(names)

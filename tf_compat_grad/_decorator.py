@@ -33,10 +33,11 @@ class CustomGradient(Generic[P, R]):
     is bound and is not an input.
     """
 
-    __wrapped__: Callable[P, tuple[R, Callable[..., Any]]]
+    __wrapped__: Callable[..., Any]
 
     def __init__(self, f: Callable[P, tuple[R, Callable[..., Any]]]) -> None:
         functools.update_wrapper(self, f)
+        self._f = f  # what is called; `__wrapped__` may name another (recompute_grad's f)
         self._node = make_node(f)
         self._transform_node = make_transform_node(f)
         self._compile_node = make_compile_node(f)
@@ -65,11 +66,11 @@ class CustomGradient(Generic[P, R]):
         setattr(owner, name, self._method)
 
     def __repr__(self) -> str:
-        return f"<custom_gradient {describe(self.__wrapped__)}>"
+        return f"<custom_gradient {describe(self._f)}>"
 
     # Note [where f runs] (in _function.py) explains the order of the steps below.
     def _call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        f = self.__wrapped__
+        f = self._f
         if _is_compiling():
             return _compile.call(self._compile_node, f, bound, args, kwargs)
         if _transforms_active():
@@ -100,7 +101,7 @@ class CustomGradient(Generic[P, R]):
         the Parameters f reads costs a watch over every op of f, so in this mode it is done
         only until one call of this function has passed the check.
         """
-        f = self.__wrapped__
+        f = self._f
         if self._checked:
             return _run.fresh(f, _run.split(f, _run.call_f(f, bound, args, kwargs))[0])
         result, _, _ = _run.run(f, bound, args, kwargs, flat_args)

@@ -6,6 +6,7 @@ counts, `TypeError` for signatures and unusable values), so `except ValueError` 
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -37,7 +38,7 @@ def fn_name(fn: Callable[..., Any]) -> str:
 
 def describe(fn: Callable[..., Any]) -> str:
     """A user's function by name, with its file and line: `log1pexp` (model.py:12)."""
-    code = getattr(fn, "__code__", None)
+    code = getattr(inspect.unwrap(fn), "__code__", None)
     if code is None:
         return fn_name(fn)
     return f"{fn_name(fn)} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"

@@ -27,6 +27,7 @@ import torch
 from . import _autocast, _run, _structure
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
 from ._function import Record, node_class
+from ._rng import RngState
 from ._run import UNBOUND
 
 
@@ -70,31 +71,12 @@ class _Aux:
         grad_fn: Callable[..., Any],
         out_spec: _structure.Spec,
         variables: list[Any],
-        rng: _RngState,
+        rng: RngState,
     ) -> None:
         self.grad_fn = grad_fn
         self.out_spec = out_spec
         self.variables = variables
         self.rng = rng
-
-
-class _RngState:
-    """The random-number state before f ran, to run f again with the same draws."""
-
-    __slots__ = ("cpu", "cuda")
-
-    def __init__(self) -> None:
-        self.cpu = torch.get_rng_state()
-        initialized = torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
-        self.cuda = torch.cuda.get_rng_state_all() if initialized else None
-
-    def rerun(self, fn: Callable[[], Any]) -> Any:
-        devices = list(range(len(self.cuda))) if self.cuda is not None else []
-        with torch.random.fork_rng(devices=devices):
-            torch.set_rng_state(self.cpu)
-            if self.cuda is not None:
-                torch.cuda.set_rng_state_all(self.cuda)
-            return fn()
 
 
 def call(
@@ -118,7 +100,7 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
     """The `setup_context`-style Function class for f; see Note [transforms]."""
 
     def forward(call: _Call, *inputs: torch.Tensor) -> tuple[Any, ...]:
-        rng = _RngState()
+        rng = RngState()
         result, grad_fn, variables = call.run(f, inputs)
         outputs, out_spec = _run.outputs(f, result)
         return (*outputs, _Aux(grad_fn, out_spec, variables, rng))

@@ -1,0 +1,140 @@
+"""`recompute_grad` and `grad_pass_through`, built on `custom_gradient` as TensorFlow builds them
+(tf_behaviour items 48-60)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import torch
+from typing_extensions import ParamSpec
+
+from . import _structure
+from ._decorator import CustomGradient, custom_gradient
+from ._rng import RngState
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def recompute_grad(f: Callable[P, R]) -> CustomGradient[P, R]:
+    """Differentiate `f` by running it again in backward instead of keeping its intermediates.
+
+    Forward runs f without recording anything, so f's intermediate tensors are freed at once;
+    only the inputs and the random-number state are kept. Backward runs f once more with the
+    same random draws (a dropout mask comes out the same) and differentiates that run. Inputs
+    that do not reach the outputs get zeros, and trainable `nn.Parameter`s that f reads get
+    their gradients, as in `tf.recompute_grad`.
+
+    Differences from TensorFlow: Python numbers stay Python numbers when f runs again (TF turns
+    them into float32 tensors, which breaks float64 code), and second derivatives work, also
+    when the upstream gradient depends on the inputs (TF raises there).
+
+    Args:
+        f: the function to run twice; its positional tensor arguments are the inputs.
+
+    Returns:
+        A function with f's signature; `__wrapped__` is f.
+
+    Example:
+        >>> import torch
+        >>> from tf_compat_grad import recompute_grad
+        >>> block = recompute_grad(lambda x: torch.tanh(x) * 2)
+        >>> x = torch.tensor([0.5], requires_grad=True)
+        >>> block(x).sum().backward()
+        >>> torch.allclose(x.grad, 2 * (1 - torch.tanh(x.detach()) ** 2))
+        True
+    """
+
+    @functools.wraps(f)
+    def recompute(*args: Any, **kwargs: Any) -> tuple[Any, Callable[..., Any]]:
+        rng = RngState()
+        with torch.no_grad():
+            result = f(*args, **kwargs)
+        flat_args, arg_spec = _structure.flatten(args)
+        tensors = tuple(a for a in flat_args if isinstance(a, torch.Tensor))
+        others = [None if isinstance(a, torch.Tensor) else a for a in flat_args]
+
+        def grad_fn(*upstream: torch.Tensor, variables: Any = None) -> Any:
+            variables = list(variables or ())
+            leaves = _fill(others, tensors)
+            with torch.enable_grad():
+                outputs = _structure.leaves(
+                    rng.rerun(lambda: f(*_structure.unflatten(arg_spec, leaves), **kwargs))
+                )
+            sources = [t for t in (*tensors, *variables) if t.requires_grad]
+            pairs = [
+                (o, u)
+                for o, u in zip(outputs, upstream, strict=True)
+                if isinstance(o, torch.Tensor) and o.requires_grad
+            ]
+            found = iter(
+                torch.autograd.grad(
+                    [o for o, _ in pairs],
+                    sources,
+                    [u for _, u in pairs],
+                    create_graph=torch.is_grad_enabled(),
+                    allow_unused=True,
+                    materialize_grads=True,
+                )
+                if pairs and sources
+                else [torch.zeros_like(t) for t in sources]
+            )
+            grads = {id(t): next(found) for t in sources}
+            # Zeros for a tensor that reaches no output (item 50), None for the other arguments.
+            input_grads = [
+                None if o is not None else g
+                for o, g in zip(
+                    others,
+                    _fill(others, [grads.get(id(t), torch.zeros_like(t)) for t in tensors]),
+                    strict=True,
+                )
+            ]
+            if not variables:
+                return input_grads
+            return input_grads, [grads.get(id(v), torch.zeros_like(v)) for v in variables]
+
+        return result, grad_fn
+
+    wrapped: CustomGradient[P, R] = custom_gradient(recompute)
+    wrapped.__wrapped__ = f
+    return wrapped
+
+
+def _fill(others: list[Any], tensors: Any) -> list[Any]:
+    """The flattened arguments: `others` with its None slots filled from `tensors` in order."""
+    again = iter(tensors)
+    return [next(again) if other is None else other for other in others]
+
+
+def grad_pass_through(f: Callable[P, R]) -> CustomGradient[P, R]:
+    """Compute f, but pass the upstream gradients through unchanged, as `tf.grad_pass_through`.
+
+    The gradient of output i goes to positional input i, so f must have as many flattened
+    outputs as flattened positional inputs (else the count error of `custom_gradient`).
+    Parameters f reads get no gradient. A gradient that broadcasts to its input's shape is
+    expanded to it (TF passes a scalar through for a vector input unchanged).
+
+    Example:
+        >>> import torch
+        >>> from tf_compat_grad import grad_pass_through
+        >>> rounded = grad_pass_through(torch.round)
+        >>> x = torch.tensor([0.4, 1.6], requires_grad=True)
+        >>> rounded(x).sum().backward()
+        >>> x.grad
+        tensor([1., 1.])
+    """
+
+    @functools.wraps(f)
+    def pass_through(*args: Any, **kwargs: Any) -> tuple[Any, Callable[..., Any]]:
+        def grad_fn(*upstream: torch.Tensor, variables: Any = None) -> Any:
+            if variables:
+                return upstream, [None] * len(variables)
+            return upstream
+
+        return f(*args, **kwargs), grad_fn
+
+    wrapped: CustomGradient[P, R] = custom_gradient(pass_through)
+    wrapped.__wrapped__ = f
+    return wrapped

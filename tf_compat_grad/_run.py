@@ -68,7 +68,9 @@ def run(
     with watcher:
         out = call_f(f, bound, args, kwargs)
     result, grad_fn = split(f, out)
-    variables = watcher.variables(exclude=flat_args + _structure.leaves(kwargs))
+    variables = watcher.variables(
+        exclude=flat_args + _structure.leaves(kwargs) if kwargs else flat_args
+    )
     if variables and not accepts_variables(grad_fn):
         raise CustomGradientTypeError(
             f"{PREFIX}grad_fn of {describe(f)} must accept keyword argument 'variables', since "

@@ -57,10 +57,13 @@ class ParameterWatcher(TorchFunctionMode):
 
     def _scan(self, values: Iterable[Any]) -> None:
         for value in values:
-            if isinstance(value, _Tensor):
-                if isinstance(value, Parameter) and value.requires_grad:
+            kind = type(value)
+            if kind is _Tensor:  # the common case; Parameter's isinstance check is slow
+                continue
+            if kind is Parameter or isinstance(value, Parameter):
+                if value.requires_grad:
                     self.found.setdefault(id(value), value)
-            elif isinstance(value, (list, tuple)):
+            elif kind is list or kind is tuple:
                 self._scan(value)
 
     def variables(self, exclude: Iterable[Any]) -> list[Parameter]:

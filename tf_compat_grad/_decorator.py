@@ -43,6 +43,7 @@ class CustomGradient(Generic[P, R]):
         self._compile_node = make_compile_node(f)
         self._inside = getattr(f, "__qualname__", "") + ".<locals>."
         self._checked = False  # a call has passed the `variables` check (item 33)
+        self.example: Any = None  # example inputs for the checker (`custom_gradient(example=)`)
         owner = self
 
         @functools.wraps(f)
@@ -111,17 +112,17 @@ class CustomGradient(Generic[P, R]):
 
 @overload
 def custom_gradient(
-    f: Callable[P, tuple[R, Callable[..., Any]]],
+    f: Callable[P, tuple[R, Callable[..., Any]]], *, example: Any = None
 ) -> CustomGradient[P, R]: ...
 
 
 @overload
 def custom_gradient(
-    f: None = None,
+    f: None = None, *, example: Any = None
 ) -> Callable[[Callable[P, tuple[R, Callable[..., Any]]]], CustomGradient[P, R]]: ...
 
 
-def custom_gradient(f: Any = None) -> Any:
+def custom_gradient(f: Any = None, *, example: Any = None) -> Any:
     """Decorate `f(*args) -> (outputs, grad_fn)` so autograd differentiates it with grad_fn.
 
     Works as `@custom_gradient`, `@custom_gradient()` and `custom_gradient(f=fn)`, like
@@ -132,6 +133,9 @@ def custom_gradient(f: Any = None) -> Any:
 
     Args:
         f: the function to decorate; it returns its outputs and its gradient function.
+        example: example inputs for `python -m tf_compat_grad check`: a function of no
+            arguments returning the positional arguments as a tuple (or a
+            `tf_compat_grad.testing.Example` with keyword arguments too). Kept as `.example`.
 
     Returns:
         A `CustomGradient` that returns f's outputs and records grad_fn for autograd.
@@ -154,11 +158,11 @@ def custom_gradient(f: Any = None) -> Any:
         tensor(1.)
     """
     if f is None:
-        return custom_gradient
+        return functools.partial(custom_gradient, example=example)
     if isinstance(f, staticmethod):
-        return staticmethod(CustomGradient(f.__func__))
+        return staticmethod(custom_gradient(f.__func__, example=example))
     if isinstance(f, classmethod):
-        return _ClassMethod(CustomGradient(f.__func__))
+        return _ClassMethod(custom_gradient(f.__func__, example=example))
     if isinstance(f, type) or not callable(f):
         kind = f"the class {describe(f)}" if isinstance(f, type) else describe_value(f)
         raise CustomGradientTypeError(
@@ -168,7 +172,9 @@ def custom_gradient(f: Any = None) -> Any:
             "function, a method, a staticmethod or a classmethod (the decorator above or below "
             "@staticmethod / @classmethod)."
         )
-    return CustomGradient(f)
+    wrapped = CustomGradient(f)
+    wrapped.example = example
+    return wrapped
 
 
 class _ClassMethod:

@@ -76,17 +76,11 @@ class _Template:
         self.globals = fn.__globals__
         self.name = fn.__name__
         self.qualname = fn.__qualname__
-        defaults, kwdefaults = fn.__defaults__, fn.__kwdefaults__
-        # The defaults as they are, or as _Tensors when they hold tensors.
-        self.defaults: Any = (
-            _tensor_cell(defaults, saved, seen) if _holds_tensor(defaults) else defaults
-        )
-        self.kwdefaults: Any = kwdefaults
-        if kwdefaults and _holds_tensor(tuple(kwdefaults.values())):
-            self.kwdefaults = (
-                list(kwdefaults),
-                _tensor_cell(tuple(kwdefaults.values()), saved, seen),
-            )
+        # Default values, each kept as it is or, holding tensors, as a _Tensors.
+        self.defaults = [_default(d, saved, seen) for d in fn.__defaults__ or ()]
+        self.kwdefaults = {
+            key: _default(d, saved, seen) for key, d in (fn.__kwdefaults__ or {}).items()
+        }
         self.cells: list[Any] = []  # per cell: a cell kept as is, a _Tensors, or a _Template
 
 
@@ -168,6 +162,14 @@ def _tensor_cell(value: Any, saved: list[torch.Tensor], seen: dict[int, int]) ->
     return _Tensors(indices, spec)
 
 
+def _default(value: Any, saved: list[torch.Tensor], seen: dict[int, int]) -> Any:
+    return _tensor_cell(value, saved, seen) if _holds_tensor(value) else value
+
+
+def _refill(value: Any, saved: Sequence[torch.Tensor]) -> Any:
+    return value.refill(saved) if isinstance(value, _Tensors) else value
+
+
 class _Kept:
     """A non-tensor leaf next to tensors in a captured container."""
 
@@ -194,15 +196,9 @@ def _make(
             nested.append((cell, inner))
         else:
             closure.append(cell)
-    defaults = template.defaults
-    if isinstance(defaults, _Tensors):
-        defaults = defaults.refill(saved)
+    defaults = tuple(_refill(d, saved) for d in template.defaults) or None
     fn = _FunctionType(template.code, template.globals, template.name, defaults, tuple(closure))
-    kwdefaults = template.kwdefaults
-    if isinstance(kwdefaults, tuple):
-        names, values = kwdefaults
-        kwdefaults = dict(zip(names, values.refill(saved), strict=True))
-    fn.__kwdefaults__ = kwdefaults
+    fn.__kwdefaults__ = {k: _refill(d, saved) for k, d in template.kwdefaults.items()} or None
     fn.__qualname__ = template.qualname
     made[id(template)] = fn
     # Filled once this function exists, so functions that refer to each other resolve.

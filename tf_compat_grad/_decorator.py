@@ -15,6 +15,7 @@ from ._closure import capture
 from ._compile import make_compile_node
 from ._errors import PREFIX, CustomGradientTypeError, describe, describe_value
 from ._function import Record, make_node
+from ._reach import ParameterReach
 from ._run import UNBOUND
 from ._transforms import make_transform_node
 
@@ -43,6 +44,7 @@ class CustomGradient(Generic[P, R]):
         self._compile_node = make_compile_node(f)
         self._inside = getattr(f, "__qualname__", "") + ".<locals>."
         self._checked = False  # a call has passed the `variables` check (item 33)
+        self._reach = ParameterReach(f)
         self.example: Any = None  # example inputs for the checker (`custom_gradient(example=)`)
         owner = self
 
@@ -79,7 +81,7 @@ class CustomGradient(Generic[P, R]):
         flat_args, arg_spec = _run.inputs(f, bound, args)
         if not torch.is_grad_enabled():
             return self._call_without_grad(bound, args, kwargs, flat_args)
-        result, grad_fn, variables = _run.run(f, bound, args, kwargs, flat_args)
+        result, grad_fn, variables = _run.run(f, bound, args, kwargs, flat_args, self._reach)
         self._checked = True
         positions = [i for i, leaf in enumerate(flat_args) if isinstance(leaf, _Tensor)]
         inputs = [flat_args[i] for i in positions]

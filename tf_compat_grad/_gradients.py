@@ -10,7 +10,7 @@ argument.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
@@ -38,10 +38,23 @@ class InputMeta:
         self.device = tensor.device
 
 
-def _is_number_like(value: object) -> bool:
-    if isinstance(value, (bool, int, float, complex)):
+def _is_number_like(value: object, real: bool) -> bool:
+    """A Python number or numeric numpy value, real when the input is real."""
+    if isinstance(value, (bool, int, float)):
         return True
-    return is_numpy(value) and value.dtype.kind in "biufc"  # type: ignore[attr-defined]
+    if isinstance(value, complex):
+        return not real
+    kinds = "biuf" if real else "biufc"
+    return is_numpy(value) and value.dtype.kind in kinds  # type: ignore[attr-defined]
+
+
+def _reject(grad: Any, meta: InputMeta, f: Callable[..., Any], name: Callable[[], str]) -> NoReturn:
+    raise CustomGradientTypeError(
+        f"{PREFIX}grad_fn of {describe(f)} returned {describe_value(grad)} as the gradient for "
+        f"{name()}, a tensor of dtype {meta.dtype}. Expected a tensor, a "
+        f"{'real ' if not meta.dtype.is_complex else ''}Python number, a numeric numpy array or "
+        "None. Return a tensor of the input's shape, or None for no gradient."
+    ) from None
 
 
 def repair(
@@ -49,22 +62,20 @@ def repair(
 ) -> torch.Tensor:
     """`grad` as a tensor like the input `meta` describes; `name()` names that input."""
     tensor: torch.Tensor
+    real = not meta.dtype.is_complex
     if isinstance(grad, torch.Tensor):
         tensor = grad
+        if real and tensor.is_complex():
+            _reject(grad, meta, f, name)
         if tensor.dtype != meta.dtype or tensor.device != meta.device:
             tensor = tensor.to(device=meta.device, dtype=meta.dtype)
     else:
+        if not _is_number_like(grad, real):
+            _reject(grad, meta, f, name)
         try:
-            if not _is_number_like(grad):
-                raise TypeError
             tensor = torch.as_tensor(grad, dtype=meta.dtype, device=meta.device)
         except (TypeError, RuntimeError):
-            raise CustomGradientTypeError(
-                f"{PREFIX}grad_fn of {describe(f)} returned {describe_value(grad)} as the "
-                f"gradient for {name()}, a tensor of dtype {meta.dtype}. Expected a tensor, a "
-                "real Python number, a numeric numpy array or None. Return a tensor of the "
-                "input's shape, or None for no gradient."
-            ) from None
+            _reject(grad, meta, f, name)
     if tensor.shape != meta.shape:
         return _fit_shape(tensor, meta, f, name)
     return tensor

@@ -13,6 +13,7 @@ from typing_extensions import ParamSpec
 from . import _structure
 from ._decorator import CustomGradient, custom_gradient
 from ._rng import RngState
+from ._run import BOUND_KEYWORD, UNBOUND
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -49,47 +50,35 @@ def recompute_grad(f: Callable[P, R]) -> CustomGradient[P, R]:
 
     @functools.wraps(f)
     def recompute(*args: Any, **kwargs: Any) -> tuple[Any, Callable[..., Any]]:
+        call = _binder(f, kwargs)
         rng = RngState()
         with torch.no_grad():
-            result = f(*args, **kwargs)
+            result = call(*args, **kwargs)
         flat_args, arg_spec = _structure.flatten(args)
         tensors = tuple(a for a in flat_args if isinstance(a, torch.Tensor))
         others = [None if isinstance(a, torch.Tensor) else a for a in flat_args]
 
+        def rerun(*values: torch.Tensor) -> list[Any]:
+            """f's flattened outputs, run on `values` in place of the tensor arguments."""
+            leaves = _fill(others, values)
+            return _structure.leaves(call(*_structure.unflatten(arg_spec, leaves), **kwargs))
+
         def grad_fn(*upstream: torch.Tensor, variables: Any = None) -> Any:
             variables = list(variables or ())
-            leaves = _fill(others, tensors)
-            with torch.enable_grad():
-                outputs = _structure.leaves(
-                    rng.rerun(lambda: f(*_structure.unflatten(arg_spec, leaves), **kwargs))
-                )
-            sources = [t for t in (*tensors, *variables) if t.requires_grad]
-            pairs = [
-                (o, u)
-                for o, u in zip(outputs, upstream, strict=True)
-                if isinstance(o, torch.Tensor) and o.requires_grad
-            ]
-            found = iter(
-                torch.autograd.grad(
-                    [o for o, _ in pairs],
-                    sources,
-                    [u for _, u in pairs],
-                    create_graph=torch.is_grad_enabled(),
-                    allow_unused=True,
-                    materialize_grads=True,
-                )
-                if pairs and sources
-                else [torch.zeros_like(t) for t in sources]
-            )
-            grads = {id(t): next(found) for t in sources}
+            if torch._C._are_functorch_transforms_active():
+                # The tensors seen here are unwrapped for the transform: differentiate the
+                # rerun with the transform's own vjp. Parameters are its constants.
+                tensor_grads = _transformed_grads(rng, rerun, tensors, upstream)
+                grads: dict[int, torch.Tensor] = {}
+            else:
+                with torch.enable_grad():
+                    outputs = rng.rerun(lambda: rerun(*tensors))
+                grads = _autograd_grads(outputs, upstream, [*tensors, *variables])
+                tensor_grads = [grads.get(id(t), torch.zeros_like(t)) for t in tensors]
             # Zeros for a tensor that reaches no output (item 50), None for the other arguments.
             input_grads = [
                 None if o is not None else g
-                for o, g in zip(
-                    others,
-                    _fill(others, [grads.get(id(t), torch.zeros_like(t)) for t in tensors]),
-                    strict=True,
-                )
+                for o, g in zip(others, _fill(others, tensor_grads), strict=True)
             ]
             if not variables:
                 return input_grads
@@ -97,9 +86,52 @@ def recompute_grad(f: Callable[P, R]) -> CustomGradient[P, R]:
 
         return result, grad_fn
 
+    setattr(recompute, BOUND_KEYWORD, True)
     wrapped: CustomGradient[P, R] = custom_gradient(recompute)
     wrapped.__wrapped__ = f
     return wrapped
+
+
+def _autograd_grads(
+    outputs: list[Any], upstream: tuple[torch.Tensor, ...], candidates: list[torch.Tensor]
+) -> dict[int, torch.Tensor]:
+    """The gradients of `outputs` (weighted by `upstream`) for the candidates that require
+    grad, by `id`; differentiable themselves when backward records (create_graph)."""
+    sources = [t for t in candidates if t.requires_grad]
+    pairs = [
+        (o, u)
+        for o, u in zip(outputs, upstream, strict=True)
+        if isinstance(o, torch.Tensor) and o.requires_grad
+    ]
+    if not pairs or not sources:
+        return {}
+    found = torch.autograd.grad(
+        [o for o, _ in pairs],
+        sources,
+        [u for _, u in pairs],
+        create_graph=torch.is_grad_enabled(),
+        allow_unused=True,
+        materialize_grads=True,
+    )
+    return {id(t): g for t, g in zip(sources, found, strict=True)}
+
+
+def _transformed_grads(
+    rng: RngState,
+    rerun: Callable[..., list[Any]],
+    tensors: tuple[torch.Tensor, ...],
+    upstream: tuple[torch.Tensor, ...],
+) -> list[torch.Tensor]:
+    """The input gradients under a `torch.func` transform: `torch.func.vjp` of the rerun."""
+    pullback = rng.rerun(lambda: torch.func.vjp(lambda *ts: tuple(rerun(*ts)), *tensors))[1]
+    return list(pullback(tuple(upstream)))
+
+
+def _binder(f: Callable[..., Any], kwargs: dict[str, Any]) -> Callable[..., Any]:
+    """f, with the instance bound first when the wrapper is used as a method (it then arrives by
+    keyword, so that `self` is no input)."""
+    bound = kwargs.pop(BOUND_KEYWORD, UNBOUND)
+    return f if bound is UNBOUND else functools.partial(f, bound)
 
 
 def _fill(others: list[Any], tensors: Any) -> list[Any]:
@@ -128,13 +160,16 @@ def grad_pass_through(f: Callable[P, R]) -> CustomGradient[P, R]:
 
     @functools.wraps(f)
     def pass_through(*args: Any, **kwargs: Any) -> tuple[Any, Callable[..., Any]]:
+        call = _binder(f, kwargs)
+
         def grad_fn(*upstream: torch.Tensor, variables: Any = None) -> Any:
             if variables:
                 return upstream, [None] * len(variables)
             return upstream
 
-        return f(*args, **kwargs), grad_fn
+        return call(*args, **kwargs), grad_fn
 
+    setattr(pass_through, BOUND_KEYWORD, True)
     wrapped: CustomGradient[P, R] = custom_gradient(pass_through)
     wrapped.__wrapped__ = f
     return wrapped

@@ -24,8 +24,10 @@ from ._errors import (
     CustomGradientValueError,
     describe,
     describe_value,
+    fn_name,
     plural,
 )
+from ._reach import ParameterReach
 from ._variables import ParameterWatcher
 
 UNBOUND: Any = object()  # the `bound` of a call that is not a method call
@@ -35,8 +37,15 @@ _CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
 _INPUT_LEAF_TYPES = (_Tensor, bool, int, float, complex, str, bytes)
 
 
+BOUND_KEYWORD = "_tf_compat_grad_bound"  # an f that takes the bound instance by this keyword
+
+
 def call_f(f: Callable[..., Any], bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    return f(*args, **kwargs) if bound is UNBOUND else f(bound, *args, **kwargs)
+    if bound is UNBOUND:
+        return f(*args, **kwargs)
+    if getattr(f, BOUND_KEYWORD, False):  # recompute_grad's wrapper: `self` is not an argument
+        return f(*args, **{BOUND_KEYWORD: bound}, **kwargs)
+    return f(bound, *args, **kwargs)
 
 
 def inputs(f: Callable[..., Any], bound: Any, args: tuple[Any, ...]) -> tuple[list[Any], Any]:
@@ -62,8 +71,14 @@ def run(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     flat_args: list[Any],
+    reach: ParameterReach | None = None,
 ) -> tuple[Any, Callable[..., Any], list[torch.nn.Parameter]]:
-    """Call f once, watching for Parameters: its outputs, grad_fn and variables."""
+    """Call f once, watching for Parameters unless `reach` proves f reads none (Note [watching
+    only when needed]): its outputs, grad_fn and variables."""
+    extra = (*kwargs.values(), bound) if bound is not UNBOUND else kwargs.values()
+    if reach is not None and not reach.possible(extra):
+        result, grad_fn = split(f, call_f(f, bound, args, kwargs))
+        return result, grad_fn, []
     watcher = ParameterWatcher()
     with watcher:
         out = call_f(f, bound, args, kwargs)
@@ -74,7 +89,7 @@ def run(
     if variables and not accepts_variables(grad_fn):
         raise CustomGradientTypeError(
             f"{PREFIX}grad_fn of {describe(f)} must accept keyword argument 'variables', since "
-            f"function uses variables: f reads {plural(len(variables), 'trainable Parameter')} "
+            f"function uses variables: {fn_name(f)} reads {plural(len(variables), 'trainable Parameter')} "
             f"that it is not passed ({parameter_names(variables, f, bound)}). Define "
             "`def grad_fn(*upstream, variables=None)` and return `(input_grads, [one gradient "
             "per variable])`, or pass the Parameters as positional arguments."

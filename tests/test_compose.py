@@ -1,0 +1,283 @@
+"""Decorated functions composed with torch's own machinery: `torch.compile` (Note [compile]),
+autocast (grad_fn runs in the forward's autocast state), activation checkpointing and
+saved-tensor hooks (Note [saved closures]), and the name of the generated node.
+
+`mix` and `Scale` have gradients that autodiff would not give, so a path that silently fell back
+to differentiating f itself fails the comparisons below.
+"""
+
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch._dynamo
+import torch.nn.functional as F
+from torch import nn
+from torch._dynamo.utils import counters
+from torch.utils.checkpoint import checkpoint
+
+import tf_compat_grad._autocast
+from tf_compat_grad import custom_gradient, examples
+
+D = torch.float64
+
+
+@custom_gradient
+def mix(a, b):
+    """Two inputs, two outputs: `(a * b, a + b)` with a made-up gradient."""
+
+    def grad(du, dv):
+        return 3 * du + dv, du - 2 * dv * b
+
+    return (a * b, a + b), grad
+
+
+class Scale(nn.Module):
+    """`x * self.weight`; the decorated forward reads `self.weight`, so grad_fn gets it as
+    `variables`. Both gradients are scaled away from autodiff's (2x for x, 3x for weight)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.linspace(0.5, 1.5, 3, dtype=D))
+
+    @custom_gradient
+    def forward(self, x):
+        def grad_fn(dy, variables=None):
+            return 2 * dy * self.weight, [3 * (dy * x).sum(0)]
+
+        return x * self.weight, grad_fn
+
+
+def inputs(seed: int, n: int) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return [(2 * torch.randn(4, 3, generator=g, dtype=D)).requires_grad_() for _ in range(n)]
+
+
+def fresh(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    return [t.detach().clone().requires_grad_() for t in tensors]
+
+
+# --- torch.compile --------------------------------------------------------------------------
+
+
+def several_ops(scale: Scale):
+    """Four different decorated functions in one region: a closure over an intermediate, a
+    Python float argument, two inputs and two outputs, and a Module reading its Parameter."""
+
+    def fn(x, y):
+        a = examples.log1pexp(x)
+        b = examples.clipped_relu(x, 1.5)
+        u, v = mix(a, y)
+        return scale(u) + b * v
+
+    return fn, 2
+
+
+def module_forward(scale: Scale):
+    return scale, 1
+
+
+COMPILE_CASES = [
+    pytest.param(several_ops, "eager", id="several_ops-eager"),
+    pytest.param(several_ops, "aot_eager", id="several_ops-aot_eager"),
+    pytest.param(
+        several_ops,
+        "inductor",
+        id="several_ops-inductor",
+        # Inductor's first import defines torch.jit script methods (torch's own warning).
+        marks=pytest.mark.filterwarnings(
+            "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"
+        ),
+    ),
+    pytest.param(module_forward, "eager", id="module_forward-eager"),
+    pytest.param(module_forward, "aot_eager", id="module_forward-aot_eager"),
+]
+
+
+@pytest.fixture
+def dynamo():
+    torch._dynamo.reset()
+    counters.clear()
+    yield
+    torch._dynamo.reset()
+    counters.clear()
+
+
+# Dynamo instantiates `autograd.Function` while tracing any Function (a plain hand-written one
+# too), and warns about that; the warning is torch's own.
+@pytest.mark.filterwarnings(
+    "ignore:.*torch.autograd.function.Function'> should not be instantiated:DeprecationWarning"
+)
+@pytest.mark.parametrize(("case", "backend"), COMPILE_CASES)
+def test_compile_matches_eager_in_one_graph(dynamo, case, backend):
+    scale = Scale()
+    fn, n_inputs = case(scale)
+    compiled = torch.compile(fn, backend=backend, fullgraph=True)
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for call in range(10):
+            args = inputs(call, n_inputs)
+            upstream = torch.linspace(-1, 2, 12, dtype=D).reshape(4, 3)
+            scale.weight.grad = None
+            out = compiled(*args)
+            out.backward(upstream)
+            grads = [a.grad for a in args] + [scale.weight.grad]
+
+            eager_args = fresh(args)
+            scale.weight.grad = None
+            eager_out = fn(*eager_args)
+            eager_out.backward(upstream)
+            eager_grads = [a.grad for a in eager_args] + [scale.weight.grad]
+
+            torch.testing.assert_close(out, eager_out)
+            assert all(g is not None for g in grads)
+            torch.testing.assert_close(grads, eager_grads)
+    assert counters["stats"]["unique_graphs"] == 1
+    assert not counters["graph_break"]
+
+
+def test_importing_the_library_does_not_import_dynamo():
+    code = "import sys, tf_compat_grad; assert 'torch._dynamo' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- autocast -------------------------------------------------------------------------------
+
+
+class Linear(nn.Module):
+    """`x @ W.T` with an fp32 weight; grad_fn's `dy @ W` mixes dtypes unless it runs under the
+    forward's autocast."""
+
+    def __init__(self, device: str) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.weight = nn.Parameter(torch.randn(5, 4, generator=g).to(device))
+
+    @custom_gradient
+    def forward(self, x):
+        def grad_fn(dy, variables=None):
+            return dy @ self.weight, [dy.T @ x]
+
+        return x @ self.weight.T, grad_fn
+
+
+def linear_grads(device: str, autocast_dtype: torch.dtype | None):
+    linear = Linear(device)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(3, 4, generator=g).to(device).requires_grad_()
+    upstream = torch.linspace(-1, 1, 15).reshape(3, 5).to(device)
+    if autocast_dtype is None:
+        y = linear(x)
+    else:
+        with torch.autocast(device, dtype=autocast_dtype):
+            y = linear(x)
+    y.backward(upstream.to(y.dtype))
+    return y, x.grad, linear.weight.grad
+
+
+AUTOCAST_CASES = [
+    pytest.param("cpu", torch.bfloat16, id="cpu-bfloat16"),
+    pytest.param(
+        "cuda",
+        torch.float16,
+        id="cuda-float16",
+        marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("device", "dtype"), AUTOCAST_CASES)
+def test_autocast_grad_fn_runs_in_forward_autocast_state(device, dtype):
+    y, x_grad, w_grad = linear_grads(device, dtype)
+    _, x_ref, w_ref = linear_grads(device, None)
+    assert y.dtype == dtype  # autocast did apply to f
+    assert x_grad.dtype == w_grad.dtype == torch.float32
+    torch.testing.assert_close(x_grad, x_ref, rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(w_grad, w_ref, rtol=2e-2, atol=2e-2)
+
+
+def test_autocast_case_needs_the_fix(monkeypatch):
+    # The test above is not vacuous: with grad_fn run outside autocast, torch's matmul raises.
+    monkeypatch.setattr(tf_compat_grad._autocast, "current", lambda: ())
+    with pytest.raises(RuntimeError, match="expected m1 and m2 to have the same dtype"):
+        linear_grads("cpu", torch.bfloat16)
+
+
+# --- activation checkpointing and saved-tensor hooks ----------------------------------------
+
+
+def block(scale: Scale):
+    """log1pexp closes over `e = exp(x)`, computed in f; `scale` reads its Parameter."""
+
+    def fn(x):
+        return scale(examples.log1pexp(x) * x).sin()
+
+    return fn
+
+
+def on_cpu(fn, x):
+    with torch.autograd.graph.save_on_cpu():
+        return fn(x)
+
+
+WRAPPERS = [
+    pytest.param(lambda fn, x: checkpoint(fn, x, use_reentrant=False), id="checkpoint"),
+    pytest.param(lambda fn, x: checkpoint(fn, x, use_reentrant=True), id="checkpoint_reentrant"),
+    pytest.param(on_cpu, id="save_on_cpu"),
+]
+
+
+def block_grads(wrap):
+    scale = Scale()
+    (x,) = inputs(0, 1)
+    wrap(block(scale), x).sum().backward()
+    return x.grad, scale.weight.grad
+
+
+@pytest.mark.parametrize("wrap", WRAPPERS)
+def test_saved_tensor_machinery_gives_the_same_gradients(wrap):
+    x_grad, w_grad = block_grads(wrap)
+    x_ref, w_ref = block_grads(lambda fn, x: fn(x))
+    assert x_grad is not None and w_grad is not None
+    torch.testing.assert_close((x_grad, w_grad), (x_ref, w_ref))
+
+
+def second_derivative(fn):
+    x = torch.linspace(-2, 2, 5, dtype=D, requires_grad=True)
+    (dx,) = torch.autograd.grad(fn(x).sum(), x, create_graph=True)
+    (ddx,) = torch.autograd.grad(dx.sum(), x)
+    return ddx
+
+
+def log1pexp_block(x):
+    return (examples.log1pexp(x) * x).sin()
+
+
+def test_second_order_through_non_reentrant_checkpoint():
+    # softplus is log1pexp by autodiff: its second derivative includes the term through `e`.
+    expected = second_derivative(lambda x: (F.softplus(x) * x).sin())
+    torch.testing.assert_close(second_derivative(log1pexp_block), expected)
+    checkpointed = second_derivative(lambda x: checkpoint(log1pexp_block, x, use_reentrant=False))
+    torch.testing.assert_close(checkpointed, expected)
+
+
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True:UserWarning")
+@pytest.mark.parametrize(
+    "fn", [log1pexp_block, lambda x: (F.softplus(x) * x).sin()], ids=["log1pexp", "torch"]
+)
+def test_second_order_through_reentrant_checkpoint_is_torchs_error(fn):
+    # Reentrant checkpointing has no double backward in torch itself; the library's op must
+    # give torch's error, as plain torch ops do, not a silently wrong value.
+    x = torch.linspace(-2, 2, 5, dtype=D, requires_grad=True)
+    checkpoint(fn, x, use_reentrant=True).sum().backward(create_graph=True)
+    with pytest.raises(RuntimeError, match=re.escape("does not require grad")):
+        x.grad.sum().backward()
+
+
+# --- naming ---------------------------------------------------------------------------------
+
+
+def test_node_is_named_after_the_function():
+    y = examples.log1pexp(torch.ones(2, dtype=D, requires_grad=True))
+    assert type(y.grad_fn).__name__ == "log1pexpBackward"

@@ -1,0 +1,243 @@
+"""What grad_fn returns is repaired into a gradient like its input, or rejected by name."""
+
+import os
+import re
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from tf_compat_grad import CustomGradientTypeError, CustomGradientValueError, custom_gradient
+
+D = torch.float64
+
+
+def where(decorated):
+    """How messages name a decorated function: `qualname` (file:line)."""
+    code = decorated.__wrapped__.__code__
+    return (
+        f"`{decorated.__qualname__}` ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+    )
+
+
+def returning(grad):
+    """`identity(x)` whose grad_fn returns `grad` whatever the upstream."""
+
+    @custom_gradient
+    def identity(x):
+        return x * 1, lambda dy: grad
+
+    return identity
+
+
+def scaled_by(w, grad):
+    """`scaled(x) = x * w`, reading the Parameter w; grad_fn gives w the gradient `grad`."""
+
+    @custom_gradient
+    def scaled(x):
+        def grad_fn(dy, variables=None):
+            return dy * w, [grad]
+
+        return x * w, grad_fn
+
+    return scaled
+
+
+# (gradient returned, input shape, expected x.grad)
+REPAIRED = {
+    "python float, scalar input": (2.0, [], torch.tensor(2.0, dtype=D)),
+    "python float, vector input": (2.0, [3], torch.full([3], 2.0, dtype=D)),
+    "python int": (2, [3], torch.full([3], 2.0, dtype=D)),
+    "numpy array": (np.array([1.0, 2.0, 3.0]), [3], torch.tensor([1.0, 2.0, 3.0], dtype=D)),
+    "numpy float32 array": (
+        np.array([1.0, 2.0, 3.0], dtype=np.float32),
+        [3],
+        torch.tensor([1.0, 2.0, 3.0], dtype=D),
+    ),
+    "numpy scalar": (np.float64(4.0), [3], torch.full([3], 4.0, dtype=D)),
+    "float32 tensor": (torch.tensor([0.5, 1.5, 2.5]), [3], torch.tensor([0.5, 1.5, 2.5], dtype=D)),
+    "int64 tensor": (torch.tensor([1, 2, 3]), [3], torch.tensor([1.0, 2.0, 3.0], dtype=D)),
+    "scalar tensor expanded": (torch.tensor(5.0, dtype=D), [3], torch.full([3], 5.0, dtype=D)),
+    "row expanded": (
+        torch.tensor([[1.0, 2.0]], dtype=D),
+        [3, 2],
+        torch.tensor([[1.0, 2.0]] * 3, dtype=D),
+    ),
+    "broadcast summed down": (
+        torch.ones([3, 4], dtype=D),
+        [1, 4],
+        torch.full([1, 4], 3.0, dtype=D),
+    ),
+    "leading dimension summed away": (
+        torch.ones([2, 3], dtype=D),
+        [3],
+        torch.full([3], 2.0, dtype=D),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", REPAIRED)
+def test_gradient_is_repaired(name):
+    grad, shape, expected = REPAIRED[name]
+    x = torch.zeros(shape, dtype=D, requires_grad=True)
+    returning(grad)(x).sum().backward()
+    assert type(x.grad) is torch.Tensor
+    assert x.grad.dtype == D
+    assert x.grad.shape == x.shape
+    torch.testing.assert_close(x.grad, expected)
+
+
+@pytest.mark.parametrize("name", REPAIRED)
+def test_variable_gradient_is_repaired(name):
+    grad, shape, expected = REPAIRED[name]
+    w = nn.Parameter(torch.ones(shape, dtype=D))
+    x = torch.zeros(shape, dtype=D, requires_grad=True)
+    scaled_by(w, grad)(x).sum().backward()
+    assert w.grad.dtype == D
+    assert w.grad.shape == w.shape
+    torch.testing.assert_close(w.grad, expected)
+    torch.testing.assert_close(x.grad, torch.ones_like(x))
+
+
+SHAPE_RULE = (
+    "A gradient must have its input's shape, or broadcast to it (it is then expanded), or be a "
+    "broadcast of it (it is then summed down)."
+)
+
+# (gradient returned, input shape)
+INCOMPATIBLE = {
+    "longer": ([5], [3]),
+    "shorter": ([2], [3]),
+    "neither broadcasts": ([2, 1], [1, 3]),
+    "more elements, same rank": ([3, 4], [3, 2]),
+}
+
+
+@pytest.mark.parametrize("name", INCOMPATIBLE)
+def test_incompatible_shape_raises(name):
+    got, shape = INCOMPATIBLE[name]
+    f = returning(torch.ones(got, dtype=D))
+    x = torch.zeros(shape, dtype=D, requires_grad=True)
+    y = f(x).sum()
+    message = (
+        f"tf_compat_grad: grad_fn of {where(f)} returned a gradient of shape {got} for argument "
+        f"`x`, which has shape {shape}. {SHAPE_RULE} Return a gradient of shape {shape}."
+    )
+    with pytest.raises(ValueError, match=re.escape(message) + "$") as info:
+        y.backward()
+    assert isinstance(info.value, CustomGradientValueError)
+
+
+def test_incompatible_shape_names_the_nested_argument():
+    @custom_gradient
+    def affine(params, x):
+        def grad(dy):
+            return {"b": dy.sum(), "w": torch.ones(5, dtype=D)}, dy * params["w"]
+
+        return params["w"] * x + params["b"], grad
+
+    params = {
+        "w": torch.ones(3, dtype=D, requires_grad=True),
+        "b": torch.zeros((), dtype=D, requires_grad=True),
+    }
+    x = torch.ones(3, dtype=D, requires_grad=True)
+    y = affine(params, x).sum()
+    message = (
+        f"tf_compat_grad: grad_fn of {where(affine)} returned a gradient of shape [5] for "
+        f"argument `params['w']`, which has shape [3]. {SHAPE_RULE} Return a gradient of shape "
+        "[3]."
+    )
+    with pytest.raises(ValueError, match=re.escape(message) + "$") as info:
+        y.backward()
+    assert isinstance(info.value, CustomGradientValueError)
+
+
+def test_incompatible_variable_gradient_shape_raises():
+    w = nn.Parameter(torch.ones(3, dtype=D))
+    f = scaled_by(w, torch.ones(5, dtype=D))
+    y = f(torch.zeros(3, dtype=D, requires_grad=True)).sum()
+    message = (
+        f"tf_compat_grad: grad_fn of {where(f)} returned a gradient of shape [5] for "
+        f"`variables[0]` (Parameter of shape [3]), which has shape [3]. {SHAPE_RULE} Return a "
+        "gradient of shape [3]."
+    )
+    with pytest.raises(ValueError, match=re.escape(message) + "$") as info:
+        y.backward()
+    assert isinstance(info.value, CustomGradientValueError)
+
+
+NOT_A_GRADIENT_RULE = (
+    "Expected a tensor, a real Python number, a numeric numpy array or None. Return a tensor of "
+    "the input's shape, or None for no gradient."
+)
+
+# (gradient returned, how the message describes it)
+NOT_A_GRADIENT = [
+    pytest.param("abc", "'abc' (str)", id="str"),
+    pytest.param(b"abc", "b'abc' (bytes)", id="bytes"),
+    pytest.param(
+        np.array(["a", "b", "c"]),
+        "ndarray of shape [3] and dtype <U1",
+        id="numpy strings",
+    ),
+]
+
+
+@pytest.mark.parametrize(("grad", "described"), NOT_A_GRADIENT)
+def test_non_numeric_gradient_raises_type_error_naming_the_argument(grad, described):
+    f = returning(grad)
+    y = f(torch.zeros(3, dtype=D, requires_grad=True)).sum()
+    message = (
+        f"tf_compat_grad: grad_fn of {where(f)} returned {described} as the gradient for "
+        f"argument `x`, a tensor of dtype torch.float64. {NOT_A_GRADIENT_RULE}"
+    )
+    with pytest.raises(TypeError, match=re.escape(message) + "$") as info:
+        y.backward()
+    assert isinstance(info.value, CustomGradientTypeError)
+
+
+def test_non_numeric_variable_gradient_raises_type_error():
+    w = nn.Parameter(torch.ones(3, dtype=D))
+    f = scaled_by(w, "abc")
+    y = f(torch.zeros(3, dtype=D, requires_grad=True)).sum()
+    message = (
+        f"tf_compat_grad: grad_fn of {where(f)} returned 'abc' (str) as the gradient for "
+        f"`variables[0]` (Parameter of shape [3]), a tensor of dtype torch.float64. "
+        f"{NOT_A_GRADIENT_RULE}"
+    )
+    with pytest.raises(TypeError, match=re.escape(message) + "$") as info:
+        y.backward()
+    assert isinstance(info.value, CustomGradientTypeError)
+
+
+@pytest.mark.parametrize(
+    "grad",
+    [3.0, torch.ones(7, dtype=D), "abc", np.ones(2)],
+    ids=["float", "tensor", "str", "numpy"],
+)
+def test_gradient_for_a_python_float_argument_is_dropped(grad):
+    @custom_gradient
+    def clip(x, limit):
+        return torch.clamp(x, max=limit), lambda dy: (dy * 2, grad)
+
+    x = torch.ones(3, dtype=D, requires_grad=True)
+    clip(x, 1.5).sum().backward()
+    torch.testing.assert_close(x.grad, torch.full([3], 2.0, dtype=D))
+
+
+@pytest.mark.parametrize(
+    "grad",
+    [3.0, torch.ones(7, dtype=D), "abc", np.ones(2)],
+    ids=["float", "wrong shape", "str", "numpy of wrong shape"],
+)
+def test_gradient_for_an_input_not_requiring_grad_is_ignored(grad):
+    @custom_gradient
+    def mul(x, c):
+        return x * c, lambda dy: (dy * c, grad)
+
+    x = torch.ones(3, dtype=D, requires_grad=True)
+    c = torch.full([3], 4.0, dtype=D)
+    mul(x, c).sum().backward()
+    torch.testing.assert_close(x.grad, c)
+    assert c.grad is None

@@ -1,0 +1,407 @@
+"""`recompute_grad` and `grad_pass_through` (tf_behaviour items 48-60).
+
+Every recompute test compares against plain autograd of the same f: the recomputed block must be
+the same function with the same derivatives, only cheaper in memory.
+"""
+
+import re
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torch._dynamo
+from torch import nn
+from torch._dynamo.utils import counters
+
+from tf_compat_grad import grad_pass_through, recompute_grad
+
+D = torch.float64
+X = torch.tensor([-1.5, -0.3, 0.4, 1.0, 2.2], dtype=D)
+W = torch.tensor([0.5, -2.0, 1.5, 3.0, -0.7], dtype=D)
+
+
+def _leaf(t: torch.Tensor = X) -> torch.Tensor:
+    return t.detach().clone().requires_grad_()
+
+
+def _where(fn: Callable[..., Any]) -> str:
+    """How the library names a user's function in its messages: `name` (file:line)."""
+    code = fn.__code__
+    return f"`{fn.__qualname__}` ({code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno})"
+
+
+def sin_times(x):
+    """sin(x) * x."""
+    return torch.sin(x) * x
+
+
+def tanh_chain(x):
+    """Two nonlinear layers."""
+    return torch.tanh(torch.exp(0.3 * x) * x)
+
+
+def softplus_square(x):
+    """softplus(x) ** 2."""
+    return torch.nn.functional.softplus(x) ** 2
+
+
+BLOCKS = [sin_times, tanh_chain, softplus_square]
+
+
+# --- wrapping (item 48) ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("wrap", [recompute_grad, grad_pass_through])
+def test_wrapper_keeps_function_identity(wrap):
+    g = wrap(sin_times)
+    assert g.__wrapped__ is sin_times
+    assert g.__name__ == "sin_times"
+    assert g.__doc__ == "sin(x) * x."
+
+
+# --- values, first and second derivatives against plain autograd ------------------------------
+
+
+@pytest.mark.parametrize("f", BLOCKS)
+def test_value_and_gradient_equal_plain_autograd(f):
+    x, x_plain = _leaf(), _leaf()
+    y = recompute_grad(f)(x)
+    y_plain = f(x_plain)
+    torch.testing.assert_close(y, y_plain, rtol=0, atol=0)
+    (g,) = torch.autograd.grad(y, x, W)
+    (g_plain,) = torch.autograd.grad(y_plain, x_plain, W)
+    torch.testing.assert_close(g, g_plain)
+
+
+@pytest.mark.parametrize("f", BLOCKS)
+def test_second_derivative_with_upstream_depending_on_x(f):
+    # TF raises NotImplementedError here (item 54); the port recomputes with create_graph.
+    x, x_plain = _leaf(), _leaf()
+    loss = (recompute_grad(f)(x) ** 2).sum()
+    loss_plain = (f(x_plain) ** 2).sum()
+    (g,) = torch.autograd.grad(loss, x, create_graph=True)
+    (g_plain,) = torch.autograd.grad(loss_plain, x_plain, create_graph=True)
+    torch.testing.assert_close(g, g_plain)
+    (gg,) = torch.autograd.grad(g.sum(), x)
+    (gg_plain,) = torch.autograd.grad(g_plain.sum(), x_plain)
+    torch.testing.assert_close(gg, gg_plain)
+
+
+@pytest.mark.parametrize("f", BLOCKS)
+def test_gradcheck_and_gradgradcheck(f):
+    block = recompute_grad(f)
+    assert torch.autograd.gradcheck(block, (_leaf(),))
+    assert torch.autograd.gradgradcheck(block, (_leaf(),))
+
+
+# --- f runs once forward, once per backward (item 49) -----------------------------------------
+
+
+def test_call_counts_forward_once_then_once_per_backward():
+    calls = []
+
+    def f(x):
+        calls.append(torch.is_grad_enabled())
+        return torch.sin(x) * x
+
+    x = _leaf()
+    y = recompute_grad(f)(x).sum()
+    assert calls == [False]
+    y.backward(retain_graph=True)
+    assert calls == [False, True]
+    first = x.grad.clone()
+    y.backward()
+    assert calls == [False, True, True]
+    torch.testing.assert_close(x.grad, 2 * first)
+
+
+def test_intermediates_are_freed_after_forward():
+    refs = []
+
+    def f(x):
+        h = torch.exp(x)
+        refs.append(weakref.ref(h))
+        return h * h
+
+    x = _leaf()
+    y_plain = f(x)
+    assert refs[0]() is not None  # the control: plain autograd keeps h for mul's backward
+    y = recompute_grad(f)(x)
+    assert len(refs) == 2
+    assert refs[1]() is None
+    torch.testing.assert_close(y, y_plain.detach())
+    (g,) = torch.autograd.grad(y, x, W)
+    (g_plain,) = torch.autograd.grad(y_plain, x, W)
+    torch.testing.assert_close(g, g_plain)
+
+
+# --- random draws -------------------------------------------------------------------------------
+
+
+def dropout_like(x):
+    return x * (torch.rand_like(x) > 0.5) * 2.0
+
+
+def _dropout_run(fn: Callable[..., Any], create_graph: bool = False):
+    x = _leaf(torch.linspace(-1, 1, 64, dtype=D))
+    torch.manual_seed(1234)
+    y = fn(x)
+    state_after_forward = torch.get_rng_state()
+    (g,) = torch.autograd.grad(y, x, torch.ones_like(y), create_graph=create_graph)
+    return y.detach(), g.detach(), state_after_forward, torch.get_rng_state()
+
+
+def test_dropout_mask_is_redrawn_identically():
+    y, g, after_forward, after_backward = _dropout_run(recompute_grad(dropout_like))
+    y_plain, g_plain, after_plain, _ = _dropout_run(dropout_like)
+    assert 0 < (g_plain == 0).sum() < g_plain.numel()  # the mask really drops some entries
+    torch.testing.assert_close(y, y_plain, rtol=0, atol=0)
+    torch.testing.assert_close(g, g_plain, rtol=0, atol=0)
+    assert torch.equal(after_forward, after_plain)
+    assert torch.equal(after_backward, after_plain)  # the recompute does not advance the RNG
+
+
+def test_dropout_gradient_same_with_create_graph():
+    _, g, _, _ = _dropout_run(recompute_grad(dropout_like))
+    _, g_graph, _, after = _dropout_run(recompute_grad(dropout_like), create_graph=True)
+    _, _, after_plain, _ = _dropout_run(dropout_like)
+    torch.testing.assert_close(g_graph, g, rtol=0, atol=0)
+    assert torch.equal(after, after_plain)
+
+
+# --- inputs: unused, Python numbers, kwargs, Parameters (items 50-53) -------------------------
+
+
+def test_unused_input_gets_zeros_not_none():
+    x, z = _leaf(), _leaf(W)
+    y = recompute_grad(lambda x, z: x * 2)(x, z)
+    gx, gz = torch.autograd.grad(y.sum(), (x, z), allow_unused=True)
+    torch.testing.assert_close(gx, torch.full_like(X, 2.0))
+    assert gz is not None
+    torch.testing.assert_close(gz, torch.zeros_like(W), rtol=0, atol=0)
+
+
+def test_python_float_stays_float_on_recompute():
+    # TF turns it into a float32 tensor (item 53), which breaks float64 code.
+    seen = []
+
+    def scale(x, s):
+        seen.append(type(s))
+        return x * s
+
+    x = _leaf()
+    y = recompute_grad(scale)(x, 1.5)
+    (g,) = torch.autograd.grad(y.sum(), x)
+    assert seen == [float, float]
+    assert g.dtype == D
+    torch.testing.assert_close(g, torch.full_like(X, 1.5))
+
+
+def test_kwargs_reach_both_runs_and_get_no_gradient():
+    seen = []
+
+    def f(x, *, scale):
+        seen.append(scale)
+        return torch.sin(x) * scale
+
+    x, s = _leaf(), _leaf(W)
+    y = recompute_grad(f)(x, scale=s)
+    gx, gs = torch.autograd.grad(y.sum(), (x, s), allow_unused=True)
+    assert len(seen) == 2
+    assert all(t is s for t in seen)
+    torch.testing.assert_close(gx, torch.cos(X) * W)
+    assert gs is None
+
+
+def test_parameter_in_closure_gets_gradient():
+    p = nn.Parameter(W.clone())
+    x = _leaf()
+    y = recompute_grad(lambda x: torch.sin(x * p))(x)
+    gx, gp = torch.autograd.grad(y.sum(), (x, p))
+    gx_plain, gp_plain = torch.autograd.grad(torch.sin(x * p).sum(), (x, p))
+    torch.testing.assert_close(gx, gx_plain)
+    torch.testing.assert_close(gp, gp_plain)
+
+
+class Net(nn.Module):
+    def __init__(self, recompute: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(5, 5, dtype=D)
+        self.out = nn.Linear(5, 1, dtype=D)
+        self.recompute = recompute
+
+    def block(self, x):
+        return torch.tanh(self.lin(x))
+
+    def forward(self, x):
+        h = recompute_grad(self.block)(x) if self.recompute else self.block(x)
+        return self.out(h)
+
+
+def test_module_parameters_read_in_block_get_gradients():
+    net, plain = Net(recompute=True), Net(recompute=False)
+    x = torch.stack([X, W])
+    net(x).sum().backward()
+    plain(x).sum().backward()
+    for (name, p), q in zip(net.named_parameters(), plain.parameters(), strict=True):
+        assert p.grad is not None, name
+        torch.testing.assert_close(p.grad, q.grad, msg=name)
+
+
+# --- multiple outputs (item 55) ---------------------------------------------------------------
+
+
+def sin_cos(x):
+    return torch.sin(x) * x, torch.cos(x)
+
+
+@pytest.mark.parametrize("used", [0, 1])
+def test_multiple_outputs_one_unused(used):
+    x, x_plain = _leaf(), _leaf()
+    ys = recompute_grad(sin_cos)(x)
+    ys_plain = sin_cos(x_plain)
+    assert isinstance(ys, tuple) and len(ys) == 2
+    (g,) = torch.autograd.grad((ys[used] * W).sum(), x)
+    (g_plain,) = torch.autograd.grad((ys_plain[used] * W).sum(), x_plain)
+    torch.testing.assert_close(g, g_plain)
+
+
+# --- torch.func ---------------------------------------------------------------------------------
+
+
+def test_torch_func_grad():
+    block = recompute_grad(sin_times)
+    g = torch.func.grad(lambda x: block(x).sum())(X.clone())
+    torch.testing.assert_close(g, torch.cos(X) * X + torch.sin(X))
+
+
+def test_torch_func_grad_of_grad():
+    block = recompute_grad(sin_times)
+    g2 = torch.func.vmap(torch.func.grad(torch.func.grad(lambda x: block(x).sum())))(X.clone())
+    torch.testing.assert_close(g2, 2 * torch.cos(X) - X * torch.sin(X))
+
+
+def test_torch_func_vmap_of_grad():
+    block = recompute_grad(sin_times)
+    g = torch.func.vmap(torch.func.grad(lambda x: block(x).sum()))(X.clone())
+    torch.testing.assert_close(g, torch.cos(X) * X + torch.sin(X))
+
+
+# --- grad_pass_through (items 56-60) ----------------------------------------------------------
+
+
+def test_pass_through_round_gives_ones():
+    x = _leaf()
+    y = grad_pass_through(torch.round)(x)
+    torch.testing.assert_close(y, torch.round(X))
+    (g,) = torch.autograd.grad(y, x, W)
+    torch.testing.assert_close(g, W, rtol=0, atol=0)
+
+
+def product(p, q):
+    return p * q
+
+
+def test_pass_through_output_count_must_match_inputs():
+    y = grad_pass_through(product)(_leaf(), _leaf(W))
+    message = (
+        f"tf_compat_grad: grad_fn of {_where(product)} returned 1 gradient, but `product` was "
+        "called with 2 positional inputs (p, q). Return one gradient per positional input "
+        "(None for one that needs none), in the order of the flattened arguments."
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        y.sum().backward()
+
+
+def test_pass_through_parameter_gets_none():
+    p = nn.Parameter(W.clone())
+    x = _leaf()
+    y = grad_pass_through(lambda x: x * p)(x)
+    gx, gp = torch.autograd.grad(y.sum(), (x, p), allow_unused=True)
+    torch.testing.assert_close(gx, torch.ones_like(X))
+    assert gp is None
+
+
+def test_pass_through_sum_expands_to_input_shape():
+    # TF passes the scalar through unchanged (item 59); torch needs the input's shape.
+    x = _leaf()
+    y = grad_pass_through(torch.sum)(x)
+    assert y.shape == ()
+    (g,) = torch.autograd.grad(3.0 * y, x)
+    assert g.shape == X.shape
+    torch.testing.assert_close(g, torch.full_like(X, 3.0))
+
+
+def test_pass_through_second_order():
+    a = _leaf()
+    y = grad_pass_through(lambda p: p**3)(a)
+    torch.testing.assert_close(y, X**3)
+    (g,) = torch.autograd.grad((y * y).sum(), a, create_graph=True)
+    torch.testing.assert_close(g, 2 * X**3)
+    (gg,) = torch.autograd.grad(g.sum(), a)
+    torch.testing.assert_close(gg, torch.full_like(X, 2.0))
+
+
+# --- torch.compile ------------------------------------------------------------------------------
+
+# Dynamo instantiates `autograd.Function` while tracing any Function and warns about it; the
+# warning is torch's own, and under filterwarnings=error it would abort tracing.
+compile_warnings = pytest.mark.filterwarnings(
+    "ignore:.*torch.autograd.function.Function'> should not be instantiated:DeprecationWarning"
+)
+
+BLOCK = recompute_grad(sin_times)
+
+
+def model(x):
+    return torch.cos(BLOCK(x * 2)).sum()
+
+
+def _compiled_gradient(backend: str) -> tuple[torch.Tensor, int]:
+    torch._dynamo.reset()
+    counters.clear()
+    x = _leaf()
+    (g,) = torch.autograd.grad(torch.compile(model, backend=backend)(x), x)
+    return g, sum(counters["graph_break"].values())
+
+
+# Resuming after a graph break, Dynamo reads `.grad` of the non-leaf tensors it carries over
+# (`x * 2` here), which warns; a plain function with `torch._dynamo.graph_break()` does the same.
+@pytest.mark.filterwarnings(
+    "ignore:The .grad attribute of a Tensor that is not a leaf Tensor:UserWarning"
+)
+@compile_warnings
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_compiled_recompute_matches_eager(backend):
+    x = _leaf()
+    (g_eager,) = torch.autograd.grad(model(x), x)
+    g, breaks = _compiled_gradient(backend)
+    torch.testing.assert_close(g, g_eager)
+    _, breaks_again = _compiled_gradient(backend)
+    assert breaks >= 0
+    assert breaks_again == breaks
+    torch._dynamo.reset()
+
+
+ROUND = grad_pass_through(torch.round)
+
+
+def rounded_model(x):
+    return (ROUND(x * 3) * W).sum()
+
+
+@compile_warnings
+def test_compiled_pass_through_fullgraph():
+    torch._dynamo.reset()
+    counters.clear()
+    x = _leaf()
+    y = torch.compile(rounded_model, backend="aot_eager", fullgraph=True)(x)
+    (g,) = torch.autograd.grad(y, x)
+    torch.testing.assert_close(y, rounded_model(X))
+    torch.testing.assert_close(g, 3 * W)
+    assert counters["stats"]["unique_graphs"] == 1
+    assert sum(counters["graph_break"].values()) == 0
+    torch._dynamo.reset()

@@ -1,0 +1,173 @@
+"""Proving that f cannot read an `nn.Parameter`, so the Parameter watcher can be skipped.
+
+# Note [watching only when needed]
+The watcher of `_variables.py` sees every torch call inside f, which costs a Python call per op:
+for a small op that is most of the decorator's overhead. Most custom gradients are pure
+functions of their arguments, and whether f can reach a Parameter at all can be read from what
+its code names: its globals, its closure, the attributes it looks up on modules, and the same
+for the functions it calls. `ParameterReach.possible` answers "maybe" unless every object f's
+code can name is known to hold no Parameter: numbers, strings, plain tensors, torch's and the
+standard library's modules and functions, tuples of those, and Python functions that name only
+such things. Anything else (an `nn.Module`, a list or dict, an object of a user class, a bound
+method of one, a name like `Parameter` or `getattr` that can reach anything) answers "maybe",
+and then f is watched. The answer is cached with the objects it was based on and recomputed as
+soon as a global, a module attribute or a closure cell it read is rebound.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+_SAFE_MODULES = frozenset(
+    {"torch", "math", "cmath", "numpy", "operator", "functools", "itertools", "builtins",
+     "typing", "typing_extensions", "collections", "abc", "numbers", "enum", "dataclasses",
+     "tf_compat_grad"}
+)  # fmt: skip
+# Names that reach objects by name, or create or list Parameters.
+_UNSAFE_NAMES = frozenset(
+    {"globals", "locals", "vars", "eval", "exec", "getattr", "__import__", "import_module",
+     "Parameter", "UninitializedParameter", "parameters", "named_parameters",
+     "register_parameter", "get_parameter", "state_dict", "modules", "children", "get_objects"}
+)  # fmt: skip
+_SAFE_TYPES = (
+    type(None), bool, int, float, complex, str, bytes, range, slice, torch.dtype, torch.device,
+    torch.Size, torch.layout, torch.memory_format, types.BuiltinFunctionType,
+    types.BuiltinMethodType, types.MethodWrapperType, types.WrapperDescriptorType,
+    types.MethodDescriptorType, types.GetSetDescriptorType, type(Ellipsis),
+)  # fmt: skip
+_MISSING = object()
+_MAX_ITEMS = 64
+
+
+class _Unsafe(Exception):
+    """f may reach a Parameter."""
+
+
+class ParameterReach:
+    """Whether one decorated function can read a Parameter; see Note [watching only when
+    needed]."""
+
+    __slots__ = ("_deps", "_f", "_safe")
+
+    def __init__(self, f: Any) -> None:
+        self._f = f
+        self._safe = False
+        self._deps: list[tuple[Any, str, Any]] | None = None  # (namespace, name, value) read
+
+    def possible(self, extra: Iterable[Any]) -> bool:
+        """False only when f provably reads no Parameter, called with the `extra` objects it
+        can also reach (the bound instance of a method call, the keyword arguments)."""
+        for value in extra:
+            try:
+                _check_value(value, [], set())
+            except _Unsafe:
+                return True
+        deps = self._deps
+        if deps is None or not all(_lookup(ns, name) is value for ns, name, value in deps):
+            self._analyse()
+        return not self._safe
+
+    def _analyse(self) -> None:
+        deps: list[tuple[Any, str, Any]] = []
+        try:
+            _check_value(self._f, deps, set())
+            self._safe = True
+        except _Unsafe:
+            self._safe = False
+        self._deps = deps
+
+
+def _lookup(namespace: Any, name: str) -> Any:
+    if isinstance(namespace, types.CellType):
+        try:
+            return namespace.cell_contents
+        except ValueError:
+            return _MISSING
+    return namespace.get(name, _MISSING)
+
+
+def _check_value(value: Any, deps: list[tuple[Any, str, Any]], seen: set[int]) -> None:
+    if isinstance(value, _SAFE_TYPES):
+        return
+    if isinstance(value, torch.Tensor):
+        if isinstance(value, torch.nn.Parameter):
+            raise _Unsafe
+        return
+    if id(value) in seen:
+        return
+    seen.add(id(value))
+    if isinstance(value, types.ModuleType):
+        if value.__name__.partition(".")[0] not in _SAFE_MODULES:
+            raise _Unsafe  # a user module: its attributes are checked where they are named
+        return
+    if isinstance(value, types.FunctionType):
+        if getattr(value, "__module__", "").partition(".")[0] in _SAFE_MODULES - {"tf_compat_grad"}:
+            return  # torch's and the standard library's own functions
+        _check_function(value, deps, seen)
+        return
+    if isinstance(value, types.MethodType):
+        _check_value(value.__self__, deps, seen)
+        _check_value(value.__func__, deps, seen)
+        return
+    if isinstance(value, (tuple, frozenset)) and len(value) <= _MAX_ITEMS:
+        for item in value:
+            _check_value(item, deps, seen)
+        return
+    from ._decorator import CustomGradient  # imported here: _decorator imports this module
+
+    if isinstance(value, CustomGradient):
+        _check_value(value._f, deps, seen)
+        return
+    if isinstance(value, type):
+        if value.__module__.partition(".")[0] in _SAFE_MODULES and not issubclass(
+            value, (torch.nn.Module, torch.nn.Parameter)
+        ):
+            return
+        raise _Unsafe
+    if type(value).__module__.partition(".")[0] == "numpy" and not isinstance(value, (list, dict)):
+        return  # numpy arrays, scalars, ufuncs
+    raise _Unsafe
+
+
+def _check_function(
+    fn: types.FunctionType, deps: list[tuple[Any, str, Any]], seen: set[int]
+) -> None:
+    names = _names(fn.__code__)
+    if names & _UNSAFE_NAMES:
+        raise _Unsafe
+    for cell, free in zip(fn.__closure__ or (), fn.__code__.co_freevars, strict=True):
+        contents = _lookup(cell, free)
+        deps.append((cell, free, contents))
+        if contents is not _MISSING:
+            _check_value(contents, deps, seen)
+    namespace = fn.__globals__
+    for name in names:
+        value = namespace.get(name, _MISSING)
+        if value is _MISSING:
+            continue  # a builtin, an attribute name, or a global not yet defined
+        deps.append((namespace, name, value))
+        if isinstance(value, types.ModuleType) and value.__name__.partition(".")[0] not in (
+            _SAFE_MODULES
+        ):
+            for attribute in names:  # a user module: the attributes f may look up on it
+                member = value.__dict__.get(attribute, _MISSING)
+                if member is not _MISSING:
+                    deps.append((value.__dict__, attribute, member))
+                    _check_value(member, deps, seen)
+            continue
+        _check_value(value, deps, seen)
+    for default in (*(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values()):
+        _check_value(default, deps, seen)
+
+
+def _names(code: types.CodeType) -> frozenset[str]:
+    """Every global and attribute name a code object and the code nested in it use."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    return frozenset(names)

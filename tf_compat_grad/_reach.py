@@ -105,7 +105,7 @@ def _check_value(value: Any, deps: list[tuple[Any, str, Any]], seen: set[int]) -
             raise _Unsafe  # a user module: its attributes are checked where they are named
         return
     if isinstance(value, types.FunctionType):
-        if getattr(value, "__module__", "").partition(".")[0] in _SAFE_MODULES - {"tf_compat_grad"}:
+        if _package(value) in _SAFE_MODULES - {"tf_compat_grad"}:
             return  # torch's and the standard library's own functions
         _check_function(value, deps, seen)
         return
@@ -123,14 +123,20 @@ def _check_value(value: Any, deps: list[tuple[Any, str, Any]], seen: set[int]) -
         _check_value(value._f, deps, seen)
         return
     if isinstance(value, type):
-        if value.__module__.partition(".")[0] in _SAFE_MODULES and not issubclass(
+        if _package(value) in _SAFE_MODULES and not issubclass(
             value, (torch.nn.Module, torch.nn.Parameter)
         ):
             return
         raise _Unsafe
-    if type(value).__module__.partition(".")[0] == "numpy" and not isinstance(value, (list, dict)):
+    if _package(type(value)) == "numpy" and not isinstance(value, (list, dict)):
         return  # numpy arrays, scalars, ufuncs
     raise _Unsafe
+
+
+def _package(value: Any) -> str:
+    """The top-level package a function or class was defined in ('' when unknown)."""
+    module = getattr(value, "__module__", None)
+    return module.partition(".")[0] if isinstance(module, str) else ""
 
 
 def _check_function(

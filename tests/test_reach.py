@@ -1,0 +1,162 @@
+"""Skipping the Parameter watcher only when f provably reads no Parameter
+(Note [watching only when needed]): every way f can reach a Parameter must keep the watcher,
+and the Parameter must then get its gradient."""
+
+import sys
+import types
+
+import pytest
+import torch
+
+from tf_compat_grad import custom_gradient
+from tf_compat_grad.examples import log1pexp
+
+DT = torch.float64
+W = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+PLAIN = torch.full((3,), 2.0, dtype=DT)
+HOLDER = [W]
+REBOUND = torch.full((3,), 2.0, dtype=DT)
+
+
+def _grad_with_variables(dy, variables=None):
+    return dy * 2, [dy.sum() * torch.ones(3, dtype=DT) for _ in variables or ()]
+
+
+def _helper_reading_w(x):
+    return x * W
+
+
+@custom_gradient
+def via_global(x):
+    return x * W, _grad_with_variables
+
+
+@custom_gradient
+def via_helper(x):
+    return _helper_reading_w(x), _grad_with_variables
+
+
+@custom_gradient
+def via_list(x):
+    return x * HOLDER[0], _grad_with_variables
+
+
+@custom_gradient
+def via_rebound_global(x):
+    return x * REBOUND, _grad_with_variables
+
+
+@custom_gradient
+def pure(x):
+    return x * PLAIN * torch.nn.functional.softplus(x), lambda dy: dy * 2
+
+
+def _closure():
+    v = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+
+    @custom_gradient
+    def via_closure(x):
+        return x * v, _grad_with_variables
+
+    return via_closure, v
+
+
+def _user_module():
+    module = types.ModuleType("user_params")
+    module.V = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    sys.modules["user_params"] = module
+    namespace = {"user_params": module, "_grad_with_variables": _grad_with_variables}
+    exec(
+        "def via_module(x):\n    return x * user_params.V, _grad_with_variables\n",
+        namespace,
+    )
+    return custom_gradient(namespace["via_module"]), module.V
+
+
+class Scale(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+
+    @custom_gradient
+    def forward(self, x):
+        return x * self.weight, _grad_with_variables
+
+
+def _x():
+    return torch.ones(3, dtype=DT, requires_grad=True)
+
+
+def _check_variable_gradient(fn, parameter):
+    parameter.grad = None
+    x = _x()
+    fn(x).sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((3,), 2.0, dtype=DT))
+    torch.testing.assert_close(parameter.grad, torch.full((3,), 3.0, dtype=DT))
+
+
+@pytest.mark.parametrize(
+    ("make"),
+    [
+        pytest.param(lambda: (via_global, W), id="global"),
+        pytest.param(lambda: (via_helper, W), id="helper function"),
+        pytest.param(lambda: (via_list, W), id="global list"),
+        pytest.param(_closure, id="closure"),
+        pytest.param(_user_module, id="user module attribute"),
+    ],
+)
+def test_every_path_to_a_parameter_keeps_the_watcher(make):
+    fn, parameter = make()
+    _check_variable_gradient(fn, parameter)
+
+
+def test_module_forward_reads_its_weight():
+    module = Scale()
+    _check_variable_gradient(module, module.weight)
+
+
+def test_rebinding_a_global_to_a_parameter_is_noticed():
+    global REBOUND
+    x = _x()
+    via_rebound_global(x).sum().backward()  # a plain tensor: no variables
+    torch.testing.assert_close(x.grad, torch.full((3,), 2.0, dtype=DT))
+    saved = REBOUND
+    REBOUND = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    try:
+        _check_variable_gradient(via_rebound_global, REBOUND)
+    finally:
+        REBOUND = saved
+
+
+def test_parameter_reached_through_a_keyword_argument_is_watched():
+    @custom_gradient
+    def scaled(x, *, layer):
+        return x * layer.weight, _grad_with_variables
+
+    layer = Scale()
+    _check_variable_gradient(lambda x: scaled(x, layer=layer), layer.weight)
+
+
+@pytest.mark.parametrize("fn", [pure, log1pexp], ids=["pure", "log1pexp"])
+def test_pure_functions_are_not_watched(fn):
+    assert not fn._reach.possible(())
+
+
+@pytest.mark.parametrize("fn", [via_global, via_helper, via_list], ids=["global", "helper", "list"])
+def test_functions_that_can_reach_a_parameter_are_watched(fn):
+    assert fn._reach.possible(())
+
+
+def test_function_without_module_name_is_analysed():
+    def helper(x):
+        return x * 2
+
+    helper.__module__ = None
+
+    @custom_gradient
+    def f(x):
+        return helper(x), lambda dy: dy * 3
+
+    x = _x()
+    f(x).sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((3,), 3.0, dtype=DT))

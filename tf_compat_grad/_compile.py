@@ -37,8 +37,7 @@ def call(
     flat_args, arg_spec = _run.inputs(f, bound, args)
     with torch.no_grad():
         result, grad_fn, variables = _run.run(f, bound, args, kwargs, flat_args)
-    positions = [i for i, leaf in enumerate(flat_args) if isinstance(leaf, torch.Tensor)]
-    inputs = [flat_args[i] for i in positions]
+    positions, inputs = _run.tensor_inputs(flat_args)
     outputs, out_spec = _run.outputs(f, result)
     if not variables and not any(t.requires_grad for t in inputs):
         return _structure.unflatten(out_spec, outputs)

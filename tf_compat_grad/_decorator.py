@@ -83,8 +83,7 @@ class CustomGradient(Generic[P, R]):
             return self._call_without_grad(bound, args, kwargs, flat_args)
         result, grad_fn, variables = _run.run(f, bound, args, kwargs, flat_args, self._reach)
         self._checked = True
-        positions = [i for i, leaf in enumerate(flat_args) if isinstance(leaf, _Tensor)]
-        inputs = [flat_args[i] for i in positions]
+        positions, inputs = _run.tensor_inputs(flat_args)
         if not variables and not any(t.requires_grad for t in inputs):
             return _run.fresh(f, result)  # nothing to record: f's own autodiff (item 39)
         record = Record(

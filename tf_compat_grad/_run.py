@@ -65,6 +65,12 @@ def inputs(f: Callable[..., Any], bound: Any, args: tuple[Any, ...]) -> tuple[li
     return flat_args, arg_spec
 
 
+def tensor_inputs(flat_args: list[Any]) -> tuple[list[int], list[_Tensor]]:
+    """Where the tensors stand among the flattened arguments, and the tensors."""
+    positions = [i for i, leaf in enumerate(flat_args) if isinstance(leaf, _Tensor)]
+    return positions, [flat_args[i] for i in positions]
+
+
 def run(
     f: Callable[..., Any],
     bound: Any,

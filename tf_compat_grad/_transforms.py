@@ -88,8 +88,7 @@ def call(
 ) -> Any:
     """Call f through `node`, one of the two classes `make_transform_node` makes for it."""
     flat_args, arg_spec = _run.inputs(f, bound, args)
-    positions = [i for i, leaf in enumerate(flat_args) if isinstance(leaf, torch.Tensor)]
-    inputs = [flat_args[i] for i in positions]
+    positions, inputs = _run.tensor_inputs(flat_args)
     constants = [None if isinstance(leaf, torch.Tensor) else leaf for leaf in flat_args]
     call = _Call(bound, constants, arg_spec, kwargs, positions)
     *outputs, aux = node.apply(call, *inputs)  # type: ignore[no-untyped-call]

@@ -322,7 +322,7 @@ def test_conditional_op_nan_matches_seed() -> None:
 
 def test_every_example_is_covered() -> None:
     covered = {case.name.split("-")[0] for case in CASES}
-    covered |= {"log1pexp", "clip_gradient_by_norm", "make_linear_poly"}  # tested below
+    covered |= {"log1pexp", "clip_gradient_by_norm", "make_linear_poly", "linear_poly"}
     public = {
         name
         for name, value in vars(E).items()

@@ -18,10 +18,13 @@ T = TypeVar("T")
 State = tuple[tuple[str, torch.dtype], ...]
 
 _DEVICE_TYPES = ("cpu", "cuda")
+_any_enabled = torch._C._is_any_autocast_enabled
 
 
 def current() -> State:
     """The device types with autocast enabled now, with their dtypes (usually empty)."""
+    if not _any_enabled():
+        return ()
     return tuple(
         (device, torch.get_autocast_dtype(device))
         for device in _DEVICE_TYPES

@@ -15,7 +15,6 @@ call whatever the order of differentiation.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -97,8 +96,7 @@ class Record:
             if grad is None or not need:
                 grads.append(None)
             else:
-                name = functools.partial(self._input_name, i)
-                grads.append(_gradients.repair(grad, meta, f, name))
+                grads.append(_gradients.repair(grad, meta, f, self._input_name, i))
         return grads
 
     def _input_name(self, i: int) -> str:

@@ -9,6 +9,7 @@ argument.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -58,9 +59,17 @@ def _reject(grad: Any, meta: InputMeta, f: Callable[..., Any], name: Callable[[]
 
 
 def repair(
-    grad: Any, meta: InputMeta, f: Callable[..., Any], name: Callable[[], str]
+    grad: Any, meta: InputMeta, f: Callable[..., Any], names: Callable[[int], str], index: int
 ) -> torch.Tensor:
-    """`grad` as a tensor like the input `meta` describes; `name()` names that input."""
+    """`grad` as a tensor like the input `meta` describes; `names(index)` names that input."""
+    if (
+        type(grad) is torch.Tensor
+        and grad.shape == meta.shape
+        and grad.dtype == meta.dtype
+        and grad.device == meta.device
+    ):
+        return grad  # the usual case
+    name = functools.partial(names, index)
     tensor: torch.Tensor
     real = not meta.dtype.is_complex
     if isinstance(grad, torch.Tensor):

@@ -81,8 +81,9 @@ def run(
 ) -> tuple[Any, Callable[..., Any], list[torch.nn.Parameter]]:
     """Call f once, watching for Parameters unless `reach` proves f reads none (Note [watching
     only when needed]): its outputs, grad_fn and variables."""
-    extra = (*kwargs.values(), bound) if bound is not UNBOUND else kwargs.values()
-    if reach is not None and not reach.possible(extra):
+    if reach is not None and not reach.possible(
+        kwargs.values() if bound is UNBOUND else (*kwargs.values(), bound)
+    ):
         result, grad_fn = split(f, call_f(f, bound, args, kwargs))
         return result, grad_fn, []
     watcher = ParameterWatcher()
@@ -175,6 +176,8 @@ def parameter_names(variables: list[torch.nn.Parameter], f: Callable[..., Any], 
 
 def outputs(f: Callable[..., Any], result: Any) -> tuple[tuple[_Tensor, ...], Any]:
     """f's flattened outputs as new tensors with no graph (items 10 and 38), and their spec."""
+    if type(result) is _Tensor:
+        return (result.detach(),), _structure.LEAF
     flat_out, out_spec = _structure.flatten(result)
     return tuple(as_output(f, o, i, out_spec).detach() for i, o in enumerate(flat_out)), out_spec
 

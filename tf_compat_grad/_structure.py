@@ -15,6 +15,15 @@ LEAF = None
 _LIST, _TUPLE, _NAMEDTUPLE, _DICT = range(4)
 
 Spec = Any
+_CONTAINERS = (list, tuple, dict)
+_FLAT_TUPLE_SPECS: dict[int, Spec] = {}
+
+
+def _flat_tuple_spec(n: int) -> Spec:
+    spec = _FLAT_TUPLE_SPECS.get(n)
+    if spec is None:
+        spec = _FLAT_TUPLE_SPECS[n] = (_TUPLE, None, (LEAF,) * n)
+    return spec
 
 
 def _is_namedtuple(x: object) -> bool:
@@ -30,6 +39,8 @@ def _sorted_keys(d: dict[Any, Any]) -> list[Any]:
 
 def flatten(tree: Any) -> tuple[list[Any], Spec]:
     """Return the leaves of `tree` in `tf.nest.flatten` order, and a spec to rebuild it."""
+    if type(tree) is tuple and not any(isinstance(x, _CONTAINERS) for x in tree):
+        return list(tree), _flat_tuple_spec(len(tree))  # the usual positional arguments
     leaves: list[Any] = []
     spec = _flatten_into(tree, leaves)
     return leaves, spec

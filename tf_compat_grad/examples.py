@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from ._decorator import custom_gradient
+from .testing import Example
 
 Grad = Callable[..., Any]
 
@@ -20,7 +21,7 @@ Grad = Callable[..., Any]
 # --- TensorFlow's `tf.custom_gradient` docstring examples ---------------------------------
 
 
-@custom_gradient
+@custom_gradient(example=lambda: (torch.tensor([-3.0, -0.5, 0.0, 0.7, 2.0, 30.0]),))
 def log1pexp(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
     """`log(1 + exp(x))` with a gradient that stays finite for large x (1.0 at x=100)."""
     e = torch.exp(x)
@@ -31,7 +32,7 @@ def log1pexp(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
     return torch.log(1 + e), grad
 
 
-@custom_gradient
+@custom_gradient(example=lambda: (torch.randn(5), 1.0))
 def clip_gradient_by_norm(x: torch.Tensor, norm: float) -> tuple[torch.Tensor, Grad]:
     """The identity, whose gradient is clipped to L2 norm `norm` (`tf.clip_by_norm`)."""
     y = x.clone()
@@ -45,9 +46,14 @@ def clip_gradient_by_norm(x: torch.Tensor, norm: float) -> tuple[torch.Tensor, G
 
 def make_linear_poly(weights: torch.nn.Parameter) -> Callable[[torch.Tensor], torch.Tensor]:
     """TensorFlow's `linear_poly`: `weights[1] * x + weights[0]`, the weights read from the
-    closure, so grad_fn gets them as `variables` and returns their gradient too."""
+    closure, so grad_fn gets them as `variables` and returns their gradient too.
 
-    @custom_gradient
+    Ported as TensorFlow's docstring writes it, including its slip: the weight gradient is
+    `[sum(dy * x), sum(dy)]`, the true one for `[weights[1], weights[0]]`, so the two entries
+    are swapped (`python -m tf_compat_grad check` reports it as deliberately different).
+    """
+
+    @custom_gradient(example=lambda: (torch.randn(3),))
     def linear_poly(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
         poly = weights[1] * x + weights[0]
 
@@ -64,10 +70,14 @@ def make_linear_poly(weights: torch.nn.Parameter) -> Callable[[torch.Tensor], to
     return linear_poly
 
 
+linear_poly = make_linear_poly(torch.nn.Parameter(torch.tensor([5.0, 6.0])))
+"""TensorFlow's docstring instance: `weights = tf.Variable([5., 6.])`."""
+
+
 # --- The seed documents' examples ----------------------------------------------------------
 
 
-@custom_gradient
+@custom_gradient(example=lambda: (torch.randn(6),))
 def custom_relu(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
     """ReLU whose gradient is -0.5 (whatever the upstream) where x <= 0."""
 
@@ -79,7 +89,12 @@ def custom_relu(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
     return torch.clamp(x, min=0), grad
 
 
-@custom_gradient
+@custom_gradient(
+    example=lambda: (
+        torch.tensor([0.5, -1.0, 2.0, 0.3]),
+        torch.tensor([0.45, 0.5, 1.0, -0.2]),
+    )
+)
 def squared_loss(prediction: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, Grad]:
     """`(prediction - target)**2`, with the prediction's gradient set to 1.0 where
     `|prediction - target| < 0.1`."""
@@ -93,7 +108,7 @@ def squared_loss(prediction: torch.Tensor, target: torch.Tensor) -> tuple[torch.
     return diff**2, grad
 
 
-@custom_gradient
+@custom_gradient(example=lambda: (3 * torch.randn(6),))
 def memory_efficient_sigmoid(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
     """Sigmoid that keeps only its input for backward and recomputes sigmoid there."""
 
@@ -104,7 +119,7 @@ def memory_efficient_sigmoid(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
     return torch.sigmoid(x), grad
 
 
-@custom_gradient
+@custom_gradient(example=lambda: (torch.randn(5),))
 def custom_exp(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
     """`exp(x)` with the deliberately modified derivative `2 * exp(x)`."""
 
@@ -114,7 +129,7 @@ def custom_exp(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
     return torch.exp(x), grad
 
 
-@custom_gradient
+@custom_gradient(example=lambda: (torch.randn(6),))
 def conditional_op(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
     """`2x` where x > 0, `0.5x` where x <= 0 (and 0 where neither holds: NaN), with the
     matching piecewise gradient, as the seed's masks give."""
@@ -126,7 +141,7 @@ def conditional_op(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
     return torch.where(positive, x * 2, torch.where(other, x * 0.5, 0.0)), grad
 
 
-@custom_gradient
+@custom_gradient(example=lambda: Example(torch.rand(6), alpha=4.0))
 def smooth_round(
     x: torch.Tensor, *positional_alpha: float, alpha: float = 10.0
 ) -> tuple[torch.Tensor, Grad]:
@@ -149,7 +164,7 @@ def smooth_round(
     return 0.5 + 0.5 * t, grad
 
 
-@custom_gradient
+@custom_gradient(example=lambda: (torch.randn(7),))
 def my_relu(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
     """ReLU with a hand-written backward (the MyReLU example)."""
 
@@ -161,7 +176,7 @@ def my_relu(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
     return x.clamp_min(0), grad
 
 
-@custom_gradient
+@custom_gradient(example=lambda: (1.5 * torch.randn(7), 1.5))
 def clipped_relu(
     x: torch.Tensor, *positional_clip_val: float, clip_val: float = 1.0
 ) -> tuple[torch.Tensor, Grad]:
@@ -182,7 +197,7 @@ def clipped_relu(
     return x.clamp(min=0, max=clip), grad
 
 
-@custom_gradient
+@custom_gradient(example=lambda: (5 * torch.randn(6),))
 def log_sigmoid(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
     """A numerically stable `log(sigmoid(x))`, with gradient `1 - sigmoid(x)` (= sigmoid(-x))."""
 
@@ -192,7 +207,7 @@ def log_sigmoid(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
     return -torch.nn.functional.softplus(-x), grad
 
 
-@custom_gradient
+@custom_gradient(example=lambda: (2 * torch.randn(6),))
 def straight_through_round(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
     """`round(x)` whose gradient is the identity (a straight-through estimator)."""
 

@@ -1,0 +1,546 @@
+"""`tf_compat_grad.testing.check`: every check reports a deliberately broken function, and the
+report object behaves.
+
+Each broken function below breaks exactly one thing; the test runs only the check that must
+catch it (`run_checks(..., only=[...])`) to keep the suite fast.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from tf_compat_grad import custom_gradient, examples
+from tf_compat_grad.testing import CHECKS, Example, Report, Status, check, run_checks
+
+D = torch.float64
+Grad = Callable[..., Any]
+KEPT: list[torch.Tensor] = []  # what the leaking functions below keep alive
+
+
+def _x(n: int = 5, seed: int = 0) -> torch.Tensor:
+    return torch.randn(n, generator=torch.Generator().manual_seed(seed), dtype=D)
+
+
+# --- one deliberately broken function per check --------------------------------------------
+
+
+@custom_gradient
+def bad_forward(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    return x.reshape(7), lambda dy: dy  # the example has 5 elements
+
+
+@custom_gradient
+def edits_its_input(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    with torch.no_grad():
+        x.clamp_(min=0)  # the caller's tensor changes behind autograd's back
+    return x * 2, lambda dy: 2 * dy
+
+
+@custom_gradient
+def wrong_count(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    return x * 2, lambda dy: (dy * 2, dy)
+
+
+@custom_gradient
+def wrong_shape(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    return x * 2, lambda dy: torch.ones(3, dtype=dy.dtype)
+
+
+@custom_gradient
+def scalar_gradient(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    return x * 2, lambda dy: (2 * dy).sum()  # broadcast back: repaired, but suspicious
+
+
+@custom_gradient
+def float32_gradient(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    return x * 2, lambda dy: (2 * dy).float()
+
+
+@custom_gradient
+def infinite_gradient(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    return x * 2, lambda dy: 2 * dy / (x - x)
+
+
+@custom_gradient
+def clipped_upstream(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    return torch.sin(x), lambda dy: torch.cos(x) * dy.clamp(-0.5, 0.5)
+
+
+@custom_gradient
+def normalized_upstream(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    return torch.sin(x), lambda dy: torch.cos(x) * dy / torch.linalg.vector_norm(dy)
+
+
+@custom_gradient
+def noisy_gradient(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    return torch.sin(x), lambda dy: torch.cos(x) * dy * (1 + 0.01 * torch.rand_like(x))
+
+
+@custom_gradient
+def detached_gradient(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    return torch.sin(x), lambda dy: torch.cos(x.detach()) * dy  # no second derivative
+
+
+class _CosWithoutDerivative(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return torch.cos(x)
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError("no derivative of this cos")
+
+
+@custom_gradient
+def no_second_derivative(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    return torch.sin(x), lambda dy: _CosWithoutDerivative.apply(x) * dy
+
+
+@custom_gradient
+def differs_under_func(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    def grad(dy: torch.Tensor) -> torch.Tensor:
+        return (3.0 if torch._C._are_functorch_transforms_active() else 2.0) * dy
+
+    return 2 * x, grad
+
+
+@custom_gradient
+def numpy_gradient(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    def grad(dy: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(2 * dy.numpy())
+
+    return 2 * x, grad
+
+
+@custom_gradient
+def differs_under_vmap(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    k = 3.0 if torch._C._functorch.is_batchedtensor(x) else 2.0
+    return k * x, lambda dy: k * dy
+
+
+@custom_gradient
+def masked_relu(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    def grad(dy: torch.Tensor) -> torch.Tensor:
+        dx = dy.clone()
+        dx[x < 0] = 0  # boolean-mask assignment: vmap cannot batch it
+        return dx
+
+    return x.clamp_min(0), grad
+
+
+@custom_gradient
+def prints(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    print("prints: a graph break")
+    return torch.sin(x), lambda dy: torch.cos(x) * dy
+
+
+@custom_gradient
+def item_in_forward(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    s = x.sum().item()
+    return x * s, lambda dy: dy * s
+
+
+@custom_gradient
+def differs_when_compiled(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    k = 3.0 if torch.compiler.is_compiling() else 2.0
+    return k * x, lambda dy: k * dy
+
+
+@custom_gradient
+def masked_matmul(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    def grad(dy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        full = dy @ w.t()  # bfloat16 under autocast
+        dx = torch.zeros_like(x)  # float32
+        mask = x > 0
+        dx[mask] = full[mask]  # index_put refuses to mix dtypes
+        return dx, x.t() @ dy
+
+    return x @ w, grad
+
+
+@custom_gradient
+def needs_grad_mode(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    y = x**3
+    (d,) = torch.autograd.grad(y.sum(), x, create_graph=True)  # fails under no_grad
+    return y, lambda dy: dy * d
+
+
+@custom_gradient
+def grad_mode_dependent(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    k = 2.0 if torch.is_grad_enabled() else 3.0
+    return k * x, lambda dy: k * dy
+
+
+@custom_gradient
+def reads_input_through_list(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    saved = [x]  # a list is shared with grad_fn as is: not saved, no version check
+    return x**2, lambda dy: 2 * saved[0] * dy
+
+
+@custom_gradient
+def keeps_in_list(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    saved = [torch.exp(x)]  # alive as long as the graph, not freed by backward
+    return saved[0] * 1, lambda dy: dy * saved[0]
+
+
+@custom_gradient
+def leaks_from_forward(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    e = torch.exp(x)
+    KEPT.append(e)
+    return e * 1, lambda dy: dy * e
+
+
+@custom_gradient
+def leaks_from_backward(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    def grad(dy: torch.Tensor) -> torch.Tensor:
+        g = dy * 2
+        KEPT.append(g * 1)
+        return g
+
+    return x * 2, grad
+
+
+def _matmul_example() -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(1)
+    return torch.randn(3, 4, generator=generator), torch.randn(4, 2, generator=generator)
+
+
+BROKEN = [
+    pytest.param(bad_forward, (_x(),), "forward", Status.FAIL, "RuntimeError", id="forward-raises"),
+    pytest.param(
+        edits_its_input,
+        (_x(),),
+        "forward",
+        Status.FAIL,
+        "edits its argument `x` in place",
+        id="forward-edits-input",
+    ),
+    pytest.param(
+        wrong_count, (_x(),), "gradients", Status.FAIL, "returned 2 gradients", id="gradients-count"
+    ),
+    pytest.param(wrong_shape, (_x(),), "gradients", Status.FAIL, "shape [3]", id="gradients-shape"),
+    pytest.param(
+        scalar_gradient,
+        (_x(),),
+        "gradients",
+        Status.WARN,
+        "shape [] for `x`",
+        id="gradients-broadcast",
+    ),
+    pytest.param(
+        float32_gradient, (_x(),), "gradients", Status.WARN, "torch.float32", id="gradients-dtype"
+    ),
+    pytest.param(infinite_gradient, (_x(),), "numerical", Status.FAIL, "inf", id="numerical-inf"),
+    pytest.param(
+        examples.custom_exp,
+        (_x(),),
+        "numerical",
+        Status.WARN,
+        "deliberately differs",
+        id="numerical-differs",
+    ),
+    pytest.param(infinite_gradient, (_x(),), "autodiff", Status.FAIL, "inf", id="autodiff-inf"),
+    pytest.param(
+        examples.custom_exp,
+        (_x(),),
+        "autodiff",
+        Status.WARN,
+        "deliberately differs",
+        id="autodiff-differs",
+    ),
+    pytest.param(
+        clipped_upstream, (_x(),), "linearity", Status.WARN, "not linear", id="linearity-clipped"
+    ),
+    pytest.param(
+        normalized_upstream, (_x(),), "linearity", Status.FAIL, "zero upstream", id="linearity-nan"
+    ),
+    pytest.param(
+        noisy_gradient, (_x(),), "determinism", Status.FAIL, "different gradients", id="determinism"
+    ),
+    pytest.param(
+        detached_gradient,
+        (_x(),),
+        "second_order",
+        Status.FAIL,
+        "second derivative is wrong",
+        id="second-order-detached",
+    ),
+    pytest.param(
+        no_second_derivative,
+        (_x(),),
+        "second_order",
+        Status.WARN,
+        "double backward raises",
+        id="second-order-raises",
+    ),
+    pytest.param(
+        differs_under_func,
+        (_x(),),
+        "func_grad",
+        Status.FAIL,
+        "different gradient",
+        id="func-grad-differs",
+    ),
+    pytest.param(
+        numpy_gradient, (_x(),), "func_grad", Status.WARN, "raises", id="func-grad-raises"
+    ),
+    pytest.param(
+        differs_under_vmap, (_x(),), "vmap", Status.FAIL, "other outputs", id="vmap-differs"
+    ),
+    pytest.param(masked_relu, (_x(),), "vmap", Status.WARN, "boolean mask", id="vmap-raises"),
+    pytest.param(prints, (_x(),), "compile", Status.WARN, "1 graph break", id="compile-print"),
+    pytest.param(
+        item_in_forward, (_x(),), "compile", Status.WARN, "Tensor.item()", id="compile-item"
+    ),
+    pytest.param(
+        differs_when_compiled,
+        (_x(),),
+        "compile",
+        Status.FAIL,
+        "other outputs",
+        id="compile-differs",
+    ),
+    pytest.param(
+        masked_matmul,
+        _matmul_example(),
+        "autocast",
+        Status.FAIL,
+        "Index put requires",
+        id="autocast-raises",
+    ),
+    pytest.param(
+        needs_grad_mode,
+        (_x(),),
+        "no_grad",
+        Status.FAIL,
+        "under torch.no_grad()",
+        id="no-grad-raises",
+    ),
+    pytest.param(
+        grad_mode_dependent, (_x(),), "no_grad", Status.FAIL, "outputs differ", id="no-grad-differs"
+    ),
+    pytest.param(
+        reads_input_through_list,
+        (_x(),),
+        "inplace",
+        Status.FAIL,
+        "silently changes the gradient",
+        id="inplace",
+    ),
+    pytest.param(
+        keeps_in_list,
+        (_x(),),
+        "memory",
+        Status.WARN,
+        "until the outputs are freed",
+        id="memory-held-by-graph",
+    ),
+    pytest.param(
+        leaks_from_forward, (_x(),), "memory", Status.FAIL, "stay alive", id="memory-leak-forward"
+    ),
+    pytest.param(
+        leaks_from_backward, (_x(),), "memory", Status.FAIL, "stay alive", id="memory-leak-backward"
+    ),
+]
+
+
+@pytest.mark.parametrize(("fn", "args", "name", "status", "words"), BROKEN)
+def test_broken_function_is_reported(
+    fn: Callable[..., Any], args: tuple[Any, ...], name: str, status: Status, words: str
+) -> None:
+    row = run_checks(fn, Example(*args), only=[name])[name]
+    assert row.status is status, row
+    assert words in row.reason, row
+
+
+def test_every_check_has_a_failing_case() -> None:
+    failing = {p.values[2] for p in BROKEN if p.values[3] is Status.FAIL}
+    assert failing == set(CHECKS)
+
+
+def test_forward_failure_skips_the_rest() -> None:
+    report = run_checks(bad_forward, Example(_x()), only=["forward", "numerical", "no_grad"])
+    assert [r.status for r in report] == [Status.FAIL, Status.SKIP, Status.SKIP]
+    assert report.failed == ["forward"]
+
+
+def test_wrong_count_skips_gradient_checks_and_names_the_function() -> None:
+    report = run_checks(wrong_count, Example(_x()), only=["gradients", "linearity", "no_grad"])
+    assert report["gradients"].reason.startswith(
+        "backward raises CustomGradientValueError: tf_compat_grad: grad_fn of `wrong_count` ("
+    )
+    assert report["linearity"].status is Status.SKIP
+    assert report["no_grad"].status is Status.PASS
+
+
+# --- the seeds' functions ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fn", [examples.custom_relu, examples.squared_loss], ids=lambda f: f.__name__
+)
+def test_seed_functions_that_ignore_the_upstream_warn(fn: Any) -> None:
+    row = run_checks(fn, fn.example, only=["linearity"])["linearity"]
+    assert row.status is Status.WARN
+    assert "loss scaling (AMP's GradScaler), gradient accumulation and mean-vs-sum" in row.reason
+    assert row.value is not None and row.value > 0.1
+
+
+def test_straight_through_estimator_deliberately_differs() -> None:
+    report = run_checks(
+        examples.straight_through_round,
+        examples.straight_through_round.example,
+        only=["numerical", "autodiff", "linearity"],
+    )
+    assert [r.status for r in report] == [Status.WARN, Status.WARN, Status.PASS]
+    assert report["numerical"].reason.startswith("deliberately differs from the true derivative")
+
+
+def test_stable_gradient_is_finite_where_autodiff_is_not() -> None:
+    x = torch.tensor([0.0, 800.0], dtype=D)  # exp(800) overflows float64
+    row = run_checks(examples.log1pexp, Example(x), only=["autodiff"])["autodiff"]
+    assert row.status is Status.PASS
+    assert "finite at 1 element(s) where autodiff of f gives nan/inf" in row.reason
+
+
+# --- methods, modules, variables -----------------------------------------------------------
+
+
+class Scale(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.tensor([1.5, -2.0, 0.5]))
+
+    @custom_gradient(example=lambda: (Scale(), torch.randn(4, 3)))
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+        w = self.weight
+        y = x * w
+
+        def grad(dy: torch.Tensor, variables: Any = None) -> Any:
+            return dy * w, [(dy * x).sum(0)]
+
+        return y, grad
+
+
+def test_module_forward_with_variables_passes_and_is_restored() -> None:
+    module = Scale()
+    before = module.weight.detach().clone()
+    report = check(module.forward, torch.randn(4, 3))
+    assert report.ok, report
+    assert report.warned == []
+    assert "reads 1 Parameter(s)" in report["forward"].reason
+    assert module.weight.dtype == torch.float32 and module.weight.grad is None
+    assert torch.equal(module.weight.detach(), before)
+
+
+def test_method_taken_from_the_class_uses_its_example() -> None:
+    report = check(Scale.forward)
+    assert report.function == "Scale.forward"
+    assert report.ok
+
+
+def test_variables_get_numerical_gradients() -> None:
+    # TensorFlow's docstring grad_fn returns [sum(dy * x), sum(dy)] for weights [w0, w1], the
+    # derivative of `w1 * x + w0` in the wrong order; the checker sees it.
+    weights = torch.nn.Parameter(torch.tensor([5.0, 6.0], dtype=D))
+    row = run_checks(examples.make_linear_poly(weights), Example(_x(3)), only=["numerical"])[
+        "numerical"
+    ]
+    assert row.status is Status.WARN
+    assert "`variables[0][" in row.reason
+
+
+# --- the report ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def report() -> Report:
+    return run_checks(
+        examples.custom_relu,
+        examples.custom_relu.example,
+        only=["forward", "gradients", "numerical", "linearity", "no_grad"],
+    )
+
+
+def test_report_table(report: Report) -> None:
+    text = str(report)
+    assert text.splitlines()[0].startswith("custom_relu (")
+    assert "  example: Example(<tensor [6] float32>)" in text
+    assert "WARN  linearity     not linear in the upstream gradient" in text
+    assert len(text.splitlines()) == 2 + len(report)
+
+
+def test_report_to_dict_is_json(report: Report) -> None:
+    data = json.loads(json.dumps(report.to_dict()))
+    assert data["function"] == "custom_relu"
+    assert data["ok"] is True
+    assert data["counts"] == {"PASS": 3, "WARN": 2, "FAIL": 0, "SKIP": 0}
+    assert [c["check"] for c in data["checks"]] == [
+        "forward",
+        "gradients",
+        "numerical",
+        "linearity",
+        "no_grad",
+    ]
+    linearity = data["checks"][3]
+    assert linearity["status"] == "WARN" and math.isclose(linearity["value"], 0.5)
+    assert set(linearity) == {"check", "status", "reason", "figure", "value", "seconds"}
+
+
+def test_report_lookup(report: Report) -> None:
+    assert report["linearity"].status is Status.WARN
+    assert report.warned == ["numerical", "linearity"]
+    with pytest.raises(KeyError, match="no check 'vmap'"):
+        report["vmap"]
+
+
+def test_unknown_check_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown check\\(s\\) 'speed'"):
+        run_checks(examples.log1pexp, Example(_x()), only=["speed"])
+
+
+def test_keyword_arguments_reach_the_function() -> None:
+    report = check(examples.smooth_round, torch.rand(4, dtype=D), alpha=3.0)
+    assert report.example == "Example(<tensor [4] float64>, alpha=3.0)"
+    assert report["numerical"].status is Status.WARN  # the seed's gradient is twice the true one
+
+
+def test_check_leaves_its_arguments_and_random_state_alone() -> None:
+    x = _x().requires_grad_(True)
+    state = torch.random.get_rng_state()
+    run_checks(noisy_gradient, Example(x), only=["numerical", "inplace", "determinism"])
+    assert x.grad is None and torch.equal(x.detach(), _x())
+    assert torch.equal(torch.random.get_rng_state(), state)
+
+
+def test_example_that_raises_is_a_forward_failure() -> None:
+    def broken() -> tuple[torch.Tensor]:
+        raise RuntimeError("no data")
+
+    report = run_checks(examples.log1pexp, broken, only=["forward", "numerical"])
+    assert report["forward"].status is Status.FAIL
+    assert "no data" in report["forward"].reason
+    assert report["numerical"].status is Status.SKIP
+
+
+def test_integer_inputs_are_skipped() -> None:
+    @custom_gradient
+    def count(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+        return x * 2, lambda dy: None
+
+    report = run_checks(count, Example(torch.arange(3)), only=["forward", "numerical", "no_grad"])
+    assert [r.status for r in report] == [Status.PASS, Status.SKIP, Status.PASS]
+    assert report["numerical"].reason == "no floating-point tensor input to differentiate"
+
+
+def test_check_without_any_example_is_refused() -> None:
+    with pytest.raises(
+        TypeError, match=r"check\(\) needs example inputs for <custom_gradient `wrong_count`"
+    ):
+        check(wrong_count)

@@ -77,11 +77,13 @@ class _Template:
         self.name = fn.__name__
         self.qualname = fn.__qualname__
         # Default values, each kept as it is or, holding tensors, as a _Tensors.
-        self.defaults = [_default(d, saved, seen) for d in fn.__defaults__ or ()]
-        self.kwdefaults = {
-            key: _default(d, saved, seen) for key, d in (fn.__kwdefaults__ or {}).items()
-        }
-        self.cells: list[Any] = []  # per cell: a cell kept as is, a _Tensors, or a _Template
+        defaults, kwdefaults = fn.__defaults__, fn.__kwdefaults__
+        self.defaults = [_default(d, saved, seen) for d in defaults] if defaults else None
+        self.kwdefaults = (
+            {key: _default(d, saved, seen) for key, d in kwdefaults.items()} if kwdefaults else None
+        )
+        # Per cell: a cell kept as is, the index of a saved tensor, a _Tensors or a _Template.
+        self.cells: list[Any] = []
 
 
 class Captured:
@@ -134,7 +136,9 @@ def _template(
         except ValueError:  # an empty cell (a name f assigns later)
             cells.append(cell)
             continue
-        if _holds_tensor(value):
+        if type(value) is _Tensor:
+            cells.append(_index(value, saved, seen_tensors))  # the usual case
+        elif _holds_tensor(value):
             cells.append(_tensor_cell(value, saved, seen_tensors))
         elif (
             type(value) is _FunctionType
@@ -147,18 +151,20 @@ def _template(
     return template
 
 
+def _index(tensor: torch.Tensor, saved: list[torch.Tensor], seen: dict[int, int]) -> int:
+    """Where `tensor` stands in `saved`, saving it once however many cells hold it."""
+    index = seen.get(id(tensor))
+    if index is None:
+        index = seen[id(tensor)] = len(saved)
+        saved.append(tensor)
+    return index
+
+
 def _tensor_cell(value: Any, saved: list[torch.Tensor], seen: dict[int, int]) -> _Tensors:
     leaves, spec = _structure.flatten(value)
-    indices: list[int | _Kept] = []
-    for leaf in leaves:
-        if isinstance(leaf, _Tensor):
-            index = seen.get(id(leaf))
-            if index is None:
-                index = seen[id(leaf)] = len(saved)
-                saved.append(leaf)
-            indices.append(index)
-        else:
-            indices.append(_Kept(leaf))
+    indices = [
+        _index(leaf, saved, seen) if isinstance(leaf, _Tensor) else _Kept(leaf) for leaf in leaves
+    ]
     return _Tensors(indices, spec)
 
 
@@ -188,7 +194,9 @@ def _make(
     closure: list[Any] = []
     nested: list[tuple[_Template, Any]] = []
     for cell in template.cells:
-        if isinstance(cell, _Tensors):
+        if type(cell) is int:
+            closure.append(_CellType(saved[cell]))
+        elif isinstance(cell, _Tensors):
             closure.append(_CellType(cell.refill(saved)))
         elif isinstance(cell, _Template):
             inner = _CellType()
@@ -196,9 +204,16 @@ def _make(
             nested.append((cell, inner))
         else:
             closure.append(cell)
-    defaults = tuple(_refill(d, saved) for d in template.defaults) or None
-    fn = _FunctionType(template.code, template.globals, template.name, defaults, tuple(closure))
-    fn.__kwdefaults__ = {k: _refill(d, saved) for k, d in template.kwdefaults.items()} or None
+    defaults = template.defaults
+    fn = _FunctionType(
+        template.code,
+        template.globals,
+        template.name,
+        tuple(_refill(d, saved) for d in defaults) if defaults else None,
+        tuple(closure),
+    )
+    if template.kwdefaults:
+        fn.__kwdefaults__ = {k: _refill(d, saved) for k, d in template.kwdefaults.items()}
     fn.__qualname__ = template.qualname
     made[id(template)] = fn
     # Filled once this function exists, so functions that refer to each other resolve.

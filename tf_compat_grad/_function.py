@@ -86,8 +86,10 @@ class Record:
                 self.autocast, grad_fn, *upstream, variables=list(variables)
             )
             input_grads, variable_grads = _gradients.split_variable_grads(returned, variables, f)
-        else:
+        elif self.autocast:
             input_grads, variable_grads = _autocast.call_in(self.autocast, grad_fn, *upstream), ()
+        else:
+            input_grads, variable_grads = grad_fn(*upstream), ()
         flat = _gradients.flat_input_grads(input_grads, self.n_args, f, self.arg_names)
         chosen = [flat[p] for p in self.positions]
         chosen.extend(variable_grads)

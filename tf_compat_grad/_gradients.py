@@ -77,6 +77,12 @@ def repair(
         if real and tensor.is_complex():
             _reject(grad, meta, f, name)
         if tensor.dtype != meta.dtype or tensor.device != meta.device:
+            if tensor.device.type == "meta" and meta.device.type != "meta":
+                raise CustomGradientTypeError(
+                    f"{PREFIX}grad_fn of {describe(f)} returned a gradient on the meta device, "
+                    f"which holds no data, for {name()}, which is on {meta.device}. Return a "
+                    f"gradient with data (on {meta.device}, or any device: it is moved)."
+                ) from None
             tensor = tensor.to(device=meta.device, dtype=meta.dtype)
     else:
         if not _is_number_like(grad, real):

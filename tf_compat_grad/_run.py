@@ -52,6 +52,14 @@ def inputs(f: Callable[..., Any], bound: Any, args: tuple[Any, ...]) -> tuple[li
     """The flattened positional arguments (item 11), each checked to be usable (item 13)."""
     flat_args, arg_spec = _structure.flatten(args)
     for i, leaf in enumerate(flat_args):
+        if isinstance(leaf, _Tensor) and leaf.is_nested and leaf.layout is torch.strided:
+            path = _structure.leaf_paths(arg_spec, positional_names(f, bound is not UNBOUND))[i]
+            raise CustomGradientTypeError(
+                f"{PREFIX}{describe(f)} got a strided nested tensor for positional argument "
+                f"`{path}`; an autograd.Function cannot take one as an input. Pass its "
+                "components as a list of tensors, or use a jagged nested tensor "
+                "(`layout=torch.jagged`)."
+            ) from None
         if not isinstance(leaf, _INPUT_LEAF_TYPES) and not is_numpy(leaf):
             path = _structure.leaf_paths(arg_spec, positional_names(f, bound is not UNBOUND))[i]
             raise CustomGradientValueError(
@@ -122,6 +130,8 @@ def split(f: Callable[..., Any], out: Any) -> tuple[Any, Callable[..., Any]]:
             "a tuple: `(y1, y2), grad_fn`."
         ) from None
     else:
+        if inspect.iscoroutine(out):
+            out.close()  # an `async def` f: the coroutine will never be awaited
         raise CustomGradientTypeError(
             f"{PREFIX}{describe(f)} must return a pair (outputs, grad_fn), but it returned "
             f"{describe_value(out)}. Return `y, grad_fn`, where grad_fn takes the upstream "

@@ -16,14 +16,6 @@ _LIST, _TUPLE, _NAMEDTUPLE, _DICT = range(4)
 
 Spec = Any
 _CONTAINERS = (list, tuple, dict)
-_FLAT_TUPLE_SPECS: dict[int, Spec] = {}
-
-
-def _flat_tuple_spec(n: int) -> Spec:
-    spec = _FLAT_TUPLE_SPECS.get(n)
-    if spec is None:
-        spec = _FLAT_TUPLE_SPECS[n] = (_TUPLE, None, (LEAF,) * n)
-    return spec
 
 
 def _is_namedtuple(x: object) -> bool:
@@ -40,13 +32,16 @@ def _sorted_keys(d: dict[Any, Any]) -> list[Any]:
 def flatten(tree: Any) -> tuple[list[Any], Spec]:
     """Return the leaves of `tree` in `tf.nest.flatten` order, and a spec to rebuild it."""
     if type(tree) is tuple and not any(isinstance(x, _CONTAINERS) for x in tree):
-        return list(tree), _flat_tuple_spec(len(tree))  # the usual positional arguments
+        return list(tree), (_TUPLE, None, (LEAF,) * len(tree))  # the usual positional arguments
     leaves: list[Any] = []
     spec = _flatten_into(tree, leaves)
     return leaves, spec
 
 
 def _flatten_into(tree: Any, leaves: list[Any]) -> Spec:
+    if not isinstance(tree, _CONTAINERS):
+        leaves.append(tree)
+        return LEAF
     kind = type(tree)
     if kind is list:
         return (_LIST, None, tuple(_flatten_into(x, leaves) for x in tree))
@@ -63,14 +58,13 @@ def _flatten_into(tree: Any, leaves: list[Any]) -> Spec:
         return (_NAMEDTUPLE, kind, tuple(_flatten_into(x, leaves) for x in tree))
     if isinstance(tree, list):
         return (_LIST, None, tuple(_flatten_into(x, leaves) for x in tree))
-    if isinstance(tree, tuple):
-        return (_TUPLE, None, tuple(_flatten_into(x, leaves) for x in tree))
-    leaves.append(tree)
-    return LEAF
+    return (_TUPLE, None, tuple(_flatten_into(x, leaves) for x in tree))
 
 
 def leaves(tree: Any) -> list[Any]:
     """The leaves of `tree` in `tf.nest.flatten` order."""
+    if not isinstance(tree, _CONTAINERS):
+        return [tree]
     out: list[Any] = []
     _flatten_into(tree, out)
     return out

@@ -1,0 +1,618 @@
+"""Bad inputs give a clear error that names the function and the argument, never a torch crash.
+
+Each case asserts the exception type (a library class that keeps TensorFlow's builtin type), the
+message prefix, the user's function name, the offending argument or output path, and that the
+traceback ends in tf_compat_grad rather than deep inside torch. Mistakes TensorFlow accepts
+(a wrongly keyed dict of gradients with the right count, item 27) are pinned as accepted.
+"""
+
+import gc
+import re
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tf_compat_grad import (
+    CustomGradientError,
+    CustomGradientTypeError,
+    CustomGradientValueError,
+    custom_gradient,
+)
+
+D = torch.float64
+PREFIX = "tf_compat_grad: "
+TORCH_DIR = Path(torch.__file__).resolve().parent
+LIBRARY_DIR = Path(custom_gradient.__code__.co_filename).resolve().parent
+
+
+def leaf(*shape, dtype=D, device="cpu"):
+    return torch.ones(shape, dtype=dtype, device=device, requires_grad=True)
+
+
+def assert_clear(excinfo, kind, name, *fragments):
+    """`kind` (a library class), raised by tf_compat_grad, naming `name` and `fragments`."""
+    error = excinfo.value
+    assert type(error) is kind, f"{type(error).__name__}: {error}"
+    assert isinstance(error, CustomGradientError)
+    message = str(error)
+    assert message.startswith(PREFIX), message
+    # The qualified name: `test_x.<locals>.scale` for a function defined in a test.
+    assert re.search(rf"`([\w<>]+\.)*{name}`", message), message
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+    raised_in = Path(str(excinfo.traceback[-1].path)).resolve()
+    assert TORCH_DIR not in raised_in.parents, f"raised inside torch: {raised_in}"
+    assert LIBRARY_DIR in raised_in.parents, f"not raised by the library: {raised_in}"
+
+
+# ------------------------------------------------------------------ f returns something else
+
+
+def returns_scalar_tensor(x):
+    return x.sum()
+
+
+def returns_three_items(x):
+    return x * 2, lambda dy: dy, 3
+
+
+def returns_vector_of_three(x):
+    return torch.ones(3)
+
+
+def returns_vector_of_two(x):
+    return torch.ones(2)
+
+
+def returns_none(x):
+    return None
+
+
+def returns_dict(x):
+    return {"y": x * 2, "grad": lambda dy: dy}
+
+
+def returns_generator(x):
+    yield x * 2
+    yield lambda dy: dy
+
+
+def returns_generator_expression(x):
+    return (item for item in (x * 2, lambda dy: dy))
+
+
+NON_PAIRS = [
+    (returns_scalar_tensor, CustomGradientTypeError, "Tensor of shape []"),
+    (returns_three_items, CustomGradientValueError, "unpacks into 3 items"),
+    (returns_vector_of_three, CustomGradientValueError, "unpacks into 3 items"),
+    (returns_vector_of_two, CustomGradientTypeError, "Tensor of shape [2]"),
+    (returns_none, CustomGradientTypeError, "None (NoneType)"),
+    (returns_dict, CustomGradientTypeError, "(dict)"),
+    (returns_generator, CustomGradientTypeError, "(generator)"),
+    (returns_generator_expression, CustomGradientTypeError, "(generator)"),
+]
+
+
+@pytest.mark.parametrize(
+    ("f", "kind", "got"), NON_PAIRS, ids=[case[0].__name__ for case in NON_PAIRS]
+)
+@pytest.mark.parametrize("grad_enabled", [True, False], ids=["grad", "no_grad"])
+def test_f_not_returning_a_pair(f, kind, got, grad_enabled):
+    with torch.set_grad_enabled(grad_enabled), pytest.raises(kind) as excinfo:
+        custom_gradient(f)(leaf(2))
+    assert_clear(excinfo, kind, f.__name__, "must return a pair (outputs, grad_fn)", got)
+
+
+# ------------------------------------------------------------------ grad_fn is not a function
+
+
+@pytest.mark.parametrize("grad_fn", [None, 3, "dy", torch.ones(1)], ids=repr)
+def test_grad_fn_not_callable(grad_fn):
+    @custom_gradient
+    def bad_grad_fn(x):
+        return x * 2, grad_fn
+
+    with pytest.raises(CustomGradientTypeError) as excinfo:
+        bad_grad_fn(leaf(2))
+    assert_clear(excinfo, CustomGradientTypeError, "bad_grad_fn", "not callable", "grad_fn")
+
+
+# ------------------------------------------------------------------ what grad_fn returns
+
+
+@pytest.mark.parametrize(
+    ("gradient", "got"),
+    [
+        ("a string", "'a string' (str)"),
+        ({1.0, 2.0}, "(set)"),
+        (np.array(["a", "b"]), "dtype <U1"),
+        (object(), "(object)"),
+        (lambda: None, "(function)"),
+    ],
+    ids=["str", "set", "numpy_str", "object", "function"],
+)
+def test_grad_fn_returns_a_non_gradient(gradient, got):
+    @custom_gradient
+    def scale(x):
+        return x * 2, lambda dy: gradient
+
+    with pytest.raises(CustomGradientTypeError) as excinfo:
+        scale(leaf(2)).sum().backward()
+    assert_clear(excinfo, CustomGradientTypeError, "scale", "argument `x`", got)
+
+
+def test_grad_fn_returns_a_generator():
+    @custom_gradient
+    def scale(x):
+        return x * 2, lambda dy: (g for g in [dy])
+
+    with pytest.raises(CustomGradientTypeError) as excinfo:
+        scale(leaf(2)).sum().backward()
+    assert_clear(excinfo, CustomGradientTypeError, "scale", "argument `x`", "(generator)")
+
+
+def test_grad_fn_returns_a_dict_with_too_many_keys():
+    @custom_gradient
+    def pick(params):
+        return params["w"] * 2, lambda dy: {"w": dy * 2, "extra": dy}
+
+    with pytest.raises(CustomGradientValueError) as excinfo:
+        pick({"w": leaf(2)}).sum().backward()
+    assert_clear(excinfo, CustomGradientValueError, "pick", "returned 2 gradients", "params['w']")
+
+
+def test_grad_fn_returns_a_dict_with_too_few_keys():
+    @custom_gradient
+    def pick(params):
+        return params["a"] * params["b"], lambda dy: {"a": dy}
+
+    with pytest.raises(CustomGradientValueError) as excinfo:
+        pick({"a": leaf(2), "b": leaf(2)}).sum().backward()
+    assert_clear(
+        excinfo,
+        CustomGradientValueError,
+        "pick",
+        "returned 1 gradient,",
+        "2 positional inputs",
+        "params['a'], params['b']",
+    )
+
+
+def test_grad_fn_returns_a_dict_with_other_keys_of_the_right_count_follows_tf():
+    # TF flattens whatever grad_fn returns and matches by position alone (items 26-27): the
+    # keys are not compared, the sorted-key order decides.
+    @custom_gradient
+    def pick(params):
+        return params["a"] + params["b"], lambda dy: {"z": dy * 3, "y": dy * 2}
+
+    a, b = leaf(2), leaf(2)
+    pick({"a": a, "b": b}).sum().backward()
+    torch.testing.assert_close(a.grad, torch.full((2,), 2.0, dtype=D))  # "y" sorts first
+    torch.testing.assert_close(b.grad, torch.full((2,), 3.0, dtype=D))
+
+
+@pytest.mark.parametrize("count", [0, 1, 3])
+def test_grad_fn_returns_the_wrong_number_of_gradients(count):
+    @custom_gradient
+    def clip(x, limit):
+        return x.clamp(max=limit), lambda dy: [dy] * count
+
+    with pytest.raises(CustomGradientValueError) as excinfo:
+        clip(leaf(2), 1.5).sum().backward()
+    got = f"returned {count} gradient{',' if count == 1 else 's'}"
+    assert_clear(excinfo, CustomGradientValueError, "clip", got, "2 positional inputs (x, limit)")
+
+
+@pytest.mark.parametrize(
+    "shape", [(3,), (2, 3), (2, 1), (2, 2, 3), (0,)], ids=lambda s: "x".join(map(str, s)) or "0d"
+)
+def test_gradient_of_the_wrong_shape_or_rank(shape):
+    # Neither broadcasts to [2] nor is a broadcast of it ([3, 2] would be summed down).
+    @custom_gradient
+    def scale(x, y):
+        return x * y, lambda dy: (torch.ones(shape, dtype=D), dy)
+
+    with pytest.raises(CustomGradientValueError) as excinfo:
+        scale(leaf(2), leaf(2)).sum().backward()
+    assert_clear(
+        excinfo,
+        CustomGradientValueError,
+        "scale",
+        "argument `x`",
+        f"shape {list(shape)}",
+        "which has shape [2]",
+    )
+
+
+def test_gradient_of_the_wrong_shape_for_a_nested_argument_names_its_path():
+    @custom_gradient
+    def total(params):
+        return params["w"][1].sum(), lambda dy: {"w": [None, torch.ones(5, dtype=D)]}
+
+    with pytest.raises(CustomGradientValueError) as excinfo:
+        total({"w": [leaf(1), leaf(3)]}).backward()
+    assert_clear(excinfo, CustomGradientValueError, "total", "argument `params['w'][1]`")
+
+
+def test_gradient_of_the_wrong_shape_for_a_variable_names_it():
+    w = torch.nn.Parameter(torch.ones(2, dtype=D))
+
+    @custom_gradient
+    def scale(x):
+        def grad_fn(dy, variables=None):
+            return dy * w, [torch.ones(5, dtype=D)]
+
+        return x * w, grad_fn
+
+    with pytest.raises(CustomGradientValueError) as excinfo:
+        scale(leaf(2)).sum().backward()
+    assert_clear(excinfo, CustomGradientValueError, "scale", "`variables[0]`", "shape [5]")
+
+
+def test_variable_gradients_of_the_wrong_count():
+    w = torch.nn.Parameter(torch.ones(2, dtype=D))
+
+    @custom_gradient
+    def scale(x):
+        def grad_fn(dy, variables=None):
+            return dy * w, [dy, dy]
+
+        return x * w, grad_fn
+
+    with pytest.raises(CustomGradientValueError) as excinfo:
+        scale(leaf(2)).sum().backward()
+    assert_clear(excinfo, CustomGradientValueError, "scale", "each variable", "got 2 gradients")
+
+
+def test_grad_fn_without_variables_parameter_names_the_parameter():
+    w = torch.nn.Parameter(torch.ones(2, dtype=D))
+
+    @custom_gradient
+    def scale(x):
+        return x * w, lambda dy: dy * w
+
+    with pytest.raises(CustomGradientTypeError) as excinfo:
+        scale(leaf(2))
+    assert_clear(excinfo, CustomGradientTypeError, "scale", "'variables'", "(`w`)")
+
+
+# ------------------------------------------------------------------ complex tensors
+
+
+def test_complex_input_with_complex_gradient_works():
+    @custom_gradient
+    def double(z):
+        return z * 2, lambda dy: dy * 2
+
+    z = torch.tensor([1 + 1j, 2 - 1j], dtype=torch.complex128, requires_grad=True)
+    reference = z.detach().clone().requires_grad_()
+    double(z).abs().sum().backward()
+    (reference * 2).abs().sum().backward()
+    torch.testing.assert_close(z.grad, reference.grad)
+
+
+def test_complex_input_with_real_gradient_is_cast():
+    @custom_gradient
+    def double(z):
+        return z * 2, lambda dy: dy.real * 2
+
+    z = torch.tensor([1 + 1j], dtype=torch.complex128, requires_grad=True)
+    double(z).real.sum().backward()
+    assert z.grad.dtype == torch.complex128
+    torch.testing.assert_close(z.grad, torch.tensor([2 + 0j], dtype=torch.complex128))
+
+
+def test_real_input_with_complex_output_and_gradient_takes_the_real_part_like_torch():
+    # torch's own rule for a real input of a complex function: the gradient is real.
+    @custom_gradient
+    def rotate(x):
+        return x * 1j, lambda dy: (dy * -1j).real
+
+    x = leaf(2)
+    rotate(x).imag.sum().backward()
+    torch.testing.assert_close(x.grad, torch.ones(2, dtype=D))
+
+
+@pytest.mark.parametrize(
+    ("gradient", "got"),
+    [
+        (lambda dy: dy * (1 + 1j), "dtype torch.complex"),
+        (lambda dy: dy.to(torch.complex128), "dtype torch.complex128"),  # imaginary part 0
+        (lambda dy: 1 + 1j, "(1+1j) (complex)"),
+        (lambda dy: np.array([1 + 1j, 2j]), "dtype complex128"),
+    ],
+    ids=["complex_tensor", "complex_tensor_zero_imag", "python_complex", "numpy_complex"],
+)
+def test_complex_gradient_for_a_real_input_is_refused(gradient, got):
+    # torch's own engine refuses a complex gradient for a real input; casting would silently
+    # drop the imaginary part.
+    @custom_gradient
+    def scale(x):
+        return x * 2, gradient
+
+    with pytest.raises(CustomGradientTypeError) as excinfo:
+        scale(leaf(2)).sum().backward()
+    assert_clear(excinfo, CustomGradientTypeError, "scale", "argument `x`", got)
+
+
+# ------------------------------------------------------------------ sparse and meta tensors
+
+
+def test_sparse_input_with_sparse_gradient_works():
+    @custom_gradient
+    def double(s):
+        return s * 2, lambda dy: dy * 3
+
+    s = torch.eye(2, dtype=D).to_sparse().requires_grad_()
+    double(s).to_dense().sum().backward()
+    assert s.grad.layout is torch.sparse_coo
+    torch.testing.assert_close(s.grad.to_dense(), torch.eye(2, dtype=D) * 3)
+
+
+def test_sparse_input_with_a_wrong_shaped_gradient_names_it():
+    @custom_gradient
+    def double(s):
+        return s * 2, lambda dy: torch.ones(3, dtype=D)
+
+    s = torch.eye(2, dtype=D).to_sparse().requires_grad_()
+    with pytest.raises(CustomGradientValueError) as excinfo:
+        double(s).to_dense().sum().backward()
+    assert_clear(excinfo, CustomGradientValueError, "double", "argument `s`", "shape [3]")
+
+
+def test_sparse_gradient_for_a_dense_input_is_accepted():
+    @custom_gradient
+    def double(x):
+        return x * 2, lambda dy: (dy * 3).to_sparse()
+
+    x = leaf(2)
+    double(x).sum().backward()
+    torch.testing.assert_close(x.grad.to_dense(), torch.full((2,), 3.0, dtype=D))
+
+
+def test_meta_tensors_work():
+    @custom_gradient
+    def double(m):
+        return m * 2, lambda dy: dy * 3
+
+    m = leaf(2, 3, device="meta")
+    y = double(m)
+    assert y.device.type == "meta" and y.shape == (2, 3)
+    y.sum().backward()
+    assert m.grad.device.type == "meta" and m.grad.shape == (2, 3)
+
+
+def test_meta_input_with_a_wrong_shaped_gradient_names_it():
+    @custom_gradient
+    def double(m):
+        return m * 2, lambda dy: torch.ones(3, device="meta")
+
+    with pytest.raises(CustomGradientValueError) as excinfo:
+        double(leaf(2, device="meta")).sum().backward()
+    assert_clear(excinfo, CustomGradientValueError, "double", "argument `m`", "shape [3]")
+
+
+def test_meta_gradient_for_a_cpu_input_is_refused_clearly():
+    @custom_gradient
+    def double(x):
+        return x * 2, lambda dy: torch.ones(2, dtype=D, device="meta")
+
+    with pytest.raises(CustomGradientError) as excinfo:
+        double(leaf(2)).sum().backward()
+    assert_clear(excinfo, type(excinfo.value), "double", "argument `x`", "meta")
+
+
+def test_jagged_nested_tensor_works():
+    @custom_gradient
+    def double(t):
+        return t * 2, lambda dy: dy * 3
+
+    t = torch.nested.nested_tensor(
+        [torch.ones(2, dtype=D), torch.ones(3, dtype=D)], layout=torch.jagged, requires_grad=True
+    )
+    double(t).values().sum().backward()
+    torch.testing.assert_close(t.grad.values(), torch.full((5,), 3.0, dtype=D))
+
+
+def test_strided_nested_tensor_is_refused_clearly():
+    @custom_gradient
+    def double(t):
+        return t * 2, lambda dy: dy * 3
+
+    with warnings.catch_warnings():  # torch: "nested tensors are in prototype stage"
+        warnings.simplefilter("ignore", UserWarning)
+        t = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)], requires_grad=True)
+    with pytest.raises(CustomGradientError) as excinfo:
+        double(t)
+    assert_clear(excinfo, type(excinfo.value), "double", "argument `t`")
+
+
+# ------------------------------------------------------------------ positional arguments
+
+
+@pytest.mark.parametrize(
+    ("args", "path", "got"),
+    [
+        ((None,), "y", "None (NoneType)"),
+        (([1.0, None],), "y[1]", "None (NoneType)"),
+        (({"b": 1.0, "a": (None,)},), "y['a'][0]", "None (NoneType)"),
+        ((object(),), "y", "(object)"),
+        ((torch.float32,), "y", "(dtype)"),
+        ((len,), "y", "(builtin_function_or_method)"),
+    ],
+    ids=["none", "none_in_list", "none_in_dict", "object", "dtype", "builtin"],
+)
+@pytest.mark.parametrize("grad_enabled", [True, False], ids=["grad", "no_grad"])
+def test_unusable_positional_argument(args, path, got, grad_enabled):
+    # TensorFlow raises ValueError ("Attempt to convert a value (None) ...", item 13).
+    calls = []
+
+    @custom_gradient
+    def scale(x, y):
+        calls.append(1)
+        return x * 2, lambda dy: (dy, None)
+
+    with torch.set_grad_enabled(grad_enabled), pytest.raises(CustomGradientValueError) as excinfo:
+        scale(leaf(2), *args)
+    assert_clear(excinfo, CustomGradientValueError, "scale", f"positional argument `{path}`", got)
+    assert calls == [], "f must not run with an unusable input"
+
+
+def test_none_by_keyword_is_fine():
+    @custom_gradient
+    def scale(x, y=None):
+        assert y is None
+        return x * 2, lambda dy: dy * 3
+
+    x = leaf(2)
+    scale(x, y=None).sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((2,), 3.0, dtype=D))
+
+
+def test_unusable_output_names_its_path():
+    @custom_gradient
+    def pair(x):
+        return {"a": [x * 2, "text"]}, lambda dy: dy
+
+    with pytest.raises(CustomGradientTypeError) as excinfo:
+        pair(leaf(2))
+    assert_clear(excinfo, CustomGradientTypeError, "pair", "output `['a'][1]`", "'text' (str)")
+
+
+def test_none_output_names_its_path():
+    @custom_gradient
+    def pair(x):
+        return (x * 2, None), lambda dy1, dy2: dy1
+
+    with pytest.raises(CustomGradientTypeError) as excinfo:
+        pair(leaf(2))
+    assert_clear(excinfo, CustomGradientTypeError, "pair", "output `[1]`", "None (NoneType)")
+
+
+# ------------------------------------------------------------------ recursion
+
+
+@custom_gradient
+def power_of_three(x, n):
+    """`x * 3**n`, whose custom gradient is `2 * 3**n`: each level calls the decorated self."""
+    if n == 0:
+        return x * 1, lambda dy: (dy * 2, None)
+    inner = power_of_three(x, n - 1)
+    return inner * 3, lambda dy: (dy * 3, None)
+
+
+def test_recursion_through_the_decorated_function():
+    # The outer node's gradient goes to x directly; inner calls are not on the path to x
+    # because the outer output is detached from f's graph (Note [where f runs]).
+    x = leaf(2)
+    y = power_of_three(x, 3)
+    torch.testing.assert_close(y, torch.full((2,), 27.0, dtype=D))
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((2,), 3.0, dtype=D))
+    assert torch._C._len_torch_function_stack() == 0
+
+
+def test_recursion_inside_grad_fn():
+    @custom_gradient
+    def square(x):
+        def grad_fn(dy):
+            return square(x)[0] * 0 + dy * 2 * x  # calls itself while differentiating
+
+        return (x * x, x + 0), lambda dy, _: grad_fn(dy)
+
+    x = leaf(2)
+    square(x)[0].sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((2,), 2.0, dtype=D))
+
+
+def test_unbounded_recursion_raises_recursion_error_and_leaves_no_state():
+    @custom_gradient
+    def forever(x):
+        return forever(x)
+
+    stack = torch._C._len_torch_function_stack()
+    with pytest.raises(RecursionError):
+        forever(leaf(2))
+    assert torch._C._len_torch_function_stack() == stack
+    x = leaf(2)
+    power_of_three(x, 1).sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((2,), 3.0, dtype=D))
+
+
+# ------------------------------------------------------------------ what is decorated
+
+
+class NotAFunction:
+    def __init__(self, x):
+        self.x = x
+
+
+@pytest.mark.parametrize(
+    ("target", "got"),
+    [
+        (NotAFunction, "the class `NotAFunction`"),
+        (torch.nn.Linear, "the class `Linear`"),
+        (3, "3 (int)"),
+        ("f", "'f' (str)"),
+        (torch.ones(2), "Tensor of shape [2]"),
+    ],
+    ids=["class", "module_class", "int", "str", "tensor"],
+)
+def test_decorating_a_class_or_a_non_callable(target, got):
+    with pytest.raises(CustomGradientTypeError) as excinfo:
+        custom_gradient(target)
+    error = excinfo.value
+    assert isinstance(error, TypeError)
+    assert str(error).startswith(PREFIX)
+    assert got in str(error)
+    assert re.search(r"not (a function|callable)", str(error))
+
+
+def test_decorated_builtin_names_it():
+    with pytest.raises(CustomGradientTypeError) as excinfo:
+        custom_gradient(len)([1.0, 2.0])
+    assert_clear(excinfo, CustomGradientTypeError, "len", "must return a pair", "2 (int)")
+
+
+def test_decorated_coroutine_function_names_it():
+    async def scale(x):
+        return x * 2, lambda dy: dy
+
+    with warnings.catch_warnings():  # the coroutine f returned is never awaited
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(CustomGradientTypeError) as excinfo:
+            custom_gradient(scale)(leaf(2))
+        assert_clear(excinfo, CustomGradientTypeError, "scale", "must return a pair", "coroutine")
+        del excinfo
+        gc.collect()
+
+
+def test_decorating_a_callable_instance_works():
+    class Doubler:
+        def __call__(self, x):
+            return x * 2, lambda dy: dy * 3
+
+    x = leaf(2)
+    custom_gradient(Doubler())(x).sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((2,), 3.0, dtype=D))
+
+
+# ------------------------------------------------------------------ user errors propagate
+
+
+def test_errors_raised_by_grad_fn_keep_their_type():
+    class Mine(RuntimeError):
+        pass
+
+    @custom_gradient
+    def scale(x):
+        def grad_fn(dy):
+            raise Mine("from grad_fn")
+
+        return x * 2, grad_fn
+
+    with pytest.raises(Mine, match="from grad_fn"):
+        scale(leaf(2)).sum().backward()

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from . import _structure
+from ._errors import bug
 
 _FunctionType = types.FunctionType
 _CellType = types.CellType
@@ -98,7 +99,8 @@ class Captured:
     def rebuild(self, saved: Sequence[torch.Tensor]) -> Callable[..., Any]:
         """The grad_fn to call in this backward, its closure tensors refilled from `saved`."""
         if self._template is None:
-            assert self._kept is not None
+            if self._kept is None:
+                raise bug("a captured grad_fn has neither a template nor a function")
             return self._kept
         return _make(self._template, saved, {})
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 PREFIX = "tf_compat_grad: "
@@ -60,9 +60,6 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def name_list(names: Sequence[str]) -> str:
-    return ", ".join(names) if names else "none"
-
-
 def bug(what: str) -> AssertionError:
+    """An internal invariant that failed: never the user's fault."""
     return AssertionError(f"{PREFIX}{what}. This is a bug in tf_compat_grad, please report it.")

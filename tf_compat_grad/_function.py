@@ -22,6 +22,7 @@ import torch
 
 from . import _autocast, _gradients, _run, _structure
 from ._closure import Captured
+from ._errors import bug
 from ._gradients import InputMeta
 
 
@@ -112,7 +113,8 @@ def make_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
     """The eager Function class for f (Note [where f runs])."""
 
     def forward(ctx: Any, record: Record, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        assert record.saved is not None and record.outputs is not None
+        if record.saved is None or record.outputs is None:
+            raise bug("a call record reached its node's forward twice")
         ctx.save_for_backward(*record.saved)
         ctx.record = record
         outputs = record.outputs
@@ -121,7 +123,8 @@ def make_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
 
     def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
         record: Record = ctx.record
-        assert record.captured is not None
+        if record.captured is None:
+            raise bug("an eager node has no captured grad_fn")
         grad_fn = record.captured.rebuild(ctx.saved_tensors)
         return (None, *record.gradients(grad_fn, upstream, ctx.needs_input_grad[1:]))
 

@@ -543,7 +543,9 @@ def _raw_gradient_notes(s: _Subject) -> list[str]:
     variable_grads: Sequence[Any] = ()
     if variables:
         returned, variable_grads = _gradients.split_variable_grads(returned, variables, f)
-    flat = _gradients.flat_input_grads(returned, len(flat_args), f, lambda: ", ".join(s.names))
+    flat = _structure.leaves(returned)
+    if len(flat) != len(flat_args):
+        raise _gradients.count_error(len(flat), len(flat_args), f, ", ".join(s.names))
     notes: list[str] = []
     pairs = [(s.names[i] or "x", flat[i], flat_args[i]) for i in s.float_positions]
     pairs += [

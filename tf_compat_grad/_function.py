@@ -91,16 +91,16 @@ class Record:
             input_grads, variable_grads = _autocast.call_in(self.autocast, grad_fn, *upstream), ()
         else:
             input_grads, variable_grads = grad_fn(*upstream), ()
-        flat = _gradients.flat_input_grads(input_grads, self.n_args, f, self.arg_names)
+        flat = _structure.leaves(input_grads)
+        if len(flat) != self.n_args:
+            raise _gradients.count_error(len(flat), self.n_args, f, self.arg_names())
         chosen = [flat[p] for p in self.positions]
         chosen.extend(variable_grads)
-        grads: list[torch.Tensor | None] = []
-        for i, (grad, need, meta) in enumerate(zip(chosen, needs, self.metas, strict=True)):
-            if grad is None or not need:
-                grads.append(None)
-            else:
-                grads.append(_gradients.repair(grad, meta, f, self._input_name, i))
-        return grads
+        repair, metas, name = _gradients.repair, self.metas, self._input_name
+        return [
+            None if grad is None or not needs[i] else repair(grad, metas[i], f, name, i)
+            for i, grad in enumerate(chosen)
+        ]
 
     def _input_name(self, i: int) -> str:
         if i < len(self.positions):

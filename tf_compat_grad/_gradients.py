@@ -15,7 +15,6 @@ from typing import Any, NoReturn
 
 import torch
 
-from . import _structure
 from ._errors import (
     PREFIX,
     CustomGradientTypeError,
@@ -64,8 +63,8 @@ def repair(
     """`grad` as a tensor like the input `meta` describes; `names(index)` names that input."""
     if (
         type(grad) is torch.Tensor
+        and grad.dtype is meta.dtype
         and grad.shape == meta.shape
-        and grad.dtype == meta.dtype
         and grad.device == meta.device
     ):
         return grad  # the usual case
@@ -142,19 +141,16 @@ def split_variable_grads(
     return input_grads, variable_grads
 
 
-def flat_input_grads(
-    input_grads: Any, count: int, f: Callable[..., Any], arg_names: Callable[[], str]
-) -> list[Any]:
-    """The gradients in flattened-argument order, checking their number (item 26)."""
-    flat = _structure.leaves(input_grads)
-    if len(flat) != count:
-        raise CustomGradientValueError(
-            f"{PREFIX}grad_fn of {describe(f)} returned {plural(len(flat), 'gradient')}, but "
-            f"{fn_name(f)} was called with {plural(count, 'positional input')} "
-            f"({arg_names()}). Return one gradient per positional input (None for one that "
-            "needs none), in the order of the flattened arguments."
-        ) from None
-    return flat
+def count_error(
+    returned: int, count: int, f: Callable[..., Any], arg_names: str
+) -> CustomGradientValueError:
+    """grad_fn returned another number of gradients than f has positional inputs (item 26)."""
+    return CustomGradientValueError(
+        f"{PREFIX}grad_fn of {describe(f)} returned {plural(returned, 'gradient')}, but "
+        f"{fn_name(f)} was called with {plural(count, 'positional input')} "
+        f"({arg_names}). Return one gradient per positional input (None for one that "
+        "needs none), in the order of the flattened arguments."
+    )
 
 
 def _parameter_names(variables: Sequence[torch.nn.Parameter]) -> str:

@@ -106,7 +106,7 @@ class CustomGradient(Generic[P, R]):
         f = self._f
         if self._checked:
             return _run.fresh(f, _run.split(f, _run.call_f(f, bound, args, kwargs))[0])
-        result, _, _ = _run.run(f, bound, args, kwargs, flat_args)
+        result, _, _ = _run.run(f, bound, args, kwargs, flat_args, self._reach)
         self._checked = True
         return _run.fresh(f, result)
 

@@ -1418,6 +1418,24 @@ def test_returning_only_input_gradients_with_variables_raises():  # item 34
         y.backward()
 
 
+def test_variable_gradients_that_are_not_a_list_raise_type_error():  # item 34
+    w = torch.nn.Parameter(tensor(3.0))
+
+    @custom_gradient
+    def f(x):
+        return x * w, lambda dy, variables=None: (dy * w, dy * x)
+
+    y = f(tensor(2.0))
+    message = (
+        f"{PREFIX}grad_fn of {where(f)} must return the variables' gradients as a list: "
+        "expected a list of 1 (Parameter of shape [1]), got Tensor of shape [1] and dtype "
+        "torch.float64. Return `dx, [dw, ...]`, one entry per Parameter in `variables`, in "
+        "that order (None for none)."
+    )
+    with pytest.raises(CustomGradientTypeError, match=re.escape(message) + "$"):
+        y.backward()
+
+
 def test_none_variable_gradient_leaves_grad_unset():  # item 36
     w = torch.nn.Parameter(tensor(3.0))
 

@@ -127,16 +127,19 @@ def split_variable_grads(
             "Return `dx, [dw, ...]` with one gradient per entry of `variables`."
         ) from None
     input_grads, variable_grads = returned
-    if not isinstance(variable_grads, (list, tuple)) or len(variable_grads) != len(variables):
-        got = (
-            plural(len(variable_grads), "gradient")
-            if isinstance(variable_grads, (list, tuple))
-            else describe_value(variable_grads)
-        )
+    if not isinstance(variable_grads, (list, tuple)):  # TF: list + tensor, a TypeError
+        raise CustomGradientTypeError(
+            f"{PREFIX}grad_fn of {describe(f)} must return the variables' gradients as a list: "
+            f"expected a list of {len(variables)} ({_parameter_names(variables)}), got "
+            f"{describe_value(variable_grads)}. Return `dx, [dw, ...]`, one entry per "
+            "Parameter in `variables`, in that order (None for none)."
+        ) from None
+    if len(variable_grads) != len(variables):
         raise CustomGradientValueError(
             f"{PREFIX}grad_fn of {describe(f)} must return a gradient for each variable: "
-            f"expected a list of {len(variables)} ({_parameter_names(variables)}), got {got}. "
-            "Return one entry per Parameter in `variables`, in that order (None for none)."
+            f"expected a list of {len(variables)} ({_parameter_names(variables)}), got "
+            f"{plural(len(variable_grads), 'gradient')}. Return one entry per Parameter in "
+            "`variables`, in that order (None for none)."
         ) from None
     return input_grads, variable_grads
 

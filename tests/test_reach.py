@@ -160,3 +160,31 @@ def test_function_without_module_name_is_analysed():
     x = _x()
     f(x).sum().backward()
     torch.testing.assert_close(x.grad, torch.full((3,), 3.0, dtype=DT))
+
+
+def test_a_global_defined_after_the_first_call_is_noticed():
+    namespace = {"_grad_with_variables": _grad_with_variables, "torch": torch}
+    exec("def later(x):\n    return x * LATER, _grad_with_variables\n", namespace)
+    fn = custom_gradient(namespace["later"])
+    namespace["LATER"] = torch.full((3,), 2.0, dtype=DT)  # a plain tensor first
+    x = _x()
+    fn(x).sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((3,), 2.0, dtype=DT))
+    parameter = namespace["LATER"] = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    _check_variable_gradient(fn, parameter)
+
+
+def test_a_global_missing_at_the_first_analysis_is_watched_once_defined():
+    namespace = {"_grad_with_variables": _grad_with_variables, "torch": torch}
+    exec(
+        "def maybe(x, use):\n    return (x * LATE if use else x * 2), _grad_with_variables\n",
+        namespace,
+    )
+    fn = custom_gradient(namespace["maybe"])
+    x = _x()
+    fn(x, use=False).sum().backward()  # LATE is not defined yet: the analysis saw it missing
+    parameter = namespace["LATE"] = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    parameter.grad = None
+    x = _x()
+    fn(x, use=True).sum().backward()
+    torch.testing.assert_close(parameter.grad, torch.full((3,), 3.0, dtype=DT))

@@ -153,9 +153,9 @@ def _check_function(
     namespace = fn.__globals__
     for name in names:
         value = namespace.get(name, _MISSING)
+        deps.append((namespace, name, value))  # also when missing: it may be defined later
         if value is _MISSING:
             continue  # a builtin, an attribute name, or a global not yet defined
-        deps.append((namespace, name, value))
         if isinstance(value, types.ModuleType) and value.__name__.partition(".")[0] not in (
             _SAFE_MODULES
         ):

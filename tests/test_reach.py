@@ -188,3 +188,23 @@ def test_a_global_missing_at_the_first_analysis_is_watched_once_defined():
     x = _x()
     fn(x, use=True).sum().backward()
     torch.testing.assert_close(parameter.grad, torch.full((3,), 3.0, dtype=DT))
+
+
+def test_a_module_imported_inside_f_is_watched():
+    module = types.ModuleType("user_params_imported")
+    module.V = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    sys.modules["user_params_imported"] = module
+    namespace = {"_grad_with_variables": _grad_with_variables}
+    exec(
+        "def via_import(x):\n"
+        "    import user_params_imported\n"
+        "    return x * user_params_imported.V, _grad_with_variables\n",
+        namespace,
+    )
+    _check_variable_gradient(custom_gradient(namespace["via_import"]), module.V)
+
+
+def test_importing_torch_inside_f_stays_unwatched():
+    namespace: dict = {}
+    exec("def pure(x):\n    import torch\n    return torch.exp(x), lambda dy: dy\n", namespace)
+    assert not custom_gradient(namespace["pure"])._reach.possible(())

@@ -16,6 +16,7 @@ soon as a global, a module attribute or a closure cell it read is rebound.
 
 from __future__ import annotations
 
+import dis
 import types
 from collections.abc import Iterable
 from typing import Any
@@ -143,8 +144,10 @@ def _check_function(
     fn: types.FunctionType, deps: list[tuple[Any, str, Any]], seen: set[int]
 ) -> None:
     names = _names(fn.__code__)
-    if names & _UNSAFE_NAMES:
-        raise _Unsafe
+    if names & _UNSAFE_NAMES or any(
+        module.partition(".")[0] not in _SAFE_MODULES for module in _imports(fn.__code__)
+    ):
+        raise _Unsafe  # an `import` inside f binds a module the globals do not show
     for cell, free in zip(fn.__closure__ or (), fn.__code__.co_freevars, strict=True):
         contents = _lookup(cell, free)
         deps.append((cell, free, contents))
@@ -168,6 +171,15 @@ def _check_function(
         _check_value(value, deps, seen)
     for default in (*(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values()):
         _check_value(default, deps, seen)
+
+
+def _imports(code: types.CodeType) -> list[str]:
+    """The modules a code object and the code nested in it import."""
+    found = [i.argval for i in dis.get_instructions(code) if i.opname == "IMPORT_NAME"]
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found.extend(_imports(const))
+    return found
 
 
 def _names(code: types.CodeType) -> frozenset[str]:

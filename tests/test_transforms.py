@@ -447,3 +447,18 @@ def test_functional_call_value():
     module = Scale()
     result = vmap(lambda x: functional_call(module, {"weight": W}, (x,)))(A.unsqueeze(0))
     torch.testing.assert_close(result, (W * A).unsqueeze(0))
+
+
+def test_a_tensor_escaped_from_a_finished_transform_works():
+    leaked = []
+
+    def keep(x):
+        leaked.append(x)
+        return x.sum()
+
+    x = torch.ones(3, dtype=torch.float64, requires_grad=True)
+    grad(keep)(x)
+    (escaped,) = leaked
+    assert torch._C._functorch.is_functorch_wrapped_tensor(escaped)
+    log1pexp(escaped).sum().backward()
+    torch.testing.assert_close(x.grad, torch.sigmoid(torch.ones(3, dtype=torch.float64)))

@@ -14,7 +14,7 @@ from . import _compile, _run, _structure, _transforms
 from ._closure import capture
 from ._compile import make_compile_node
 from ._errors import PREFIX, CustomGradientTypeError, describe, describe_value
-from ._function import Record, make_node
+from ._function import Record, eager_apply, make_node
 from ._reach import ParameterReach
 from ._run import UNBOUND
 from ._transforms import make_transform_node
@@ -40,6 +40,7 @@ class CustomGradient(Generic[P, R]):
         functools.update_wrapper(self, f)
         self._f = f  # what is called; `__wrapped__` may name another (recompute_grad's f)
         self._node = make_node(f)
+        self._apply = eager_apply(self._node)
         self._transform_node = make_transform_node(f)
         self._compile_node = make_compile_node(f)
         self._inside = getattr(f, "__qualname__", "") + ".<locals>."
@@ -91,7 +92,7 @@ class CustomGradient(Generic[P, R]):
         )
         record.outputs, out_spec = _run.outputs(f, result)
         record.captured, record.saved = capture(grad_fn, self._inside)
-        node_outputs = self._node.apply(record, *inputs, *variables)  # type: ignore[no-untyped-call]
+        node_outputs = self._apply(record, *inputs, *variables)
         return _structure.unflatten(out_spec, node_outputs)
 
     def _call_without_grad(

@@ -131,6 +131,27 @@ def make_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
     return node_class(f, forward=staticmethod(forward), backward=staticmethod(backward))
 
 
+_c_apply = torch._C._FunctionBase.__dict__["apply"]
+_is_functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+
+
+def eager_apply(node: type[torch.autograd.Function]) -> Callable[..., Any]:
+    """`node.apply` for use outside `torch.func` transforms, through torch's C entry point.
+
+    `Function.apply` first takes the arguments apart as a pytree to unwrap tensors left over
+    from a finished `torch.func` transform; none of ours is one unless a tensor escaped a
+    transform, which is checked here instead, for a fraction of the cost.
+    """
+    c_apply = _c_apply.__get__(None, node)
+
+    def apply(*args: Any) -> Any:
+        if any(_is_functorch_wrapped(a) for a in args[1:]):
+            return node.apply(*args)  # type: ignore[no-untyped-call]
+        return c_apply(*args)
+
+    return apply
+
+
 def node_class(f: Callable[..., Any], **methods: Any) -> type[torch.autograd.Function]:
     """A Function class named after f, so torch shows `log1pexpBackward`."""
     name = getattr(f, "__name__", "") or "custom_gradient"

@@ -570,11 +570,17 @@ def _raw_gradient_notes(s: _Subject) -> list[str]:
     return notes
 
 
+def _forward_f64(s: _Subject) -> tuple[_Inputs, list[torch.Tensor], list[torch.Tensor]]:
+    """Fresh float64 inputs, the float outputs of one call on them, and upstreams drawn for
+    them (seed 0)."""
+    inputs = _Inputs(s, F64)
+    outputs = _float_outputs(inputs.call())
+    return inputs, outputs, _upstreams(outputs, 0)
+
+
 def _check_numerical(s: _Subject) -> Row:
     with s.cast(F64):
-        inputs = _Inputs(s, F64)
-        outputs = _float_outputs(inputs.call())
-        upstreams = _upstreams(outputs, 0)
+        inputs, outputs, upstreams = _forward_f64(s)
         custom = _vjp(outputs, upstreams, inputs.targets)
 
         def evaluate() -> float:
@@ -625,9 +631,7 @@ def _check_autodiff(s: _Subject) -> Row:
         return Row("autodiff", SKIP, "not a custom_gradient function: nothing to compare with")
     f = s.cg._f
     with s.cast(F64):
-        inputs = _Inputs(s, F64)
-        outputs = _float_outputs(inputs.call())
-        upstreams = _upstreams(outputs, 0)
+        inputs, outputs, upstreams = _forward_f64(s)
         custom = _vjp(outputs, upstreams, inputs.targets)
         raw = _Inputs(s, F64)
         positional = raw.args[1:] if s.self_arg else raw.args
@@ -755,9 +759,7 @@ def _check_linearity(s: _Subject) -> Row:
 def _check_determinism(s: _Subject) -> Row:
     with s.cast(F64):
         with _seeded(7):
-            inputs = _Inputs(s, F64)
-            outputs = _float_outputs(inputs.call())
-            upstreams = _upstreams(outputs, 0)
+            inputs, outputs, upstreams = _forward_f64(s)
             first = _vjp(outputs, upstreams, inputs.targets, retain_graph=True)
             try:
                 second = _vjp(outputs, upstreams, inputs.targets)
@@ -903,9 +905,7 @@ def _transform_skip(s: _Subject, check: str) -> Row | None:
 
 def _check_func_grad(s: _Subject) -> Row:
     with s.cast(F64):
-        inputs = _Inputs(s, F64)
-        outputs = _float_outputs(inputs.call())
-        upstreams = _upstreams(outputs, 0)
+        inputs, outputs, upstreams = _forward_f64(s)
         eager = _vjp(outputs, upstreams, inputs.inputs)
         plain = [t.detach() for t in inputs.tensors]
         floats = tuple(i for i, p in enumerate(s.tensor_positions) if p in s.float_positions)
@@ -1009,9 +1009,7 @@ def _check_compile(s: _Subject) -> Row:
     import torch._dynamo  # lazily: importing Dynamo is slow (torch_notes)
 
     with s.cast(F64), _quiet_compiler_logs():
-        inputs = _Inputs(s, F64)
-        outputs = _float_outputs(inputs.call())
-        upstreams = _upstreams(outputs, 0)
+        inputs, outputs, upstreams = _forward_f64(s)
         eager_grads = _vjp(outputs, upstreams, inputs.targets)
         eager_outputs = [o.detach() for o in outputs]
 

@@ -307,6 +307,10 @@ class _Diff:
         )
         return self.max <= tol
 
+    def differs(self, rtol: float = 1e-9, atol: float = 1e-12) -> bool:
+        """NaN or infinity on one side only, or values outside the tolerance."""
+        return bool(self.n_bad_got or self.n_bad_want) or not self.within(rtol, atol)
+
     @property
     def relative(self) -> float:
         return self.max / max(1.0, self.scale)
@@ -919,7 +923,7 @@ def _check_func_grad(s: _Subject) -> Row:
             return Row("func_grad", WARN, f"torch.func.grad raises {_first_line(error)}")
     diff = _Diff(list(got), eager)
     figure = f"max |func.grad - backward| {_fmt(diff.max)}"
-    if diff.n_bad_got or diff.n_bad_want or not diff.within(rtol=1e-9, atol=1e-12):
+    if diff.differs():
         where = ""
         if diff.at is not None:
             i, k = diff.at
@@ -958,7 +962,7 @@ def _check_vmap(s: _Subject) -> Row:
         except Exception as error:
             return Row("vmap", WARN, f"vmap of the forward raises {_first_line(error)}")
         diff = _Diff(list(got), stacked)
-        if diff.n_bad_got or diff.n_bad_want or not diff.within(rtol=1e-9, atol=1e-12):
+        if diff.differs():
             return Row(
                 "vmap",
                 FAIL,
@@ -988,7 +992,7 @@ def _check_vmap(s: _Subject) -> Row:
             )
     grad_diff = _Diff(list(per_sample), expected)
     figure = f"max difference {_fmt(max(diff.max, grad_diff.max))}"
-    if grad_diff.n_bad_got or grad_diff.n_bad_want or not grad_diff.within(rtol=1e-9, atol=1e-12):
+    if grad_diff.differs():
         return Row(
             "vmap",
             FAIL,
@@ -1119,7 +1123,7 @@ def _compare_compiled(
     got_outputs, got_grads = result
     for what, got, want in (("outputs", got_outputs, outputs), ("gradients", got_grads, grads)):
         diff = _Diff(got, want)
-        if diff.n_bad_got or diff.n_bad_want or not diff.within(rtol=1e-7, atol=1e-10):
+        if diff.differs(rtol=1e-7, atol=1e-10):
             return f"gives other {what} than eager (max difference {_fmt(diff.max)})"
     return None
 
@@ -1258,7 +1262,7 @@ def _check_inplace(s: _Subject) -> Row:
             )
     diff = _Diff(got, expected)
     figure = f"max change {_fmt(diff.max)}"
-    if diff.n_bad_got or diff.n_bad_want or not diff.within(rtol=1e-9, atol=1e-12):
+    if diff.differs():
         where = ""
         if diff.at is not None:
             i, k = diff.at

@@ -61,18 +61,14 @@ NAMEDTUPLES = [Point, Single, Triple]
 
 
 @pytest.fixture(scope="module", autouse=True)
-def report_counts(request):
+def report_counts(terminal_report):
     yield
-    plugins = request.config.pluginmanager
-    reporter = plugins.get_plugin("terminalreporter")
-    capture = plugins.get_plugin("capturemanager")
-    if reporter is None or capture is None or not COUNTS:
-        return
-    with capture.global_and_fixture_disabled():
-        reporter.write_line("")
-        reporter.write_line(
-            "test_properties generated cases: "
-            + ", ".join(f"{key}={value}" for key, value in sorted(COUNTS.items()))
+    if COUNTS:
+        terminal_report(
+            [
+                "test_properties generated cases: "
+                + ", ".join(f"{key}={value}" for key, value in sorted(COUNTS.items()))
+            ]
         )
 
 

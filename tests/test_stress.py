@@ -32,18 +32,13 @@ FIGURES = []
 
 
 @pytest.fixture(scope="module", autouse=True)
-def report_figures(request):
+def report_figures(terminal_report):
     yield
-    plugins = request.config.pluginmanager
-    reporter = plugins.get_plugin("terminalreporter")
-    capture = plugins.get_plugin("capturemanager")
-    if reporter is None or capture is None or not FIGURES:
-        return
-    with capture.global_and_fixture_disabled():
-        reporter.write_line("")
-        reporter.write_line("test_stress memory figures (after warm-up -> after the run):")
-        for line in FIGURES:
-            reporter.write_line("  " + line)
+    if FIGURES:
+        terminal_report(
+            ["test_stress memory figures (after warm-up -> after the run):"]
+            + ["  " + line for line in FIGURES]
+        )
 
 
 def rss():

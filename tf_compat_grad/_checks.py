@@ -532,7 +532,7 @@ def _raw_gradient_notes(s: _Subject) -> list[str]:
     f = s.cg._f
     inputs = _Inputs(s, None)
     positional = inputs.args[1:] if s.self_arg else inputs.args
-    flat_args, _ = _run.inputs(f, s.bound, positional)
+    flat_args, *_ = _run.inputs(f, s.bound, positional)
     with torch.enable_grad():
         result, grad_fn, variables = _run.run(f, s.bound, positional, inputs.kwargs, flat_args)
     outputs, _ = _run.outputs(f, result)

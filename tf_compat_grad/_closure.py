@@ -26,7 +26,6 @@ from typing import Any
 import torch
 
 from . import _structure
-from ._errors import bug
 
 _FunctionType = types.FunctionType
 _CellType = types.CellType
@@ -66,43 +65,116 @@ class _Tensors:
 
 
 class _Template:
-    """Everything needed to remake a function but the tensors in its closure."""
+    """A plain function with the tensors in its closure and defaults taken out: everything
+    needed to remake it but those tensors, which go to `saved`."""
 
     __slots__ = ("cells", "code", "defaults", "globals", "kwdefaults", "name", "qualname")
 
     def __init__(
-        self, fn: types.FunctionType, saved: list[torch.Tensor], seen: dict[int, int]
+        self,
+        fn: types.FunctionType,
+        inside: str,
+        saved: list[torch.Tensor],
+        seen_tensors: dict[int, int],
+        seen_functions: dict[int, _Template] | None,
     ) -> None:
+        """`seen_functions` is None at the top, until a function defined inside f is reached."""
         self.code = fn.__code__
         self.globals = fn.__globals__
         self.name = fn.__name__
         self.qualname = fn.__qualname__
         # Default values, each kept as it is or, holding tensors, as a _Tensors.
         defaults, kwdefaults = fn.__defaults__, fn.__kwdefaults__
-        self.defaults = [_default(d, saved, seen) for d in defaults] if defaults else None
+        self.defaults = [_default(d, saved, seen_tensors) for d in defaults] if defaults else None
         self.kwdefaults = (
-            {key: _default(d, saved, seen) for key, d in kwdefaults.items()} if kwdefaults else None
+            {key: _default(d, saved, seen_tensors) for key, d in kwdefaults.items()}
+            if kwdefaults
+            else None
         )
         # Per cell: a cell kept as is, the index of a saved tensor, a _Tensors or a _Template.
         self.cells: list[Any] = []
+        cells = self.cells
+        for cell in fn.__closure__ or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell (a name f assigns later)
+                cells.append(cell)
+                continue
+            if type(value) is _Tensor:  # the usual case
+                cells.append(_index(value, saved, seen_tensors))
+            elif (
+                type(value) is _FunctionType
+                and value.__closure__
+                and value.__qualname__.startswith(inside)
+            ):
+                if seen_functions is None:
+                    seen_functions = {id(fn): self}
+                inner = seen_functions.get(id(value))  # reached again (recursion or siblings)
+                if inner is None:
+                    inner = seen_functions[id(value)] = _Template(
+                        value, inside, saved, seen_tensors, seen_functions
+                    )
+                cells.append(inner)
+            elif _holds_tensor(value):
+                cells.append(_tensor_cell(value, saved, seen_tensors))
+            else:
+                cells.append(cell)
+
+    def rebuild(
+        self, saved: Sequence[torch.Tensor], made: dict[int, types.FunctionType] | None = None
+    ) -> Callable[..., Any]:
+        """The function to call in this backward, its closure tensors refilled from `saved`.
+
+        `made` is None at the top, until a function defined inside f is remade."""
+        closure: list[Any] = []
+        nested: list[tuple[_Template, Any]] = []
+        for cell in self.cells:
+            if type(cell) is int:
+                closure.append(_CellType(saved[cell]))
+            elif type(cell) is _Template:
+                inner = _CellType()
+                closure.append(inner)
+                nested.append((cell, inner))
+            elif type(cell) is _Tensors:
+                closure.append(_CellType(cell.refill(saved)))
+            else:
+                closure.append(cell)
+        defaults = self.defaults
+        fn = _FunctionType(
+            self.code,
+            self.globals,
+            self.name,
+            tuple(_refill(d, saved) for d in defaults) if defaults else None,
+            tuple(closure),
+        )
+        if self.kwdefaults:
+            fn.__kwdefaults__ = {k: _refill(d, saved) for k, d in self.kwdefaults.items()}
+        fn.__qualname__ = self.qualname
+        if made is not None:
+            made[id(self)] = fn
+        if nested:
+            # Filled once this function exists, so functions that refer to each other resolve.
+            if made is None:
+                made = {id(self): fn}
+            for template, inner in nested:
+                inner.cell_contents = made.get(id(template)) or template.rebuild(saved, made)
+        return fn
 
 
-class Captured:
-    """A grad_fn with its closure tensors taken out; see Note [saved closures]."""
+class _Unchanged:
+    """What `capture` returns for a grad_fn it leaves as it is."""
 
-    __slots__ = ("_kept", "_template")
+    __slots__ = ("fn",)
 
-    def __init__(self, template: _Template | None, kept: Callable[..., Any] | None) -> None:
-        self._template = template
-        self._kept = kept
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
 
     def rebuild(self, saved: Sequence[torch.Tensor]) -> Callable[..., Any]:
-        """The grad_fn to call in this backward, its closure tensors refilled from `saved`."""
-        if self._template is None:
-            if self._kept is None:
-                raise bug("a captured grad_fn has neither a template nor a function")
-            return self._kept
-        return _make(self._template, saved, {})
+        return self.fn
+
+
+# A grad_fn with its closure tensors taken out; see Note [saved closures].
+Captured = _Template | _Unchanged
 
 
 def capture(grad_fn: Callable[..., Any], inside: str) -> tuple[Captured, list[torch.Tensor]]:
@@ -114,43 +186,9 @@ def capture(grad_fn: Callable[..., Any], inside: str) -> tuple[Captured, list[to
     if type(grad_fn) is not _FunctionType or not (
         grad_fn.__closure__ or grad_fn.__defaults__ or grad_fn.__kwdefaults__
     ):
-        return Captured(None, grad_fn), []
+        return _Unchanged(grad_fn), []
     saved: list[torch.Tensor] = []
-    template = _template(grad_fn, inside, saved, {}, {})
-    return Captured(template, None), saved
-
-
-def _template(
-    fn: types.FunctionType,
-    inside: str,
-    saved: list[torch.Tensor],
-    seen_tensors: dict[int, int],
-    seen_functions: dict[int, _Template],
-) -> _Template:
-    template = seen_functions.get(id(fn))
-    if template is not None:
-        return template  # reached again (recursion or siblings): one rebuilt function serves
-    template = seen_functions[id(fn)] = _Template(fn, saved, seen_tensors)
-    cells = template.cells
-    for cell in fn.__closure__ or ():
-        try:
-            value = cell.cell_contents
-        except ValueError:  # an empty cell (a name f assigns later)
-            cells.append(cell)
-            continue
-        if type(value) is _Tensor:
-            cells.append(_index(value, saved, seen_tensors))  # the usual case
-        elif _holds_tensor(value):
-            cells.append(_tensor_cell(value, saved, seen_tensors))
-        elif (
-            type(value) is _FunctionType
-            and value.__closure__
-            and value.__qualname__.startswith(inside)
-        ):
-            cells.append(_template(value, inside, saved, seen_tensors, seen_functions))
-        else:
-            cells.append(cell)
-    return template
+    return _Template(grad_fn, inside, saved, {}, None), saved
 
 
 def _index(tensor: torch.Tensor, saved: list[torch.Tensor], seen: dict[int, int]) -> int:
@@ -185,40 +223,3 @@ class _Kept:
 
     def __init__(self, value: Any) -> None:
         self.value = value
-
-
-def _make(
-    template: _Template, saved: Sequence[torch.Tensor], made: dict[int, types.FunctionType]
-) -> types.FunctionType:
-    fn = made.get(id(template))
-    if fn is not None:
-        return fn
-    closure: list[Any] = []
-    nested: list[tuple[_Template, Any]] = []
-    for cell in template.cells:
-        if type(cell) is int:
-            closure.append(_CellType(saved[cell]))
-        elif isinstance(cell, _Tensors):
-            closure.append(_CellType(cell.refill(saved)))
-        elif isinstance(cell, _Template):
-            inner = _CellType()
-            closure.append(inner)
-            nested.append((cell, inner))
-        else:
-            closure.append(cell)
-    defaults = template.defaults
-    fn = _FunctionType(
-        template.code,
-        template.globals,
-        template.name,
-        tuple(_refill(d, saved) for d in defaults) if defaults else None,
-        tuple(closure),
-    )
-    if template.kwdefaults:
-        fn.__kwdefaults__ = {k: _refill(d, saved) for k, d in template.kwdefaults.items()}
-    fn.__qualname__ = template.qualname
-    made[id(template)] = fn
-    # Filled once this function exists, so functions that refer to each other resolve.
-    for inner_template, inner in nested:
-        inner.cell_contents = _make(inner_template, saved, made)
-    return fn

@@ -34,10 +34,9 @@ def call(
     kwargs: dict[str, Any],
 ) -> Any:
     """Call f through `node`, the class `make_compile_node` made for it."""
-    flat_args, arg_spec = _run.inputs(f, bound, args)
+    flat_args, arg_spec, positions, inputs = _run.inputs(f, bound, args)
     with torch.no_grad():
         result, grad_fn, variables = _run.run(f, bound, args, kwargs, flat_args)
-    positions, inputs = _run.tensor_inputs(flat_args)
     outputs, out_spec = _run.outputs(f, result)
     if not variables and not any(t.requires_grad for t in inputs):
         return _structure.unflatten(out_spec, outputs)

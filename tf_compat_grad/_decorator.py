@@ -25,6 +25,7 @@ R = TypeVar("R")
 _Tensor = torch.Tensor
 _transforms_active = torch._C._are_functorch_transforms_active
 _is_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
 
 
 class CustomGradient(Generic[P, R]):
@@ -79,21 +80,26 @@ class CustomGradient(Generic[P, R]):
             return _compile.call(self._compile_node, f, bound, args, kwargs)
         if _transforms_active():
             return _transforms.call(self._transform_node, f, bound, args, kwargs)
-        flat_args, arg_spec = _run.inputs(f, bound, args)
-        if not torch.is_grad_enabled():
+        flat_args, arg_spec, positions, inputs = _run.inputs(f, bound, args)
+        if not _grad_enabled():
             return self._call_without_grad(bound, args, kwargs, flat_args)
         result, grad_fn, variables = _run.run(f, bound, args, kwargs, flat_args, self._reach)
         self._checked = True
-        positions, inputs = _run.tensor_inputs(flat_args)
-        if not variables and not any(t.requires_grad for t in inputs):
-            return _run.fresh(f, result)  # nothing to record: f's own autodiff (item 39)
+        if not variables:
+            for tensor in inputs:
+                if tensor.requires_grad:
+                    break
+            else:
+                return _run.fresh(f, result)  # nothing to record: f's own autodiff (item 39)
         record = Record(
             f, bound is not UNBOUND, arg_spec, len(flat_args), positions, inputs, variables
         )
-        record.outputs, out_spec = _run.outputs(f, result)
         record.captured, record.saved = capture(grad_fn, self._inside)
-        node_outputs = self._apply(record, *inputs, *variables)
-        return _structure.unflatten(out_spec, node_outputs)
+        if type(result) is _Tensor:  # one output: the node returns it as it is
+            record.outputs = result.detach()
+            return self._apply(record, *inputs, *variables)
+        record.outputs, out_spec = _run.outputs(f, result)
+        return _structure.unflatten(out_spec, self._apply(record, *inputs, *variables))
 
     def _call_without_grad(
         self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any], flat_args: list[Any]

@@ -23,7 +23,7 @@ import torch
 from . import _autocast, _gradients, _run, _structure
 from ._closure import Captured
 from ._errors import bug
-from ._gradients import InputMeta
+from ._gradients import fits
 
 
 class Record:
@@ -59,13 +59,16 @@ class Record:
         self.arg_spec = arg_spec
         self.n_args = n_args  # flattened positional arguments, tensors or not (item 11)
         self.positions = positions  # where each tensor input stands among them
-        self.metas = [InputMeta(t) for t in (*inputs, *variables)]
+        self.metas = [(t.shape, t.dtype, t.device) for t in inputs]  # `_gradients.InputMeta`
+        if variables:
+            self.metas.extend((v.shape, v.dtype, v.device) for v in variables)
         self.variables = variables
         self.autocast = _autocast.current()  # grad_fn runs in the forward's autocast state
-        # Handed over to the eager node's forward, which empties them (Note [saved closures]).
+        # Handed over to the eager node's forward, which empties them (Note [saved closures]);
+        # `outputs` is one tensor when f returned one tensor.
         self.captured: Captured | None = None
         self.saved: list[torch.Tensor] | None = None
-        self.outputs: tuple[torch.Tensor, ...] | None = None
+        self.outputs: torch.Tensor | tuple[torch.Tensor, ...] | None = None
 
     def arg_names(self) -> str:
         return ", ".join(self._paths()) or "none"
@@ -94,13 +97,21 @@ class Record:
         flat = _structure.leaves(input_grads)
         if len(flat) != self.n_args:
             raise _gradients.count_error(len(flat), self.n_args, f, self.arg_names())
-        chosen = [flat[p] for p in self.positions]
-        chosen.extend(variable_grads)
-        repair, metas, name = _gradients.repair, self.metas, self._input_name
-        return [
-            None if grad is None or not needs[i] else repair(grad, metas[i], f, name, i)
-            for i, grad in enumerate(chosen)
-        ]
+        positions, metas = self.positions, self.metas
+        grads: list[torch.Tensor | None] = []
+        for i, position in enumerate(positions):
+            grad = flat[position]
+            grads.append(grad if fits(grad, metas[i]) else self._repair(grad, i, needs))
+        for k, grad in enumerate(variable_grads, len(positions)):
+            grads.append(grad if fits(grad, metas[k]) else self._repair(grad, k, needs))
+        return grads
+
+    def _repair(self, grad: Any, i: int, needs: Sequence[bool]) -> torch.Tensor | None:
+        """A gradient that is not already a tensor like its input (`fits`): None when none is
+        wanted or returned, else converted, moved, cast or reshaped, or an error."""
+        if grad is None or not needs[i]:
+            return None
+        return _gradients.repair(grad, self.metas[i], self.f, self._input_name, i)
 
     def _input_name(self, i: int) -> str:
         if i < len(self.positions):
@@ -112,7 +123,9 @@ class Record:
 def make_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
     """The eager Function class for f (Note [where f runs])."""
 
-    def forward(ctx: Any, record: Record, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def forward(
+        ctx: Any, record: Record, *inputs: torch.Tensor
+    ) -> torch.Tensor | tuple[torch.Tensor, ...]:
         if record.saved is None or record.outputs is None:
             raise bug("a call record reached its node's forward twice")
         ctx.save_for_backward(*record.saved)
@@ -144,10 +157,11 @@ def eager_apply(node: type[torch.autograd.Function]) -> Callable[..., Any]:
     """
     c_apply = _c_apply.__get__(None, node)
 
-    def apply(*args: Any) -> Any:
-        if any(_is_functorch_wrapped(a) for a in args[1:]):
-            return node.apply(*args)  # type: ignore[no-untyped-call]
-        return c_apply(*args)
+    def apply(record: Record, *inputs: torch.Tensor) -> Any:
+        for tensor in inputs:
+            if _is_functorch_wrapped(tensor):
+                return node.apply(record, *inputs)  # type: ignore[no-untyped-call]
+        return c_apply(record, *inputs)
 
     return apply
 

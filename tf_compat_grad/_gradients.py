@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeGuard
 
 import torch
 
@@ -26,16 +26,19 @@ from ._errors import (
 )
 from ._run import is_numpy
 
+# What a gradient for one tensor input must look like: the input's shape, dtype and device.
+InputMeta = tuple[torch.Size, torch.dtype, torch.device]
 
-class InputMeta:
-    """What a gradient for one tensor input must look like."""
 
-    __slots__ = ("device", "dtype", "shape")
-
-    def __init__(self, tensor: torch.Tensor) -> None:
-        self.shape = tensor.shape
-        self.dtype = tensor.dtype
-        self.device = tensor.device
+def fits(grad: Any, meta: InputMeta) -> TypeGuard[torch.Tensor]:
+    """`grad` is already a tensor like the input `meta` describes (the usual case)."""
+    shape, dtype, device = meta
+    return (
+        type(grad) is torch.Tensor
+        and grad.dtype is dtype
+        and grad.shape == shape
+        and grad.device == device
+    )
 
 
 def _is_number_like(value: object, real: bool) -> bool:
@@ -48,11 +51,13 @@ def _is_number_like(value: object, real: bool) -> bool:
     return is_numpy(value) and value.dtype.kind in kinds  # type: ignore[attr-defined]
 
 
-def _reject(grad: Any, meta: InputMeta, f: Callable[..., Any], name: Callable[[], str]) -> NoReturn:
+def _reject(
+    grad: Any, dtype: torch.dtype, f: Callable[..., Any], name: Callable[[], str]
+) -> NoReturn:
     raise CustomGradientTypeError(
         f"{PREFIX}grad_fn of {describe(f)} returned {describe_value(grad)} as the gradient for "
-        f"{name()}, a tensor of dtype {meta.dtype}. Expected a tensor, a "
-        f"{'real ' if not meta.dtype.is_complex else ''}Python number, a numeric numpy array or "
+        f"{name()}, a tensor of dtype {dtype}. Expected a tensor, a "
+        f"{'real ' if not dtype.is_complex else ''}Python number, a numeric numpy array or "
         "None. Return a tensor of the input's shape, or None for no gradient."
     ) from None
 
@@ -61,44 +66,39 @@ def repair(
     grad: Any, meta: InputMeta, f: Callable[..., Any], names: Callable[[int], str], index: int
 ) -> torch.Tensor:
     """`grad` as a tensor like the input `meta` describes; `names(index)` names that input."""
-    if (
-        type(grad) is torch.Tensor
-        and grad.dtype is meta.dtype
-        and grad.shape == meta.shape
-        and grad.device == meta.device
-    ):
-        return grad  # the usual case
+    if fits(grad, meta):
+        return grad
+    shape, dtype, device = meta
     name = functools.partial(names, index)
     tensor: torch.Tensor
-    real = not meta.dtype.is_complex
+    real = not dtype.is_complex
     if isinstance(grad, torch.Tensor):
         tensor = grad
         if real and tensor.is_complex():
-            _reject(grad, meta, f, name)
-        if tensor.dtype != meta.dtype or tensor.device != meta.device:
-            if tensor.device.type == "meta" and meta.device.type != "meta":
+            _reject(grad, dtype, f, name)
+        if tensor.dtype != dtype or tensor.device != device:
+            if tensor.device.type == "meta" and device.type != "meta":
                 raise CustomGradientTypeError(
                     f"{PREFIX}grad_fn of {describe(f)} returned a gradient on the meta device, "
-                    f"which holds no data, for {name()}, which is on {meta.device}. Return a "
-                    f"gradient with data (on {meta.device}, or any device: it is moved)."
+                    f"which holds no data, for {name()}, which is on {device}. Return a "
+                    f"gradient with data (on {device}, or any device: it is moved)."
                 ) from None
-            tensor = tensor.to(device=meta.device, dtype=meta.dtype)
+            tensor = tensor.to(device=device, dtype=dtype)
     else:
         if not _is_number_like(grad, real):
-            _reject(grad, meta, f, name)
+            _reject(grad, dtype, f, name)
         try:
-            tensor = torch.as_tensor(grad, dtype=meta.dtype, device=meta.device)
+            tensor = torch.as_tensor(grad, dtype=dtype, device=device)
         except (TypeError, RuntimeError):
-            _reject(grad, meta, f, name)
-    if tensor.shape != meta.shape:
-        return _fit_shape(tensor, meta, f, name)
+            _reject(grad, dtype, f, name)
+    if tensor.shape != shape:
+        return _fit_shape(tensor, shape, f, name)
     return tensor
 
 
 def _fit_shape(
-    grad: torch.Tensor, meta: InputMeta, f: Callable[..., Any], name: Callable[[], str]
+    grad: torch.Tensor, target: torch.Size, f: Callable[..., Any], name: Callable[[], str]
 ) -> torch.Tensor:
-    target = meta.shape
     try:
         common = torch.broadcast_shapes(grad.shape, target)  # type: ignore[no-untyped-call]
     except RuntimeError:

@@ -52,46 +52,62 @@ class ParameterReach:
     """Whether one decorated function can read a Parameter; see Note [watching only when
     needed]."""
 
-    __slots__ = ("_deps", "_f", "_safe")
+    __slots__ = ("_cells", "_f", "_names", "_safe")
 
     def __init__(self, f: Any) -> None:
         self._f = f
         self._safe = False
-        self._deps: list[tuple[Any, str, Any]] | None = None  # (namespace, name, value) read
+        # What the answer was based on: (namespace, name, value) per name read, (cell, value)
+        # per closure cell read; None before the first analysis.
+        self._names: list[tuple[dict[str, Any], str, Any]] | None = None
+        self._cells: list[tuple[types.CellType, Any]] = []
 
     def possible(self, extra: Iterable[Any]) -> bool:
         """False only when f provably reads no Parameter, called with the `extra` objects it
         can also reach (the bound instance of a method call, the keyword arguments)."""
         for value in extra:
             try:
-                _check_value(value, [], set())
+                _check_value(value, _Deps(), set())
             except _Unsafe:
                 return True
-        deps = self._deps
-        if deps is None or not all(_lookup(ns, name) is value for ns, name, value in deps):
+        if self._names is None or not self._unchanged(self._names):
             self._analyse()
         return not self._safe
 
+    def _unchanged(self, names: list[tuple[dict[str, Any], str, Any]]) -> bool:
+        for namespace, name, value in names:  # a plain loop: this runs on every call
+            if namespace.get(name, _MISSING) is not value:
+                return False
+        return all(_contents(cell) is value for cell, value in self._cells)
+
     def _analyse(self) -> None:
-        deps: list[tuple[Any, str, Any]] = []
+        deps = _Deps()
         try:
             _check_value(self._f, deps, set())
             self._safe = True
         except _Unsafe:
             self._safe = False
-        self._deps = deps
+        self._names, self._cells = deps.names, deps.cells
 
 
-def _lookup(namespace: Any, name: str) -> Any:
-    if isinstance(namespace, types.CellType):
-        try:
-            return namespace.cell_contents
-        except ValueError:
-            return _MISSING
-    return namespace.get(name, _MISSING)
+class _Deps:
+    """The names and closure cells an analysis read, with the values it found there."""
+
+    __slots__ = ("cells", "names")
+
+    def __init__(self) -> None:
+        self.names: list[tuple[dict[str, Any], str, Any]] = []
+        self.cells: list[tuple[types.CellType, Any]] = []
 
 
-def _check_value(value: Any, deps: list[tuple[Any, str, Any]], seen: set[int]) -> None:
+def _contents(cell: types.CellType) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell
+        return _MISSING
+
+
+def _check_value(value: Any, deps: _Deps, seen: set[int]) -> None:
     if isinstance(value, _SAFE_TYPES):
         return
     if isinstance(value, torch.Tensor):
@@ -140,23 +156,21 @@ def _package(value: Any) -> str:
     return module.partition(".")[0] if isinstance(module, str) else ""
 
 
-def _check_function(
-    fn: types.FunctionType, deps: list[tuple[Any, str, Any]], seen: set[int]
-) -> None:
+def _check_function(fn: types.FunctionType, deps: _Deps, seen: set[int]) -> None:
     names = _names(fn.__code__)
     if names & _UNSAFE_NAMES or any(
         module.partition(".")[0] not in _SAFE_MODULES for module in _imports(fn.__code__)
     ):
         raise _Unsafe  # an `import` inside f binds a module the globals do not show
-    for cell, free in zip(fn.__closure__ or (), fn.__code__.co_freevars, strict=True):
-        contents = _lookup(cell, free)
-        deps.append((cell, free, contents))
+    for cell in fn.__closure__ or ():
+        contents = _contents(cell)
+        deps.cells.append((cell, contents))
         if contents is not _MISSING:
             _check_value(contents, deps, seen)
     namespace = fn.__globals__
     for name in names:
         value = namespace.get(name, _MISSING)
-        deps.append((namespace, name, value))  # also when missing: it may be defined later
+        deps.names.append((namespace, name, value))  # also when missing: it may be defined later
         if value is _MISSING:
             continue  # a builtin, an attribute name, or a global not yet defined
         if isinstance(value, types.ModuleType) and value.__name__.partition(".")[0] not in (
@@ -165,7 +179,7 @@ def _check_function(
             for attribute in names:  # a user module: the attributes f may look up on it
                 member = value.__dict__.get(attribute, _MISSING)
                 if member is not _MISSING:
-                    deps.append((value.__dict__, attribute, member))
+                    deps.names.append((value.__dict__, attribute, member))
                     _check_value(member, deps, seen)
             continue
         _check_value(value, deps, seen)

@@ -48,8 +48,17 @@ def call_f(f: Callable[..., Any], bound: Any, args: tuple[Any, ...], kwargs: dic
     return f(bound, *args, **kwargs)
 
 
-def inputs(f: Callable[..., Any], bound: Any, args: tuple[Any, ...]) -> tuple[list[Any], Any]:
-    """The flattened positional arguments (item 11), each checked to be usable (item 13)."""
+def inputs(
+    f: Callable[..., Any], bound: Any, args: tuple[Any, ...]
+) -> tuple[list[Any], _structure.Spec, list[int], list[_Tensor]]:
+    """The flattened positional arguments (item 11), each checked to be usable (item 13), their
+    spec, where the tensors stand among them, and the tensors."""
+    for arg in args:
+        if type(arg) is not _Tensor or arg.is_nested:
+            break
+    else:  # the usual case: plain tensors only
+        n = len(args)
+        return list(args), _structure.tuple_spec(n), list(range(n)), list(args)
     flat_args, arg_spec = _structure.flatten(args)
     for i, leaf in enumerate(flat_args):
         if isinstance(leaf, _Tensor) and leaf.is_nested and leaf.layout is torch.strided:
@@ -70,13 +79,8 @@ def inputs(f: Callable[..., Any], bound: Any, args: tuple[Any, ...]) -> tuple[li
                 "an unsupported type ... to a Tensor'). Pass it by keyword instead: keyword "
                 "arguments reach f but are not inputs."
             ) from None
-    return flat_args, arg_spec
-
-
-def tensor_inputs(flat_args: list[Any]) -> tuple[list[int], list[_Tensor]]:
-    """Where the tensors stand among the flattened arguments, and the tensors."""
     positions = [i for i, leaf in enumerate(flat_args) if isinstance(leaf, _Tensor)]
-    return positions, [flat_args[i] for i in positions]
+    return flat_args, arg_spec, positions, [flat_args[i] for i in positions]
 
 
 def run(

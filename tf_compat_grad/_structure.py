@@ -29,10 +29,15 @@ def _sorted_keys(d: dict[Any, Any]) -> list[Any]:
         return list(d)
 
 
+def tuple_spec(n: int) -> Spec:
+    """The spec of a tuple of `n` leaves."""
+    return (_TUPLE, None, (LEAF,) * n)
+
+
 def flatten(tree: Any) -> tuple[list[Any], Spec]:
     """Return the leaves of `tree` in `tf.nest.flatten` order, and a spec to rebuild it."""
     if type(tree) is tuple and not any(isinstance(x, _CONTAINERS) for x in tree):
-        return list(tree), (_TUPLE, None, (LEAF,) * len(tree))  # the usual positional arguments
+        return list(tree), tuple_spec(len(tree))  # the usual positional arguments
     leaves: list[Any] = []
     spec = _flatten_into(tree, leaves)
     return leaves, spec

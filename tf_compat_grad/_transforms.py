@@ -87,8 +87,7 @@ def call(
     kwargs: dict[str, Any],
 ) -> Any:
     """Call f through `node`, one of the two classes `make_transform_node` makes for it."""
-    flat_args, arg_spec = _run.inputs(f, bound, args)
-    positions, inputs = _run.tensor_inputs(flat_args)
+    flat_args, arg_spec, positions, inputs = _run.inputs(f, bound, args)
     constants = [None if isinstance(leaf, torch.Tensor) else leaf for leaf in flat_args]
     call = _Call(bound, constants, arg_spec, kwargs, positions)
     *outputs, aux = node.apply(call, *inputs)  # type: ignore[no-untyped-call]

@@ -29,6 +29,14 @@ def _sorted_keys(d: dict[Any, Any]) -> list[Any]:
         return list(d)
 
 
+def _flat(sequence: list[Any] | tuple[Any, ...]) -> bool:
+    """No container inside: a plain loop, as this runs on every call."""
+    for item in sequence:
+        if isinstance(item, _CONTAINERS):
+            return False
+    return True
+
+
 def tuple_spec(n: int) -> Spec:
     """The spec of a tuple of `n` leaves."""
     return (_TUPLE, None, (LEAF,) * n)
@@ -36,7 +44,7 @@ def tuple_spec(n: int) -> Spec:
 
 def flatten(tree: Any) -> tuple[list[Any], Spec]:
     """Return the leaves of `tree` in `tf.nest.flatten` order, and a spec to rebuild it."""
-    if type(tree) is tuple and not any(isinstance(x, _CONTAINERS) for x in tree):
+    if type(tree) is tuple and _flat(tree):
         return list(tree), tuple_spec(len(tree))  # the usual positional arguments
     leaves: list[Any] = []
     spec = _flatten_into(tree, leaves)
@@ -70,6 +78,8 @@ def leaves(tree: Any) -> list[Any]:
     """The leaves of `tree` in `tf.nest.flatten` order."""
     if not isinstance(tree, _CONTAINERS):
         return [tree]
+    if (type(tree) is tuple or type(tree) is list) and _flat(tree):
+        return list(tree)  # the usual gradients
     out: list[Any] = []
     _flatten_into(tree, out)
     return out

@@ -100,7 +100,7 @@ class _Template:
             except ValueError:  # an empty cell (a name f assigns later)
                 cells.append(cell)
                 continue
-            if type(value) is _Tensor:  # the usual case
+            if isinstance(value, _Tensor):  # the usual case (also a Parameter)
                 cells.append(_index(value, saved, seen_tensors))
             elif (
                 type(value) is _FunctionType

@@ -2,6 +2,7 @@
 
     python benchmarks/run.py [--quick] [--json FILE] [--plot FILE.png] [--cases KEY,...]
     python benchmarks/run.py --profile
+    python benchmarks/run.py --floor
 
 See benchmarks/README.md for what each figure means and how it is measured.
 """
@@ -144,6 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile", action="store_true", help="only cProfile the log1pexp n=100 path"
     )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="only log1pexp n=100 against the bare layout and a minimal decorator",
+    )
     args = parser.parse_args(argv)
     if args.profile:
         import _profile
@@ -152,6 +158,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     torch.set_num_threads(args.threads)
     _timing.use_clock(args.clock)
+    if args.floor:
+        import _floor
+
+        print(_floor.floor(seed=args.seed))
+        return 0
     keys = args.cases.split(",") if args.cases else None
     if keys:
         unknown = set(keys) - {case.key for case in CASES}

@@ -1,0 +1,163 @@
+"""How low the decorator's cost can go: log1pexp n=100 fwd+bwd, four ways, interleaved.
+
+- `Function`: the hand-written `autograd.Function` (the reference, 1.00).
+- `layout`: the library's eager layout replayed by hand with no bookkeeping at all: f runs
+  before a lean node with grad recording on (Note [where f runs]), its output is handed over
+  detached, `e` is saved with its graph. What exact second derivatives cost by themselves.
+- `minimal`: a stripped decorator that keeps only what a per-call Python layer cannot skip:
+  the mode checks, a plain-tensor argument check, the Parameter reach check, the closure
+  capture and rebuild, input metadata and an exact-match check of the gradient. No nested
+  arguments, keyword arguments, methods, variables, autocast, output structures, gradient
+  repair or error messages.
+- `tf_compat_grad`: the library.
+
+The gap between `minimal` and the target of issue 6 (1.20) is what no amount of trimming of the
+library's Python can close on this interpreter; see "Where the time goes" in the README.
+"""
+
+from __future__ import annotations
+
+import random
+import types
+from collections.abc import Callable
+from typing import Any
+
+import _timing
+import torch
+from _cases import Log1pexpFunction, log1pexp
+
+from tf_compat_grad._function import eager_apply, node_class
+from tf_compat_grad._reach import ParameterReach
+
+Tensor = torch.Tensor
+
+
+def _f(x: Tensor) -> tuple[Tensor, Callable[[Tensor], Tensor]]:
+    e = torch.exp(x)
+
+    def grad(upstream: Tensor) -> Tensor:
+        return upstream * (1 - 1 / (1 + e))
+
+    return torch.log(1 + e), grad
+
+
+class _Layout(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, handoff: list[Any], x: Tensor) -> Tensor:
+        ctx.save_for_backward(*handoff[1])
+        return handoff[0]  # type: ignore[no-any-return]
+
+    @staticmethod
+    def backward(ctx: Any, dy: Tensor) -> tuple[None, Tensor]:
+        (e,) = ctx.saved_tensors
+        return None, dy * (1 - 1 / (1 + e))
+
+
+def _layout(x: Tensor) -> Tensor:
+    e = torch.exp(x)
+    y = torch.log(1 + e)
+    return _Layout.apply([y.detach(), [e]], x)  # type: ignore[no-any-return]
+
+
+class _Handoff:
+    __slots__ = ("cells", "code", "globals", "metas", "outputs", "saved")
+
+
+def _minimal(f: Callable[..., Any]) -> Callable[..., Tensor]:
+    """A decorator for flat tensor arguments and one tensor output, and nothing else."""
+    grad_enabled = torch.is_grad_enabled
+    transforms_active = torch._C._are_functorch_transforms_active
+    is_compiling = torch.compiler.is_compiling
+
+    def forward(ctx: Any, handoff: _Handoff, *inputs: Tensor) -> Tensor:
+        ctx.save_for_backward(*handoff.saved)
+        ctx.handoff = handoff
+        outputs = handoff.outputs
+        handoff.saved = handoff.outputs = None  # type: ignore[assignment]
+        return outputs
+
+    def backward(ctx: Any, *upstream: Tensor) -> tuple[Tensor | None, ...]:
+        handoff: _Handoff = ctx.handoff
+        saved = ctx.saved_tensors
+        cells = tuple(types.CellType(saved[c]) if type(c) is int else c for c in handoff.cells)
+        grad = types.FunctionType(handoff.code, handoff.globals, None, None, cells)(*upstream)
+        shape, dtype, device = handoff.metas[0]
+        exact = type(grad) is Tensor and grad.dtype is dtype and grad.shape == shape
+        if exact and grad.device == device:
+            return None, grad
+        raise NotImplementedError("outside what the minimal decorator handles")
+
+    apply = eager_apply(
+        node_class(f, forward=staticmethod(forward), backward=staticmethod(backward))
+    )
+    reach = ParameterReach(f)
+
+    def call(*args: Tensor) -> Tensor:
+        if not grad_enabled() or transforms_active() or is_compiling():
+            raise NotImplementedError("outside what the minimal decorator handles")
+        for arg in args:
+            if type(arg) is not Tensor or arg.is_nested:
+                raise NotImplementedError("outside what the minimal decorator handles")
+        if reach.possible(()):
+            raise NotImplementedError("outside what the minimal decorator handles")
+        result, grad_fn = f(*args)
+        handoff = _Handoff()
+        handoff.metas = [(a.shape, a.dtype, a.device) for a in args]
+        handoff.saved, handoff.cells = [], []
+        for cell in grad_fn.__closure__:
+            value = cell.cell_contents
+            if type(value) is Tensor:
+                handoff.cells.append(len(handoff.saved))
+                handoff.saved.append(value)
+            else:
+                handoff.cells.append(cell)
+        handoff.code, handoff.globals = grad_fn.__code__, grad_fn.__globals__
+        handoff.outputs = result.detach()
+        return apply(handoff, *args)  # type: ignore[no-any-return]
+
+    return call
+
+
+def floor(repetitions: int = 101, block_seconds: float = 0.01, seed: int = 0) -> str:
+    torch.manual_seed(seed)
+    x = torch.randn(100, requires_grad=True)
+    upstream = torch.ones(100)
+    impls = {
+        "Function": Log1pexpFunction.apply,
+        "layout": _layout,
+        "minimal": _minimal(_f),
+        "tf_compat_grad": log1pexp,
+    }
+    expected = None
+    for name, fn in impls.items():  # the same gradient from each, or the timing means nothing
+        fn(x).backward(upstream)
+        assert x.grad is not None
+        if expected is None:
+            expected = x.grad.clone()
+        torch.testing.assert_close(x.grad, expected, msg=name)
+        x.grad = None
+
+    def step(fn: Callable[[Tensor], Tensor]) -> Callable[[], None]:
+        def run() -> None:
+            fn(x).backward(upstream)
+            x.grad = None
+
+        return run
+
+    result = _timing.compare(
+        {name: step(fn) for name, fn in impls.items()},
+        "Function",
+        repetitions=repetitions,
+        block_seconds=block_seconds,
+        rng=random.Random(seed),
+    )
+    lines = [
+        f"log1pexp n=100 fwd+bwd, {torch.get_num_threads()} thread(s), {_timing.CLOCK_NAME} "
+        f"time, median of {repetitions} interleaved repetitions (q1-q3 in brackets)",
+    ]
+    for name, figures in result.items():
+        lines.append(
+            f"{name:15s} {figures['seconds_per_call'] * 1e6:6.1f} us  ratio "
+            f"{figures['ratio']:.3f} ({figures['ratio_q1']:.3f}-{figures['ratio_q3']:.3f})"
+        )
+    return "\n".join(lines)

@@ -59,9 +59,8 @@ class Record:
         self.arg_spec = arg_spec
         self.n_args = n_args  # flattened positional arguments, tensors or not (item 11)
         self.positions = positions  # where each tensor input stands among them
-        self.metas = [(t.shape, t.dtype, t.device) for t in inputs]  # `_gradients.InputMeta`
-        if variables:
-            self.metas.extend((v.shape, v.dtype, v.device) for v in variables)
+        # One `_gradients.InputMeta` per tensor input, then per variable.
+        self.metas = [(t.shape, t.dtype, t.device) for t in (*inputs, *variables)]
         self.variables = variables
         self.autocast = _autocast.current()  # grad_fn runs in the forward's autocast state
         # Handed over to the eager node's forward, which empties them (Note [saved closures]);
@@ -97,14 +96,13 @@ class Record:
         flat = _structure.leaves(input_grads)
         if len(flat) != self.n_args:
             raise _gradients.count_error(len(flat), self.n_args, f, self.arg_names())
-        positions, metas = self.positions, self.metas
-        grads: list[torch.Tensor | None] = []
-        for i, position in enumerate(positions):
-            grad = flat[position]
-            grads.append(grad if fits(grad, metas[i]) else self._repair(grad, i, needs))
-        for k, grad in enumerate(variable_grads, len(positions)):
-            grads.append(grad if fits(grad, metas[k]) else self._repair(grad, k, needs))
-        return grads
+        chosen = [flat[p] for p in self.positions]
+        chosen.extend(variable_grads)
+        metas = self.metas
+        return [
+            grad if fits(grad, metas[i]) else self._repair(grad, i, needs)
+            for i, grad in enumerate(chosen)
+        ]
 
     def _repair(self, grad: Any, i: int, needs: Sequence[bool]) -> torch.Tensor | None:
         """A gradient that is not already a tensor like its input (`fits`): None when none is

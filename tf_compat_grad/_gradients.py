@@ -65,9 +65,8 @@ def _reject(
 def repair(
     grad: Any, meta: InputMeta, f: Callable[..., Any], names: Callable[[int], str], index: int
 ) -> torch.Tensor:
-    """`grad` as a tensor like the input `meta` describes; `names(index)` names that input."""
-    if fits(grad, meta):
-        return grad
+    """`grad`, which does not `fit` the input `meta` describes, as a tensor like that input;
+    `names(index)` names the input."""
     shape, dtype, device = meta
     name = functools.partial(names, index)
     tensor: torch.Tensor

@@ -19,6 +19,7 @@ from torch._dynamo.utils import counters
 from torch.utils.checkpoint import checkpoint
 
 import tf_compat_grad._autocast
+import tf_compat_grad._run
 from tf_compat_grad import custom_gradient, examples
 
 D = torch.float64
@@ -107,9 +108,12 @@ def dynamo():
 
 # Dynamo instantiates `autograd.Function` while tracing any Function (a plain hand-written one
 # too), and warns about that; the warning is torch's own.
-@pytest.mark.filterwarnings(
+dynamo_instantiates_functions = pytest.mark.filterwarnings(
     "ignore:.*torch.autograd.function.Function'> should not be instantiated:DeprecationWarning"
 )
+
+
+@dynamo_instantiates_functions
 @pytest.mark.parametrize(("case", "backend"), COMPILE_CASES)
 def test_compile_matches_eager_in_one_graph(dynamo, case, backend):
     scale = Scale()
@@ -135,6 +139,46 @@ def test_compile_matches_eager_in_one_graph(dynamo, case, backend):
             torch.testing.assert_close(grads, eager_grads)
     assert counters["stats"]["unique_graphs"] == 1
     assert not counters["graph_break"]
+
+
+SCALE = torch.full((3,), 2.0, dtype=D)  # rebound to a Parameter by the test below
+
+
+@custom_gradient
+def scaled_by_global(x):
+    def grad(dy, variables=None):
+        return 5 * dy, [7 * (dy * x).sum(0) for _ in variables or ()]
+
+    return x * SCALE, grad
+
+
+class _NoWatcher:
+    def __init__(self) -> None:
+        raise AssertionError("the Parameter watcher was traced for a function reading none")
+
+
+@dynamo_instantiates_functions
+def test_compile_does_not_watch_a_function_that_reads_no_parameter(dynamo, monkeypatch):
+    monkeypatch.setattr(tf_compat_grad._run, "ParameterWatcher", _NoWatcher)
+    x = inputs(0, 1)[0]
+    torch.compile(examples.log1pexp, backend="eager", fullgraph=True)(x).sum().backward()
+    torch.testing.assert_close(x.grad, torch.sigmoid(x.detach()))
+    assert counters["stats"]["unique_graphs"] == 1
+
+
+@dynamo_instantiates_functions
+def test_compile_notices_a_global_rebound_to_a_parameter(dynamo, monkeypatch):
+    compiled = torch.compile(lambda x: scaled_by_global(x), backend="eager", fullgraph=True)
+    x = inputs(0, 1)[0]
+    compiled(x).sum().backward()  # a plain tensor: no variables
+    torch.testing.assert_close(x.grad, torch.full_like(x, 5.0))
+    weight = nn.Parameter(SCALE.clone())
+    monkeypatch.setattr(sys.modules[__name__], "SCALE", weight)
+    x.grad = None
+    compiled(x).sum().backward()
+    torch.testing.assert_close(x.grad, torch.full_like(x, 5.0))
+    assert weight.grad is not None  # found as a variable after the recompile
+    torch.testing.assert_close(weight.grad, 7 * x.detach().sum(0))
 
 
 def test_importing_the_library_does_not_import_dynamo():

@@ -75,10 +75,13 @@ class ParameterReach:
         return not self._safe
 
     def _unchanged(self, names: list[tuple[dict[str, Any], str, Any]]) -> bool:
-        for namespace, name, value in names:  # a plain loop: this runs on every call
+        for namespace, name, value in names:  # plain loops: this runs on every call
             if namespace.get(name, _MISSING) is not value:
                 return False
-        return all(_contents(cell) is value for cell, value in self._cells)
+        for cell, value in self._cells:  # noqa: SIM110
+            if _contents(cell) is not value:
+                return False
+        return True
 
     def _analyse(self) -> None:
         deps = _Deps()
@@ -88,6 +91,18 @@ class ParameterReach:
         except _Unsafe:
             self._safe = False
         self._names, self._cells = deps.names, deps.cells
+
+
+def traced_possible(reach: ParameterReach) -> bool:
+    """`reach.possible(())`, for code that `torch.compile` traces: Dynamo cannot trace the
+    analysis (it reads bytecode), so it calls this once, while tracing, and keeps the answer as
+    a constant of the graph (what `torch.compiler.assume_constant_result` marks, set here
+    without importing Dynamo). The answer can only change if a name f reads is rebound, and
+    Dynamo guards those names, so such a change recompiles and asks again."""
+    return reach.possible(())
+
+
+traced_possible._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
 class _Deps:

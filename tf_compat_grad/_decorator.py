@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar, overload
 
 import torch
@@ -77,7 +77,7 @@ class CustomGradient(Generic[P, R]):
     def _call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         f = self._f
         if _is_compiling():
-            return _compile.call(self._compile_node, f, bound, args, kwargs)
+            return _compile.call(self._compile_node, f, bound, args, kwargs, self._reach)
         if _transforms_active():
             return _transforms.call(self._transform_node, f, bound, args, kwargs)
         flat_args, arg_spec, positions, inputs = _run.inputs(f, bound, args)
@@ -102,7 +102,7 @@ class CustomGradient(Generic[P, R]):
         return _structure.unflatten(out_spec, self._apply(record, *inputs, *variables))
 
     def _call_without_grad(
-        self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any], flat_args: list[Any]
+        self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any], flat_args: Sequence[Any]
     ) -> Any:
         """No gradient can be asked for: f's outputs, no node (item 9).
 

@@ -23,7 +23,8 @@ import torch
 from . import _autocast, _gradients, _run, _structure
 from ._closure import Captured
 from ._errors import bug
-from ._gradients import fits
+
+_Tensor = torch.Tensor
 
 
 class Record:
@@ -50,7 +51,7 @@ class Record:
         bound: bool,
         arg_spec: _structure.Spec,
         n_args: int,
-        positions: list[int],
+        positions: Sequence[int],
         inputs: Sequence[torch.Tensor],
         variables: list[torch.nn.Parameter],
     ) -> None:
@@ -60,7 +61,9 @@ class Record:
         self.n_args = n_args  # flattened positional arguments, tensors or not (item 11)
         self.positions = positions  # where each tensor input stands among them
         # One `_gradients.InputMeta` per tensor input, then per variable.
-        self.metas = [(t.shape, t.dtype, t.device) for t in (*inputs, *variables)]
+        self.metas = [(t.shape, t.dtype, t.device) for t in inputs]
+        if variables:
+            self.metas.extend((v.shape, v.dtype, v.device) for v in variables)
         self.variables = variables
         self.autocast = _autocast.current()  # grad_fn runs in the forward's autocast state
         # Handed over to the eager node's forward, which empties them (Note [saved closures]);
@@ -93,19 +96,29 @@ class Record:
             input_grads, variable_grads = _autocast.call_in(self.autocast, grad_fn, *upstream), ()
         else:
             input_grads, variable_grads = grad_fn(*upstream), ()
-        flat = _structure.leaves(input_grads)
+        # One gradient per flattened argument; a single bare tensor is the usual case.
+        flat = [input_grads] if type(input_grads) is _Tensor else _structure.leaves(input_grads)
+        positions = self.positions
         if len(flat) != self.n_args:
             raise _gradients.count_error(len(flat), self.n_args, f, self.arg_names())
-        chosen = [flat[p] for p in self.positions]
-        chosen.extend(variable_grads)
+        if len(positions) != len(flat):  # not every argument is a tensor
+            flat = [flat[p] for p in positions]
+        if variable_grads:
+            flat.extend(variable_grads)
         metas = self.metas
-        return [
-            grad if fits(grad, metas[i]) else self._repair(grad, i, needs)
-            for i, grad in enumerate(chosen)
-        ]
+        for i, grad in enumerate(flat):
+            shape, dtype, device = metas[i]
+            if not (
+                type(grad) is _Tensor
+                and grad.dtype is dtype
+                and grad.shape == shape
+                and grad.device == device
+            ):
+                flat[i] = self._repair(grad, i, needs)
+        return flat
 
     def _repair(self, grad: Any, i: int, needs: Sequence[bool]) -> torch.Tensor | None:
-        """A gradient that is not already a tensor like its input (`fits`): None when none is
+        """A gradient that is not already a tensor like its input: None when none is
         wanted or returned, else converted, moved, cast or reshaped, or an error."""
         if grad is None or not needs[i]:
             return None

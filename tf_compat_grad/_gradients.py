@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, TypeGuard
+from typing import Any, NoReturn
 
 import torch
 
@@ -28,17 +28,6 @@ from ._run import is_numpy
 
 # What a gradient for one tensor input must look like: the input's shape, dtype and device.
 InputMeta = tuple[torch.Size, torch.dtype, torch.device]
-
-
-def fits(grad: Any, meta: InputMeta) -> TypeGuard[torch.Tensor]:
-    """`grad` is already a tensor like the input `meta` describes (the usual case)."""
-    shape, dtype, device = meta
-    return (
-        type(grad) is torch.Tensor
-        and grad.dtype is dtype
-        and grad.shape == shape
-        and grad.device == device
-    )
 
 
 def _is_number_like(value: object, real: bool) -> bool:
@@ -65,7 +54,7 @@ def _reject(
 def repair(
     grad: Any, meta: InputMeta, f: Callable[..., Any], names: Callable[[int], str], index: int
 ) -> torch.Tensor:
-    """`grad`, which does not `fit` the input `meta` describes, as a tensor like that input;
+    """`grad`, which is not already a tensor like the input `meta` describes, as one;
     `names(index)` names the input."""
     shape, dtype, device = meta
     name = functools.partial(names, index)

@@ -12,7 +12,7 @@ import functools
 import inspect
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -50,15 +50,15 @@ def call_f(f: Callable[..., Any], bound: Any, args: tuple[Any, ...], kwargs: dic
 
 def inputs(
     f: Callable[..., Any], bound: Any, args: tuple[Any, ...]
-) -> tuple[list[Any], _structure.Spec, list[int], list[_Tensor]]:
+) -> tuple[Sequence[Any], _structure.Spec, Sequence[int], Sequence[_Tensor]]:
     """The flattened positional arguments (item 11), each checked to be usable (item 13), their
     spec, where the tensors stand among them, and the tensors."""
     for arg in args:
         if type(arg) is not _Tensor or arg.is_nested:
             break
-    else:  # the usual case: plain tensors only
+    else:  # the usual case: plain tensors only, which are the inputs as they are
         n = len(args)
-        return list(args), _structure.tuple_spec(n), list(range(n)), list(args)
+        return args, _structure.tuple_spec(n), range(n), args
     flat_args, arg_spec = _structure.flatten(args)
     for i, leaf in enumerate(flat_args):
         if isinstance(leaf, _Tensor) and leaf.is_nested and leaf.layout is torch.strided:
@@ -88,7 +88,7 @@ def run(
     bound: Any,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    flat_args: list[Any],
+    flat_args: Sequence[Any],
     reach: ParameterReach | None = None,
 ) -> tuple[Any, Callable[..., Any], list[torch.nn.Parameter]]:
     """Call f once, watching for Parameters unless `reach` proves f reads none (Note [watching
@@ -103,7 +103,7 @@ def run(
         out = call_f(f, bound, args, kwargs)
     result, grad_fn = split(f, out)
     variables = watcher.variables(
-        exclude=flat_args + _structure.leaves(kwargs) if kwargs else flat_args
+        exclude=[*flat_args, *_structure.leaves(kwargs)] if kwargs else flat_args
     )
     if variables and not accepts_variables(grad_fn):
         raise CustomGradientTypeError(

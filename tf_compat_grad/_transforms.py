@@ -43,7 +43,7 @@ class _Call:
         flat_args: list[Any],
         arg_spec: _structure.Spec,
         kwargs: dict[str, Any],
-        positions: list[int],
+        positions: Sequence[int],
     ) -> None:
         self.bound = bound
         self.flat_args = flat_args  # with the tensors left out, as None

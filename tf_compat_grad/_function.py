@@ -15,6 +15,7 @@ call whatever the order of differentiation.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -87,13 +88,11 @@ class Record:
         """
         f = self.f
         variables = self.variables
+        if self.autocast:
+            grad_fn = functools.partial(_autocast.call_in, self.autocast, grad_fn)
         if variables:
-            returned = _autocast.call_in(
-                self.autocast, grad_fn, *upstream, variables=list(variables)
-            )
+            returned = grad_fn(*upstream, variables=list(variables))
             input_grads, variable_grads = _gradients.split_variable_grads(returned, variables, f)
-        elif self.autocast:
-            input_grads, variable_grads = _autocast.call_in(self.autocast, grad_fn, *upstream), ()
         else:
             input_grads, variable_grads = grad_fn(*upstream), ()
         # One gradient per flattened argument; a single bare tensor is the usual case.
@@ -107,13 +106,7 @@ class Record:
             flat.extend(variable_grads)
         metas = self.metas
         for i, grad in enumerate(flat):
-            shape, dtype, device = metas[i]
-            if not (
-                type(grad) is _Tensor
-                and grad.dtype is dtype
-                and grad.shape == shape
-                and grad.device == device
-            ):
+            if type(grad) is not _Tensor or (grad.shape, grad.dtype, grad.device) != metas[i]:
                 flat[i] = self._repair(grad, i, needs)
         return flat
 

@@ -54,9 +54,9 @@ def inputs(
     """The flattened positional arguments (item 11), each checked to be usable (item 13), their
     spec, where the tensors stand among them, and the tensors."""
     for arg in args:
-        if type(arg) is not _Tensor or arg.is_nested:
+        if not isinstance(arg, _Tensor) or arg.is_nested:
             break
-    else:  # the usual case: plain tensors only, which are the inputs as they are
+    else:  # the usual case: tensors only (Parameters too), which are the inputs as they are
         n = len(args)
         return args, _structure.tuple_spec(n), range(n), args
     flat_args, arg_spec = _structure.flatten(args)

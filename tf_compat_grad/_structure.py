@@ -39,10 +39,7 @@ def _flat(sequence: list[Any] | tuple[Any, ...]) -> bool:
 
 def tuple_spec(n: int) -> Spec:
     """The spec of a tuple of `n` leaves."""
-    return _TUPLE_SPECS[n] if n < len(_TUPLE_SPECS) else (_TUPLE, None, (LEAF,) * n)
-
-
-_TUPLE_SPECS = [(_TUPLE, None, (LEAF,) * n) for n in range(16)]  # made once: every call needs one
+    return (_TUPLE, None, (LEAF,) * n)
 
 
 def flatten(tree: Any) -> tuple[list[Any], Spec]:

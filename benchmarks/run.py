@@ -2,6 +2,7 @@
 
     python benchmarks/run.py [--quick] [--json FILE] [--plot FILE.png] [--cases KEY,...]
     python benchmarks/run.py --profile
+    python benchmarks/run.py --bytecodes
     python benchmarks/run.py --floor
 
 See benchmarks/README.md for what each figure means and how it is measured.
@@ -146,6 +147,11 @@ def main(argv: list[str] | None = None) -> int:
         "--profile", action="store_true", help="only cProfile the log1pexp n=100 path"
     )
     parser.add_argument(
+        "--bytecodes",
+        action="store_true",
+        help="only count the Python bytecode instructions of a log1pexp n=100 step",
+    )
+    parser.add_argument(
         "--floor",
         action="store_true",
         help="only log1pexp n=100 against the bare layout and a minimal decorator",
@@ -155,6 +161,11 @@ def main(argv: list[str] | None = None) -> int:
         import _profile
 
         print(_profile.profile())
+        return 0
+    if args.bytecodes:
+        import _profile
+
+        print(_profile.bytecodes())
         return 0
     torch.set_num_threads(args.threads)
     _timing.use_clock(args.clock)

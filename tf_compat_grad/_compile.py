@@ -8,8 +8,9 @@ the eager node with grad recording on (Note [where f runs]) do not apply. Here f
 node under `no_grad`, watched for Parameters as in eager mode (Note [watching only when needed];
 the proof that f reads none is made once per compilation, by `traced_possible`), so the
 Parameters it reads are inputs of the node and get their gradients; its outputs and grad_fn (a
-plain closure) go through `apply` as arguments, and backward calls grad_fn with the same checks and repairs as in
-eager mode. grad_fn's closure stays a closure: what it holds is the compiler's to save.
+plain closure) go through `apply` as arguments, and backward calls grad_fn with the same checks
+and repairs as in eager mode. grad_fn's closure stays a closure: what it holds is the
+compiler's to save.
 """
 
 from __future__ import annotations

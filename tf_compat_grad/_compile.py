@@ -5,12 +5,15 @@ Dynamo traces plain functions, tensors and constants through an `autograd.Functi
 objects of our own classes made outside the traced region, nor the closure surgery of Note
 [saved closures]. Compiled autograd has no double backward either, so the reasons f runs before
 the eager node with grad recording on (Note [where f runs]) do not apply. Here f runs before the
-node under `no_grad`, watched for Parameters as in eager mode (Note [watching only when needed];
-the proof that f reads none is made once per compilation, by `traced_possible`), so the
-Parameters it reads are inputs of the node and get their gradients; its outputs and grad_fn (a
-plain closure) go through `apply` as arguments, and backward calls grad_fn with the same checks
-and repairs as in eager mode. grad_fn's closure stays a closure: what it holds is the
-compiler's to save.
+node under `no_grad`, watched for Parameters as in eager mode, so the Parameters it reads are
+inputs of the node and get their gradients; its outputs and grad_fn (a plain closure) go
+through `apply` as arguments, and backward calls grad_fn with the same checks and repairs as in
+eager mode. grad_fn's closure stays a closure: what it holds is the compiler's to save.
+
+The watcher stays on here even when `ParameterReach` proves that f reads no Parameter: a proof
+made once while tracing would be a constant of the compiled frame, and if f breaks the graph,
+Dynamo compiles f as a frame of its own, so nothing guards the names the proof read. A global
+rebound to a Parameter would then silently get no gradient.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ import torch
 
 from . import _run, _structure
 from ._function import Record, node_class
-from ._reach import ParameterReach, traced_possible
 from ._run import UNBOUND
 
 # (bound is not UNBOUND, arg_spec, number of flattened arguments, tensor positions, variables)
@@ -35,16 +37,11 @@ def call(
     bound: Any,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    reach: ParameterReach,
 ) -> Any:
     """Call f through `node`, the class `make_compile_node` made for it."""
     flat_args, arg_spec, positions, inputs = _run.inputs(f, bound, args)
     with torch.no_grad():
-        if not kwargs and bound is UNBOUND and not traced_possible(reach):
-            result, grad_fn = _run.split(f, f(*args))
-            variables: list[torch.nn.Parameter] = []
-        else:
-            result, grad_fn, variables = _run.run(f, bound, args, kwargs, flat_args)
+        result, grad_fn, variables = _run.run(f, bound, args, kwargs, flat_args)
     outputs, out_spec = _run.outputs(f, result)
     if not variables and not any(t.requires_grad for t in inputs):
         return _structure.unflatten(out_spec, outputs)

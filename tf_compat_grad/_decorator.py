@@ -77,7 +77,7 @@ class CustomGradient(Generic[P, R]):
     def _call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         f = self._f
         if _is_compiling():
-            return _compile.call(self._compile_node, f, bound, args, kwargs, self._reach)
+            return _compile.call(self._compile_node, f, bound, args, kwargs)
         if _transforms_active():
             return _transforms.call(self._transform_node, f, bound, args, kwargs)
         flat_args, arg_spec, positions, inputs = _run.inputs(f, bound, args)

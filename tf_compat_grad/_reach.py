@@ -93,18 +93,6 @@ class ParameterReach:
         self._names, self._cells = deps.names, deps.cells
 
 
-def traced_possible(reach: ParameterReach) -> bool:
-    """`reach.possible(())`, for code that `torch.compile` traces: Dynamo cannot trace the
-    analysis (it reads bytecode), so it calls this once, while tracing, and keeps the answer as
-    a constant of the graph (what `torch.compiler.assume_constant_result` marks, set here
-    without importing Dynamo). The answer can only change if a name f reads is rebound, and
-    Dynamo guards those names, so such a change recompiles and asks again."""
-    return reach.possible(())
-
-
-traced_possible._dynamo_marked_constant = True  # type: ignore[attr-defined]
-
-
 class _Deps:
     """The names and closure cells an analysis read, with the values it found there."""
 

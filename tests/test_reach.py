@@ -208,3 +208,41 @@ def test_importing_torch_inside_f_stays_unwatched():
     namespace: dict = {}
     exec("def pure(x):\n    import torch\n    return torch.exp(x), lambda dy: dy\n", namespace)
     assert not custom_gradient(namespace["pure"])._reach.possible(())
+
+
+def _rebinding_cases():
+    def by_defaults(fn, parameter):
+        fn.__wrapped__.__defaults__ = (parameter,)
+
+    def by_kwdefaults(fn, parameter):
+        fn.__wrapped__.__kwdefaults__["w"] = parameter  # the same dict, changed in place
+
+    def by_code(fn, parameter):
+        fn.__wrapped__.__globals__["HELD"] = parameter
+        fn.__wrapped__.__code__ = _reads_held.__code__  # runs in f's globals
+
+    return [
+        pytest.param("def f(x, w=PLAIN):\n    return x * w, _grad\n", by_defaults, id="defaults"),
+        pytest.param(
+            "def f(x, *, w=PLAIN):\n    return x * w, _grad\n", by_kwdefaults, id="kwdefaults"
+        ),
+        pytest.param("def f(x, w=PLAIN):\n    return x * w, _grad\n", by_code, id="code"),
+    ]
+
+
+def _reads_held(x, w=None):
+    return x * HELD, _grad  # noqa: F821 (names of the namespace its code is moved into)
+
+
+@pytest.mark.parametrize(("source", "rebind"), _rebinding_cases())
+def test_rebinding_what_an_analysed_function_holds_is_noticed(source, rebind):
+    """The cached answer depends on f's code and default values, not only on its names."""
+    namespace = {"PLAIN": PLAIN, "_grad": _grad_with_variables}
+    exec(source, namespace)
+    fn = custom_gradient(namespace["f"])
+    x = _x()
+    fn(x).sum().backward()  # a plain tensor: no variables
+    torch.testing.assert_close(x.grad, torch.full((3,), 2.0, dtype=DT))
+    parameter = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    rebind(fn, parameter)
+    _check_variable_gradient(fn, parameter)

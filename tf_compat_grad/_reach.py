@@ -11,7 +11,8 @@ standard library's modules and functions, tuples of those, and Python functions 
 such things. Anything else (an `nn.Module`, a list or dict, an object of a user class, a bound
 method of one, a name like `Parameter` or `getattr` that can reach anything) answers "maybe",
 and then f is watched. The answer is cached with the objects it was based on and recomputed as
-soon as a global, a module attribute or a closure cell it read is rebound.
+soon as a global, a module attribute or a closure cell it read is rebound, or a function it read
+gets new code or new default values.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class ParameterReach:
     """Whether one decorated function can read a Parameter; see Note [watching only when
     needed]."""
 
-    __slots__ = ("_cells", "_f", "_names", "_safe")
+    __slots__ = ("_cells", "_f", "_functions", "_names", "_safe")
 
     def __init__(self, f: Any) -> None:
         self._f = f
@@ -61,6 +62,7 @@ class ParameterReach:
         # per closure cell read; None before the first analysis.
         self._names: list[tuple[dict[str, Any], str, Any]] | None = None
         self._cells: list[tuple[types.CellType, Any]] = []
+        self._functions: list[_Function] = []
 
     def possible(self, extra: Iterable[Any]) -> bool:
         """False only when f provably reads no Parameter, called with the `extra` objects it
@@ -78,8 +80,13 @@ class ParameterReach:
         for namespace, name, value in names:  # plain loops: this runs on every call
             if namespace.get(name, _MISSING) is not value:
                 return False
-        for cell, value in self._cells:  # noqa: SIM110
+        for cell, value in self._cells:
             if _contents(cell) is not value:
+                return False
+        for fn, code, defaults, kwdefaults in self._functions:
+            if fn.__code__ is not code or fn.__defaults__ is not defaults:
+                return False
+            if (kwdefaults or fn.__kwdefaults__) and not _same_kwdefaults(kwdefaults, fn):
                 return False
         return True
 
@@ -90,17 +97,37 @@ class ParameterReach:
             self._safe = True
         except _Unsafe:
             self._safe = False
-        self._names, self._cells = deps.names, deps.cells
+        self._names, self._cells, self._functions = deps.names, deps.cells, deps.functions
+
+
+# A function an analysis read: the function, its code, its defaults and its keyword defaults
+# (as `_kwdefaults` gives them); each can be rebound after the analysis.
+_Function = tuple[types.FunctionType, types.CodeType, Any, Any]
 
 
 class _Deps:
-    """The names and closure cells an analysis read, with the values it found there."""
+    """The names, closure cells and functions an analysis read, with what it found there."""
 
-    __slots__ = ("cells", "names")
+    __slots__ = ("cells", "functions", "names")
 
     def __init__(self) -> None:
         self.names: list[tuple[dict[str, Any], str, Any]] = []
         self.cells: list[tuple[types.CellType, Any]] = []
+        self.functions: list[_Function] = []
+
+
+def _kwdefaults(fn: types.FunctionType) -> tuple[tuple[str, Any], ...] | None:
+    """`fn.__kwdefaults__` as (name, value) pairs, kept apart: the dict can change in place."""
+    kwdefaults = fn.__kwdefaults__
+    return tuple(kwdefaults.items()) if kwdefaults else None
+
+
+def _same_kwdefaults(then: tuple[tuple[str, Any], ...] | None, fn: types.FunctionType) -> bool:
+    """`fn`'s keyword defaults are still the very values `then` (from `_kwdefaults`) lists."""
+    now = fn.__kwdefaults__
+    if not then or not now or len(now) != len(then):
+        return not then and not now
+    return all(now.get(name, _MISSING) is value for name, value in then)
 
 
 def _contents(cell: types.CellType) -> Any:
@@ -160,6 +187,7 @@ def _package(value: Any) -> str:
 
 
 def _check_function(fn: types.FunctionType, deps: _Deps, seen: set[int]) -> None:
+    deps.functions.append((fn, fn.__code__, fn.__defaults__, _kwdefaults(fn)))
     names = _names(fn.__code__)
     if names & _UNSAFE_NAMES or any(
         module.partition(".")[0] not in _SAFE_MODULES for module in _imports(fn.__code__)

@@ -96,6 +96,19 @@ def assert_flat(name, iterations, before, after):
     assert after["rss"] - before["rss"] < RSS_TOLERANCE, (before, after)
 
 
+def assert_calls_flat(name, call, check, iterations, warmup):
+    """`call()` `warmup` times, then `iterations` times between two measurements, with `check()`
+    (which asserts the gradients are still right) before each measurement."""
+    for _ in range(warmup):
+        call()
+    check()
+    before = measure()
+    for _ in range(iterations):
+        call()
+    check()
+    assert_flat(name, iterations, before, measure())
+
+
 class Fail(Exception):
     pass
 
@@ -146,29 +159,23 @@ def check_gradients(x):
 
 def test_forward_backward_10k_memory_flat():
     x = make_input()
-    for _ in range(WARMUP):
+
+    def call():
         forward_backward(x)
         x.grad = W.grad = None
-    check_gradients(x)
-    before = measure()
-    for _ in range(ITERATIONS):
-        forward_backward(x)
-        x.grad = W.grad = None
-    check_gradients(x)
-    assert_flat("forward+backward", ITERATIONS, before, measure())
+
+    assert_calls_flat("forward+backward", call, lambda: check_gradients(x), ITERATIONS, WARMUP)
 
 
 def test_graph_dropped_without_backward_10k_memory_flat():
     x = make_input()
-    for _ in range(WARMUP):
-        op(x, [1.0, "label"], scale=2.0)
-    check_gradients(x)
-    before = measure()
-    for _ in range(ITERATIONS):
-        out = op(x, [1.0, "label"], scale=2.0)
-        del out
-    check_gradients(x)
-    assert_flat("forward only, graph dropped", ITERATIONS, before, measure())
+    assert_calls_flat(
+        "forward only, graph dropped",
+        lambda: op(x, [1.0, "label"], scale=2.0),
+        lambda: check_gradients(x),
+        ITERATIONS,
+        WARMUP,
+    )
 
 
 def test_graph_kept_then_dropped_in_batches_memory_flat():
@@ -230,14 +237,13 @@ def check_second_order(x):
 
 def test_second_order_2k_memory_flat():
     x = make_input()
-    for _ in range(WARMUP // 5):
-        second_order(x)
-    check_second_order(x)
-    before = measure()
-    for _ in range(ITERATIONS // 5):
-        second_order(x)
-    check_second_order(x)
-    assert_flat("second order (create_graph)", ITERATIONS // 5, before, measure())
+    assert_calls_flat(
+        "second order (create_graph)",
+        lambda: second_order(x),
+        lambda: check_second_order(x),
+        ITERATIONS // 5,
+        WARMUP // 5,
+    )
 
 
 def loss(x):
@@ -251,11 +257,10 @@ def check_func_grad(x):
 def test_torch_func_grad_2k_memory_flat():
     x = torch.linspace(-0.5, 0.5, N, dtype=D)
     grad = torch.func.grad(loss)
-    for _ in range(WARMUP // 5):
-        grad(x)
-    check_func_grad(x)
-    before = measure()
-    for _ in range(ITERATIONS // 5):
-        grad(x)
-    check_func_grad(x)
-    assert_flat("torch.func.grad", ITERATIONS // 5, before, measure())
+    assert_calls_flat(
+        "torch.func.grad",
+        lambda: grad(x),
+        lambda: check_func_grad(x),
+        ITERATIONS // 5,
+        WARMUP // 5,
+    )

@@ -102,13 +102,14 @@ class Case:
         return (k + 1) * self.w.detach(), x * (k + 2), torch.tensor(3.0 * (k + 3), dtype=D)
 
 
-def run_threads(cases, body):
+def run_threads(cases, body, iterations=ITERATIONS):
+    """`body(case, i, barrier)` for i in range(iterations), one thread per case."""
     barrier = threading.Barrier(len(cases), timeout=60)
     errors = []
 
     def worker(case):
         try:
-            for i in range(ITERATIONS):
+            for i in range(iterations):
                 body(case, i, barrier)
         except BaseException as error:  # reported below, with the thread's index
             errors.append((case.k, repr(error)))
@@ -170,8 +171,6 @@ def test_eight_threads_share_one_decorated_function():
 def test_eight_threads_first_calls_race(grad_enabled):
     """Fresh decorated functions whose first calls (the `variables` check, the no_grad cache)
     happen at once in every thread."""
-    barrier = threading.Barrier(THREADS, timeout=60)
-    errors = []
     functions = []
     cases = [Case(k) for k in range(THREADS)]
     for _ in range(40):
@@ -187,24 +186,14 @@ def test_eight_threads_first_calls_race(grad_enabled):
 
         functions.append(fresh)
 
-    def worker(case):
-        try:
-            for fn in functions:
-                x = torch.ones(2, dtype=D, requires_grad=grad_enabled)
-                barrier.wait()
-                with torch.set_grad_enabled(grad_enabled):
-                    y = fn(x)
-                torch.testing.assert_close(y.detach(), torch.ones(2, dtype=D))
-                if grad_enabled:
-                    y.sum().backward()
-                    torch.testing.assert_close(x.grad, torch.full((2,), 5.0, dtype=D))
-        except BaseException as error:
-            errors.append((case.k, repr(error)))
-            barrier.abort()
+    def first_call(case, i, barrier):
+        x = torch.ones(2, dtype=D, requires_grad=grad_enabled)
+        barrier.wait()
+        with torch.set_grad_enabled(grad_enabled):
+            y = functions[i](x)
+        torch.testing.assert_close(y.detach(), torch.ones(2, dtype=D))
+        if grad_enabled:
+            y.sum().backward()
+            torch.testing.assert_close(x.grad, torch.full((2,), 5.0, dtype=D))
 
-    threads = [threading.Thread(target=worker, args=(case,)) for case in cases]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert errors == []
+    run_threads(cases, first_call, iterations=len(functions))

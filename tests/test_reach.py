@@ -210,6 +210,23 @@ def test_importing_torch_inside_f_stays_unwatched():
     assert not custom_gradient(namespace["pure"])._reach.possible(())
 
 
+def test_only_names_looked_up_as_globals_are_read_from_the_globals():
+    """`exp` in `torch.exp(x)` is an attribute of torch: a global `exp` holding a Parameter is
+    not what f reads, while a class body inside f reads its free names from the globals."""
+    namespace = {"torch": torch, "exp": torch.nn.Parameter(torch.ones(3, dtype=DT))}
+    exec("def attribute(x):\n    return torch.exp(x), lambda dy: dy\n", namespace)
+    assert not custom_gradient(namespace["attribute"])._reach.possible(())
+    namespace = {"_grad": _grad_with_variables, "SCALE": W}
+    exec(
+        "def class_body(x):\n"
+        "    class Holder:\n"
+        "        scale = SCALE\n"
+        "    return x * Holder.scale, _grad\n",
+        namespace,
+    )
+    _check_variable_gradient(custom_gradient(namespace["class_body"]), W)
+
+
 def _rebinding_cases():
     def by_defaults(fn, parameter):
         fn.__wrapped__.__defaults__ = (parameter,)

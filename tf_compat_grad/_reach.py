@@ -188,9 +188,9 @@ def _package(value: Any) -> str:
 
 def _check_function(fn: types.FunctionType, deps: _Deps, seen: set[int]) -> None:
     deps.functions.append((fn, fn.__code__, fn.__defaults__, _kwdefaults(fn)))
-    names = _names(fn.__code__)
-    if names & _UNSAFE_NAMES or any(
-        module.partition(".")[0] not in _SAFE_MODULES for module in _imports(fn.__code__)
+    code = _read(fn.__code__)
+    if code.names & _UNSAFE_NAMES or any(
+        module.partition(".")[0] not in _SAFE_MODULES for module in code.imports
     ):
         raise _Unsafe  # an `import` inside f binds a module the globals do not show
     for cell in fn.__closure__ or ():
@@ -199,15 +199,15 @@ def _check_function(fn: types.FunctionType, deps: _Deps, seen: set[int]) -> None
         if contents is not _MISSING:
             _check_value(contents, deps, seen)
     namespace = fn.__globals__
-    for name in names:
+    for name in code.globals:
         value = namespace.get(name, _MISSING)
         deps.names.append((namespace, name, value))  # also when missing: it may be defined later
         if value is _MISSING:
-            continue  # a builtin, an attribute name, or a global not yet defined
+            continue  # a builtin, or a global not yet defined
         if isinstance(value, types.ModuleType) and value.__name__.partition(".")[0] not in (
             _SAFE_MODULES
         ):
-            for attribute in names:  # a user module: the attributes f may look up on it
+            for attribute in code.names:  # a user module: the attributes f may look up on it
                 member = value.__dict__.get(attribute, _MISSING)
                 if member is not _MISSING:
                     deps.names.append((value.__dict__, attribute, member))
@@ -218,19 +218,29 @@ def _check_function(fn: types.FunctionType, deps: _Deps, seen: set[int]) -> None
         _check_value(default, deps, seen)
 
 
-def _imports(code: types.CodeType) -> list[str]:
-    """The modules a code object and the code nested in it import."""
-    found = [i.argval for i in dis.get_instructions(code) if i.opname == "IMPORT_NAME"]
+class _Code:
+    """What a code object and the code nested in it name."""
+
+    __slots__ = ("globals", "imports", "names")
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()  # every global and attribute name
+        self.globals: set[str] = set()  # the names looked up in the globals (or builtins)
+        self.imports: list[str] = []  # the modules imported
+
+
+def _read(code: types.CodeType, into: _Code | None = None) -> _Code:
+    """Only the names of `globals` are read from f's globals: `exp` in `torch.exp` is an
+    attribute of `torch`, and rebinding a global `exp` cannot change what f reads."""
+    found = _Code() if into is None else into
+    found.names.update(code.co_names)
+    for instruction in dis.get_instructions(code):
+        op = instruction.opname
+        if op == "IMPORT_NAME":
+            found.imports.append(instruction.argval)
+        elif "GLOBAL" in op or op.endswith("_NAME"):  # LOAD_GLOBAL, LOAD_NAME, STORE_GLOBAL, ...
+            found.globals.add(instruction.argval)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            found.extend(_imports(const))
+            _read(const, found)
     return found
-
-
-def _names(code: types.CodeType) -> frozenset[str]:
-    """Every global and attribute name a code object and the code nested in it use."""
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _names(const)
-    return frozenset(names)

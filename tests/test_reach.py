@@ -263,3 +263,70 @@ def test_rebinding_what_an_analysed_function_holds_is_noticed(source, rebind):
     parameter = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
     rebind(fn, parameter)
     _check_variable_gradient(fn, parameter)
+
+
+def _module(name, source, **names):
+    module = types.ModuleType(name)
+    module.__dict__.update(torch=torch, _grad=_grad_with_variables, **names)
+    sys.modules[name] = module
+    exec(source, module.__dict__)
+    return module
+
+
+def _own_module_by_introspection():
+    parameter = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    source = "def h(): pass\ndef f(x):\n    return x * torch.inspect.getmodule(h).W, _grad\n"
+    return _module("reach_introspection", source, W=parameter).f, parameter
+
+
+def _relative_import():
+    parameter = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    package = _module("reach_package", "")
+    package.__path__ = []
+    _module("reach_package.math", "", W=parameter)
+    source = "def f(x):\n    from .math import W\n    return x * W, _grad\n"
+    inner = _module("reach_package.inner", source, __package__="reach_package")
+    return inner.f, parameter
+
+
+def _object_array():
+    numpy = pytest.importorskip("numpy")
+    parameter = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    held = numpy.empty(1, dtype=object)
+    held[0] = parameter
+    return _module(
+        "reach_object_array", "def f(x):\n    return x * HELD[0], _grad\n", HELD=held
+    ).f, parameter
+
+
+def _base_of_a_view():
+    parameter = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    source = "def f(x):\n    return x * VIEW._base, _grad\n"
+    return _module("reach_base", source, VIEW=parameter[:]).f, parameter
+
+
+@pytest.mark.parametrize(
+    "make",
+    [_own_module_by_introspection, _relative_import, _object_array, _base_of_a_view],
+    ids=["inspect.getmodule", "relative import", "numpy object array", "a view's _base"],
+)
+def test_indirect_routes_to_a_parameter_keep_the_watcher(make):
+    fn, parameter = make()
+    _check_variable_gradient(custom_gradient(fn), parameter)
+
+
+@pytest.mark.parametrize("holder", ["function", "module"])
+def test_an_attribute_rebound_to_a_parameter_after_the_first_call_is_noticed(holder):
+    """`h.scale` on a helper function or a user module, a plain tensor first."""
+    source = "def h(): pass\n" if holder == "function" else ""
+    module = _module(f"reach_attribute_{holder}", source)
+    target = module.h if holder == "function" else types.ModuleType("reach_holder")
+    module.HOLDER = target
+    exec("def f(x):\n    return x * HOLDER.scale, _grad\n", module.__dict__)
+    fn = custom_gradient(module.f)
+    target.scale = PLAIN
+    x = _x()
+    fn(x).sum().backward()  # a plain tensor: no variables
+    torch.testing.assert_close(x.grad, torch.full((3,), 2.0, dtype=DT))
+    target.scale = parameter = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    _check_variable_gradient(fn, parameter)

@@ -12,7 +12,12 @@ such things. Anything else (an `nn.Module`, a list or dict, an object of a user 
 method of one, a name like `Parameter` or `getattr` that can reach anything) answers "maybe",
 and then f is watched. The answer is cached with the objects it was based on and recomputed as
 soon as a global, a module attribute or a closure cell it read is rebound, or a function it read
-gets new code or new default values.
+gets new code, new default values or new attributes. Relative imports, introspection (`__dict__`,
+`__globals__`, `inspect.getmodule`, frames) and numpy arrays of Python objects answer "maybe".
+
+Not seen, on purpose: a Parameter stored as a Python attribute of a plain tensor, put into
+`builtins`, or set as a new attribute of torch or of a standard-library module. Those modules
+and tensors are trusted as they come.
 """
 
 from __future__ import annotations
@@ -29,11 +34,14 @@ _SAFE_MODULES = frozenset(
      "typing", "typing_extensions", "collections", "abc", "numbers", "enum", "dataclasses",
      "tf_compat_grad"}
 )  # fmt: skip
-# Names that reach objects by name, or create or list Parameters.
+# Names that reach objects by name or through introspection, or create or list Parameters.
 _UNSAFE_NAMES = frozenset(
     {"globals", "locals", "vars", "eval", "exec", "getattr", "__import__", "import_module",
      "Parameter", "UninitializedParameter", "parameters", "named_parameters",
-     "register_parameter", "get_parameter", "state_dict", "modules", "children", "get_objects"}
+     "register_parameter", "get_parameter", "state_dict", "modules", "children", "get_objects",
+     "getmodule", "getmembers", "get_type_hints", "_getframe", "f_globals", "f_locals",
+     "f_back", "__dict__", "__globals__", "__closure__", "cell_contents", "__builtins__",
+     "_base"}
 )  # fmt: skip
 _SAFE_TYPES = (
     type(None), bool, int, float, complex, str, bytes, range, slice, torch.dtype, torch.device,
@@ -83,10 +91,12 @@ class ParameterReach:
         for cell, value in self._cells:
             if _contents(cell) is not value:
                 return False
-        for fn, code, defaults, kwdefaults in self._functions:
+        for fn, code, defaults, kwdefaults, attributes in self._functions:
             if fn.__code__ is not code or fn.__defaults__ is not defaults:
                 return False
-            if (kwdefaults or fn.__kwdefaults__) and not _same_kwdefaults(kwdefaults, fn):
+            if (kwdefaults or fn.__kwdefaults__) and not _same_items(kwdefaults, fn.__kwdefaults__):
+                return False
+            if (attributes or fn.__dict__) and not _same_items(attributes, fn.__dict__):
                 return False
         return True
 
@@ -100,9 +110,9 @@ class ParameterReach:
         self._names, self._cells, self._functions = deps.names, deps.cells, deps.functions
 
 
-# A function an analysis read: the function, its code, its defaults and its keyword defaults
-# (as `_kwdefaults` gives them); each can be rebound after the analysis.
-_Function = tuple[types.FunctionType, types.CodeType, Any, Any]
+# A function an analysis read: the function, its code, its defaults, its keyword defaults and
+# its attributes (the last two as `_items` gives them); each can be rebound after the analysis.
+_Function = tuple[types.FunctionType, types.CodeType, Any, Any, Any]
 
 
 class _Deps:
@@ -116,15 +126,13 @@ class _Deps:
         self.functions: list[_Function] = []
 
 
-def _kwdefaults(fn: types.FunctionType) -> tuple[tuple[str, Any], ...] | None:
-    """`fn.__kwdefaults__` as (name, value) pairs, kept apart: the dict can change in place."""
-    kwdefaults = fn.__kwdefaults__
-    return tuple(kwdefaults.items()) if kwdefaults else None
+def _items(mapping: dict[str, Any] | None) -> tuple[tuple[str, Any], ...] | None:
+    """A dict's (name, value) pairs, kept apart: the dict can change in place."""
+    return tuple(mapping.items()) if mapping else None
 
 
-def _same_kwdefaults(then: tuple[tuple[str, Any], ...] | None, fn: types.FunctionType) -> bool:
-    """`fn`'s keyword defaults are still the very values `then` (from `_kwdefaults`) lists."""
-    now = fn.__kwdefaults__
+def _same_items(then: tuple[tuple[str, Any], ...] | None, now: dict[str, Any] | None) -> bool:
+    """`now` holds the very values `then` (from `_items`) lists, and nothing else."""
     if not then or not now or len(now) != len(then):
         return not then and not now
     return all(now.get(name, _MISSING) is value for name, value in then)
@@ -175,8 +183,11 @@ def _check_value(value: Any, deps: _Deps, seen: set[int]) -> None:
         ):
             return
         raise _Unsafe
-    if _package(type(value)) == "numpy" and not isinstance(value, (list, dict)):
-        return  # numpy arrays, scalars, ufuncs
+    if (
+        _package(type(value)) == "numpy"
+        and getattr(getattr(value, "dtype", None), "kind", "") != "O"
+    ):
+        return  # numpy arrays, scalars, ufuncs; not arrays of Python objects
     raise _Unsafe
 
 
@@ -187,7 +198,9 @@ def _package(value: Any) -> str:
 
 
 def _check_function(fn: types.FunctionType, deps: _Deps, seen: set[int]) -> None:
-    deps.functions.append((fn, fn.__code__, fn.__defaults__, _kwdefaults(fn)))
+    deps.functions.append(
+        (fn, fn.__code__, fn.__defaults__, _items(fn.__kwdefaults__), _items(fn.__dict__))
+    )
     code = _read(fn.__code__)
     if code.names & _UNSAFE_NAMES or any(
         module.partition(".")[0] not in _SAFE_MODULES for module in code.imports
@@ -209,13 +222,15 @@ def _check_function(fn: types.FunctionType, deps: _Deps, seen: set[int]) -> None
         ):
             for attribute in code.names:  # a user module: the attributes f may look up on it
                 member = value.__dict__.get(attribute, _MISSING)
+                deps.names.append((value.__dict__, attribute, member))  # also when missing
                 if member is not _MISSING:
-                    deps.names.append((value.__dict__, attribute, member))
                     _check_value(member, deps, seen)
             continue
         _check_value(value, deps, seen)
-    for default in (*(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values()):
-        _check_value(default, deps, seen)
+    for value in (*(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values()):
+        _check_value(value, deps, seen)
+    for value in fn.__dict__.values():  # attributes set on the function (`h.w = ...`)
+        _check_value(value, deps, seen)
 
 
 class _Code:
@@ -234,10 +249,14 @@ def _read(code: types.CodeType, into: _Code | None = None) -> _Code:
     attribute of `torch`, and rebinding a global `exp` cannot change what f reads."""
     found = _Code() if into is None else into
     found.names.update(code.co_names)
-    for instruction in dis.get_instructions(code):
+    instructions = list(dis.get_instructions(code))
+    for i, instruction in enumerate(instructions):
         op = instruction.opname
-        if op == "IMPORT_NAME":
-            found.imports.append(instruction.argval)
+        if op == "IMPORT_NAME":  # after LOAD_CONST level, LOAD_CONST fromlist
+            level = instructions[i - 2].argval if i >= 2 else None
+            relative = not (instructions[i - 2].opname == "LOAD_CONST" and level == 0)
+            # A relative import (`from .x import w`) reaches the user's own package.
+            found.imports.append("." + instruction.argval if relative else instruction.argval)
         elif "GLOBAL" in op or op.endswith("_NAME"):  # LOAD_GLOBAL, LOAD_NAME, STORE_GLOBAL, ...
             found.globals.add(instruction.argval)
     for const in code.co_consts:

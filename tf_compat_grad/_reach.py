@@ -253,9 +253,10 @@ def _read(code: types.CodeType, into: _Code | None = None) -> _Code:
     for i, instruction in enumerate(instructions):
         op = instruction.opname
         if op == "IMPORT_NAME":  # after LOAD_CONST level, LOAD_CONST fromlist
-            level = instructions[i - 2].argval if i >= 2 else None
-            relative = not (instructions[i - 2].opname == "LOAD_CONST" and level == 0)
-            # A relative import (`from .x import w`) reaches the user's own package.
+            level = instructions[i - 2] if i >= 2 else None
+            relative = level is None or level.opname != "LOAD_CONST" or level.argval != 0
+            # A relative import (`from .x import w`), or one whose level cannot be read,
+            # reaches the user's own package.
             found.imports.append("." + instruction.argval if relative else instruction.argval)
         elif "GLOBAL" in op or op.endswith("_NAME"):  # LOAD_GLOBAL, LOAD_NAME, STORE_GLOBAL, ...
             found.globals.add(instruction.argval)

@@ -330,3 +330,15 @@ def test_an_attribute_rebound_to_a_parameter_after_the_first_call_is_noticed(hol
     torch.testing.assert_close(x.grad, torch.full((3,), 2.0, dtype=DT))
     target.scale = parameter = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
     _check_variable_gradient(fn, parameter)
+
+
+def test_a_module_attribute_missing_at_the_first_analysis_is_watched_once_defined():
+    holder = types.ModuleType("reach_late_holder")
+    module = _module("reach_late_attribute", "", HOLDER=holder)
+    exec("def f(x, use):\n    return (x * HOLDER.late if use else x * 2), _grad\n", module.__dict__)
+    fn = custom_gradient(module.f)
+    fn(_x(), use=False).sum().backward()  # `late` is not defined yet: the analysis saw it missing
+    holder.late = parameter = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    x = _x()
+    fn(x, use=True).sum().backward()
+    torch.testing.assert_close(parameter.grad, torch.full((3,), 3.0, dtype=DT))

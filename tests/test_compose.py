@@ -82,15 +82,7 @@ def module_forward(scale: Scale):
 COMPILE_CASES = [
     pytest.param(several_ops, "eager", id="several_ops-eager"),
     pytest.param(several_ops, "aot_eager", id="several_ops-aot_eager"),
-    pytest.param(
-        several_ops,
-        "inductor",
-        id="several_ops-inductor",
-        # Inductor's first import defines torch.jit script methods (torch's own warning).
-        marks=pytest.mark.filterwarnings(
-            "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"
-        ),
-    ),
+    pytest.param(several_ops, "inductor", id="several_ops-inductor"),
     pytest.param(module_forward, "eager", id="module_forward-eager"),
     pytest.param(module_forward, "aot_eager", id="module_forward-aot_eager"),
 ]
@@ -105,14 +97,6 @@ def dynamo():
     counters.clear()
 
 
-# Dynamo instantiates `autograd.Function` while tracing any Function (a plain hand-written one
-# too), and warns about that; the warning is torch's own.
-dynamo_instantiates_functions = pytest.mark.filterwarnings(
-    "ignore:.*torch.autograd.function.Function'> should not be instantiated:DeprecationWarning"
-)
-
-
-@dynamo_instantiates_functions
 @pytest.mark.parametrize(("case", "backend"), COMPILE_CASES)
 def test_compile_matches_eager_in_one_graph(dynamo, case, backend):
     scale = Scale()
@@ -162,7 +146,6 @@ def scaled_by_global_with_break(x):
 
 
 @pytest.mark.parametrize("graph_break", [False, True], ids=["one graph", "graph break in f"])
-@dynamo_instantiates_functions
 def test_compile_notices_a_global_rebound_to_a_parameter(dynamo, monkeypatch, graph_break):
     """f reads no Parameter on the first calls; after the global is rebound it reads one,
     and the compiled call must find it (Note [compile]: with a graph break in f, nothing in

@@ -256,8 +256,6 @@ def test_fault_in_grad_fn_restores_autocast_of_the_backward_caller():
     check_next_call_works()
 
 
-# jvp's first use loads decompositions through torch.jit.script (torch's own warning).
-@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
 @pytest.mark.parametrize(("where", "exc"), [("f_after_ops", Boom), ("grad_fn", Interrupt)])
 @pytest.mark.parametrize("transform", ["grad", "vmap_grad", "grad_grad", "jacrev", "jvp"])
 def test_fault_inside_a_torch_func_transform(transform, where, exc):

@@ -347,12 +347,6 @@ def test_pass_through_second_order():
 
 # --- torch.compile ------------------------------------------------------------------------------
 
-# Dynamo instantiates `autograd.Function` while tracing any Function and warns about it; the
-# warning is torch's own, and under filterwarnings=error it would abort tracing.
-compile_warnings = pytest.mark.filterwarnings(
-    "ignore:.*torch.autograd.function.Function'> should not be instantiated:DeprecationWarning"
-)
-
 BLOCK = recompute_grad(sin_times)
 
 
@@ -373,7 +367,6 @@ def _compiled_gradient(backend: str) -> tuple[torch.Tensor, int]:
 @pytest.mark.filterwarnings(
     "ignore:The .grad attribute of a Tensor that is not a leaf Tensor:UserWarning"
 )
-@compile_warnings
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_compiled_recompute_matches_eager(backend):
     x = _leaf()
@@ -393,7 +386,6 @@ def rounded_model(x):
     return (ROUND(x * 3) * W).sum()
 
 
-@compile_warnings
 def test_compiled_pass_through_fullgraph():
     torch._dynamo.reset()
     counters.clear()

@@ -129,7 +129,8 @@ def run(rank: int, world_size: int, init_method: str, wrapper: str, out_dir: str
             model = fully_shard(net, mesh=mesh)
         loss(model, shard(rank, world_size)).backward()
         grads = gradients(net)
-        # torch_notes: destroying the group while the DDP module is alive can crash or hang.
+        # Destroying the group while the DDP module is alive can crash or hang
+        # (docs/torch_facts.md, "DDP teardown").
         del model
         dist.barrier()
         dist.destroy_process_group()

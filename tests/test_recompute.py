@@ -1,7 +1,9 @@
-"""`recompute_grad` and `grad_pass_through` (tf_behaviour items 48-60).
+"""`recompute_grad` and `grad_pass_through` (items 48-60).
 
 Every recompute test compares against plain autograd of the same f: the recomputed block must be
 the same function with the same derivatives, only cheaper in memory.
+
+Item numbers refer to docs/tensorflow_semantics.md.
 """
 
 import re

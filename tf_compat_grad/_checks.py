@@ -1010,7 +1010,7 @@ def _check_vmap(s: _Subject) -> Row:
 
 
 def _check_compile(s: _Subject) -> Row:
-    import torch._dynamo  # lazily: importing Dynamo is slow (torch_notes)
+    import torch._dynamo  # lazily (docs/torch_facts.md, "Importing Dynamo")
 
     with s.cast(F64), _quiet_compiler_logs():
         inputs, outputs, upstreams = _forward_f64(s)

@@ -1,4 +1,7 @@
-"""`custom_gradient`: the decorator, the wrapper object, and binding for methods."""
+"""`custom_gradient`: the decorator, the wrapper object, and binding for methods.
+
+Item numbers refer to docs/tensorflow_semantics.md.
+"""
 
 from __future__ import annotations
 
@@ -67,7 +70,8 @@ class CustomGradient(Generic[P, R]):
 
     def __set_name__(self, owner: type, name: str) -> None:
         # A plain function on the class, not this descriptor: Dynamo recursed on a `__get__`
-        # descriptor installed as `nn.Module.forward` (torch_notes, "More facts").
+        # descriptor installed as `nn.Module.forward` (docs/torch_facts.md, "Descriptors under
+        # compile").
         setattr(owner, name, self._method)
 
     def __repr__(self) -> str:

@@ -1,5 +1,8 @@
 """`recompute_grad` and `grad_pass_through`, built on `custom_gradient` as TensorFlow builds them
-(tf_behaviour items 48-60)."""
+(items 48-60).
+
+Item numbers refer to docs/tensorflow_semantics.md.
+"""
 
 from __future__ import annotations
 

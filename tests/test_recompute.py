@@ -137,6 +137,29 @@ def test_intermediates_are_freed_after_forward():
     torch.testing.assert_close(g, g_plain)
 
 
+def test_second_order_recomputes_instead_of_keeping_the_first_backward():
+    # With create_graph the gradients are a recomputed block of their own: the first backward
+    # keeps none of f's intermediates, and the second backward runs f once more.
+    calls, refs = [], []
+
+    def f(x):
+        calls.append(torch.is_grad_enabled())
+        h = torch.exp(x)
+        refs.append(weakref.ref(h))
+        return torch.sin(h) * x
+
+    x, x_plain = _leaf(), _leaf()
+    (g,) = torch.autograd.grad((recompute_grad(f)(x) * W).sum(), x, create_graph=True)
+    assert calls == [False, True]
+    assert all(ref() is None for ref in refs)
+    (gg,) = torch.autograd.grad(g.sum(), x)
+    assert calls == [False, True, True]
+    (g_plain,) = torch.autograd.grad((f(x_plain) * W).sum(), x_plain, create_graph=True)
+    (gg_plain,) = torch.autograd.grad(g_plain.sum(), x_plain)
+    torch.testing.assert_close(g, g_plain)
+    torch.testing.assert_close(gg, gg_plain)
+
+
 # --- random draws -------------------------------------------------------------------------------
 
 
@@ -251,6 +274,115 @@ def test_module_parameters_read_in_block_get_gradients():
         torch.testing.assert_close(p.grad, q.grad, msg=name)
 
 
+# --- inputs that share a graph -------------------------------------------------------------------
+
+
+def shared(a, b):
+    return a * torch.sin(b) + b * b
+
+
+# How the block's two inputs are made from one leaf x: the same tensor twice, or connected.
+CONNECTED = {
+    "same": lambda x: (x, x),
+    "computed": lambda x: (x, x * 3.0),
+    "both computed": lambda x: (torch.exp(x), x * 3.0),
+    "view": lambda x: (x, x.view(5)),
+}
+
+
+def _connected(make: Callable[..., Any], as_list: bool, x: torch.Tensor) -> torch.Tensor:
+    """The recomputed `shared` on inputs made from x, as two arguments or one list."""
+    a, b = make(x)
+    if as_list:
+        return recompute_grad(lambda ab: shared(*ab))([a, b])
+    return recompute_grad(shared)(a, b)
+
+
+@pytest.mark.parametrize("as_list", [False, True], ids=["arguments", "list"])
+@pytest.mark.parametrize("make", CONNECTED.values(), ids=CONNECTED.keys())
+def test_connected_inputs_gradient_equals_plain_autograd(make, as_list):
+    x, x_plain = _leaf(), _leaf()
+    y = _connected(make, as_list, x)
+    y_plain = shared(*make(x_plain))
+    torch.testing.assert_close(y, y_plain, rtol=0, atol=0)
+    (g_plain,) = torch.autograd.grad(y_plain, x_plain, W)
+    for _ in range(2):  # a second backward through the retained graph gives the same
+        (g,) = torch.autograd.grad(y, x, W, retain_graph=True)
+        torch.testing.assert_close(g, g_plain)
+
+
+@pytest.mark.parametrize("as_list", [False, True], ids=["arguments", "list"])
+@pytest.mark.parametrize("make", CONNECTED.values(), ids=CONNECTED.keys())
+def test_connected_inputs_second_derivative_equals_plain_autograd(make, as_list):
+    x, x_plain = _leaf(), _leaf()
+    loss = (_connected(make, as_list, x) ** 2).sum()
+    loss_plain = (shared(*make(x_plain)) ** 2).sum()
+    (g,) = torch.autograd.grad(loss, x, create_graph=True)
+    (g_plain,) = torch.autograd.grad(loss_plain, x_plain, create_graph=True)
+    torch.testing.assert_close(g, g_plain)
+    (gg,) = torch.autograd.grad((g * W).sum(), x)
+    (gg_plain,) = torch.autograd.grad((g_plain * W).sum(), x_plain)
+    torch.testing.assert_close(gg, gg_plain)
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_input_also_used_outside_the_block(create_graph):
+    # The loss reaches h both through the block and directly: both paths need h's node.
+    def loss_of(x, block):
+        h = torch.exp(x) * W
+        return (block(x, h) * W).sum() + (h * h).sum() + torch.cos(h).sum()
+
+    x, x_plain = _leaf(), _leaf()
+    (g,) = torch.autograd.grad(loss_of(x, recompute_grad(shared)), x, create_graph=create_graph)
+    (g_plain,) = torch.autograd.grad(loss_of(x_plain, shared), x_plain, create_graph=True)
+    torch.testing.assert_close(g, g_plain)
+    if create_graph:
+        (gg,) = torch.autograd.grad(g.sum(), x)
+        (gg_plain,) = torch.autograd.grad(g_plain.sum(), x_plain)
+        torch.testing.assert_close(gg, gg_plain)
+
+
+def test_parameter_read_in_block_and_behind_an_input():
+    # p is a variable of the block and also made the block's input: its gradient is the sum of
+    # both paths, counted once each, at first and second order.
+    p = nn.Parameter(W.clone())
+
+    def f(h):
+        return torch.sin(h * p) * h
+
+    def loss_of(block):
+        return (block(torch.tanh(x * p)) ** 2).sum()
+
+    x = _leaf()
+    g = torch.autograd.grad(loss_of(recompute_grad(f)), (x, p), create_graph=True)
+    g_plain = torch.autograd.grad(loss_of(f), (x, p), create_graph=True)
+    torch.testing.assert_close(g, g_plain)
+    gg = torch.autograd.grad(sum(t.sum() for t in g), (x, p))
+    gg_plain = torch.autograd.grad(sum(t.sum() for t in g_plain), (x, p))
+    torch.testing.assert_close(gg, gg_plain)
+
+
+@pytest.mark.parametrize(
+    "make", [lambda t: nn.Parameter(t.clone()), _leaf], ids=["Parameter", "leaf"]
+)
+def test_input_also_read_directly_by_the_block(make):
+    # f gets w as an argument and reads it from its closure too: both reads count.
+    w = make(W)
+
+    def f(a, v):
+        return torch.sin(a * w) * v * w
+
+    x = _leaf()
+    loss = (recompute_grad(f)(x, w) ** 2).sum()
+    loss_plain = (f(x, w) ** 2).sum()
+    g = torch.autograd.grad(loss, (x, w), create_graph=True)
+    g_plain = torch.autograd.grad(loss_plain, (x, w), create_graph=True)
+    torch.testing.assert_close(g, g_plain)
+    gg = torch.autograd.grad(sum((t * W).sum() for t in g), (x, w))
+    gg_plain = torch.autograd.grad(sum((t * W).sum() for t in g_plain), (x, w))
+    torch.testing.assert_close(gg, gg_plain)
+
+
 # --- multiple outputs (item 55) ---------------------------------------------------------------
 
 
@@ -288,6 +420,20 @@ def test_torch_func_vmap_of_grad():
     block = recompute_grad(sin_times)
     g = torch.func.vmap(torch.func.grad(lambda x: block(x).sum()))(X.clone())
     torch.testing.assert_close(g, torch.cos(X) * X + torch.sin(X))
+
+
+@pytest.mark.parametrize("make", CONNECTED.values(), ids=CONNECTED.keys())
+def test_torch_func_grad_of_grad_connected_inputs(make):
+    block = recompute_grad(shared)
+
+    def gradient(fn):
+        return torch.func.grad(lambda x: fn(*make(x)).sum())
+
+    g = gradient(block)(X.clone())
+    torch.testing.assert_close(g, gradient(shared)(X.clone()))
+    gg = torch.func.grad(lambda x: (gradient(block)(x) * W).sum())(X.clone())
+    gg_plain = torch.func.grad(lambda x: (gradient(shared)(x) * W).sum())(X.clone())
+    torch.testing.assert_close(gg, gg_plain)
 
 
 # --- grad_pass_through (items 56-60) ----------------------------------------------------------

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 import torch
 import torch._dynamo
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from torch import nn
 from torch._dynamo.utils import counters
 
@@ -381,6 +383,112 @@ def test_input_also_read_directly_by_the_block(make):
     gg = torch.autograd.grad(sum((t * W).sum() for t in g), (x, w))
     gg_plain = torch.autograd.grad(sum((t * W).sum() for t in g_plain), (x, w))
     torch.testing.assert_close(gg, gg_plain)
+
+
+# Random input graphs: leaves, a Parameter the block reads, and tensors made from them by steps
+# that share subexpressions, take views or cut the graph; the block gets some of them (the same
+# one in several slots, as arguments or in one list) and the loss uses some of them directly too.
+GRAPH_SETTINGS = settings(
+    max_examples=60,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+STEPS = ["mul", "add", "sin", "scale", "transpose", "slice", "flatten", "unsqueeze", "detach"]
+PICK = st.integers(0, 63)  # an index into the tensors made so far, modulo their number
+
+
+def _step(kind: str, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    if kind == "mul":
+        return a * b if a.shape == b.shape else a * b.sum()
+    if kind == "add":
+        return a + b if a.shape == b.shape else a + torch.tanh(b).mean()
+    if kind == "sin":
+        return torch.sin(a)
+    if kind == "scale":
+        return a * 1.5
+    if kind == "transpose":
+        return a.transpose(0, -1)
+    if kind == "slice":
+        return a[..., 1:] if a.shape[-1] > 1 else a[..., :]
+    if kind == "flatten":
+        return a.reshape(-1)
+    if kind == "unsqueeze":
+        return a.unsqueeze(0) if a.dim() < 4 else a.squeeze(0)
+    return a.detach()
+
+
+def _graph_block(p: nn.Parameter) -> Callable[..., Any]:
+    def block(*args):
+        *ts, scale = args
+        acc = torch.tanh(p).sum() * scale
+        for i, t in enumerate(ts):
+            acc = acc + torch.sin(t * (i + 1)).sum() * torch.tanh(ts[i - 1]).mean()
+        return acc, ts[0] * torch.cos(ts[-1] * p[0]).sum()
+
+    return block
+
+
+@st.composite
+def input_graphs(draw):
+    return {
+        "leaves": draw(st.integers(1, 3)),
+        "steps": draw(st.lists(st.tuples(st.sampled_from(STEPS), PICK, PICK), max_size=6)),
+        "slots": draw(st.lists(PICK, min_size=1, max_size=4)),
+        "outside": draw(st.lists(PICK, max_size=2)),
+        "as_list": draw(st.booleans()),
+        "seed": draw(st.integers(0, 2**16)),
+    }
+
+
+def _graph_gradients(graph, recompute: bool) -> list[list[torch.Tensor]]:
+    """First-order gradients of the graph's loss in its leaves and Parameter, twice through a
+    retained graph and once recording, then the second-order ones."""
+    generator = torch.Generator().manual_seed(graph["seed"])
+    p = nn.Parameter(torch.rand(3, dtype=D, generator=generator) + 0.5)
+    leaves = [
+        torch.randn(2, 3, dtype=D, generator=generator).requires_grad_()
+        for _ in range(graph["leaves"])
+    ]
+    made: list[torch.Tensor] = [*leaves, p, p * 2.0]
+    for kind, i, j in graph["steps"]:
+        made.append(_step(kind, made[i % len(made)], made[j % len(made)]))
+    slots = [made[i % len(made)] for i in graph["slots"]]
+    block = _graph_block(p)
+    if recompute and graph["as_list"]:
+        y, z = recompute_grad(lambda ts, scale: block(*ts, scale))(slots, 0.5)
+    else:
+        y, z = (recompute_grad(block) if recompute else block)(*slots, 0.5)
+    loss = y**2 + torch.sin(z).sum()
+    for i in graph["outside"]:
+        loss = loss + (torch.cos(made[i % len(made)]) ** 2).sum()
+    sources = [*leaves, p]
+
+    def grad(total: torch.Tensor, **options: bool) -> list[torch.Tensor]:
+        if not total.requires_grad:  # only constants: no node reaches a source
+            return [torch.zeros_like(s) for s in sources]
+        return list(
+            torch.autograd.grad(
+                total, sources, allow_unused=True, materialize_grads=True, **options
+            )
+        )
+
+    first = [grad(loss, retain_graph=True) for _ in range(2)]
+    g = grad(loss, create_graph=True)
+    second = grad(sum(((t * (k + 1)).sum() for k, t in enumerate(g)), torch.zeros((), dtype=D)))
+    return [*first, g, second]
+
+
+@GRAPH_SETTINGS
+@given(input_graphs())
+def test_random_input_graphs_match_plain_autograd(graph):
+    for got, want in zip(
+        _graph_gradients(graph, recompute=True),
+        _graph_gradients(graph, recompute=False),
+        strict=True,
+    ):
+        torch.testing.assert_close(got, want)
 
 
 # --- multiple outputs (item 55) ---------------------------------------------------------------

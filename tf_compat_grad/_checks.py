@@ -686,7 +686,7 @@ def _check_numerical(s: _Subject) -> Row:
         )
     undefined = f"; {how} undefined at {diff.n_bad_want} element(s)" if diff.n_bad_want else ""
     if not numerical.compared_count:
-        return Row("numerical", WARN, _nothing_compared(kinks), figure, diff.max)
+        return Row("numerical", WARN, _nothing_compared(kinks, "the gradient"), figure, diff.max)
     if diff.within(rtol=1e-5, atol=1e-6):
         if kinks:
             return Row(
@@ -714,10 +714,8 @@ def _check_numerical(s: _Subject) -> Row:
     )
 
 
-def _nothing_compared(kinks: str) -> str:
-    return (
-        f"nothing compared: {kinks}. Give example inputs away from the kinks to check the gradient"
-    )
+def _nothing_compared(kinks: str, what: str) -> str:
+    return f"nothing compared: {kinks}. Give example inputs away from the kinks to check {what}"
 
 
 def _check_autodiff(s: _Subject) -> Row:
@@ -937,7 +935,13 @@ def _check_second_order(s: _Subject) -> Row:
             diff.max,
         )
     if not numerical.compared_count:
-        return Row("second_order", WARN, _nothing_compared(kinks), figure, diff.max)
+        return Row(
+            "second_order",
+            WARN,
+            _nothing_compared(kinks, "the second derivative"),
+            figure,
+            diff.max,
+        )
     if not diff.within(rtol=1e-4, atol=1e-5):
         assert diff.at is not None
         where = numerical.where(s, *diff.at)

@@ -393,6 +393,7 @@ def rounded_model(x):
     return (ROUND(x * 3) * W).sum()
 
 
+@pytest.mark.traced_compile
 @compile_warnings
 def test_compiled_pass_through_fullgraph():
     torch._dynamo.reset()

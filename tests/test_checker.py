@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import torch
 
+import tf_compat_grad._checks
 from tf_compat_grad import custom_gradient, examples
 from tf_compat_grad.testing import CHECKS, Example, Report, Status, check, run_checks
 
@@ -295,9 +296,23 @@ BROKEN = [
         differs_under_vmap, (_x(),), "vmap", Status.FAIL, "other outputs", id="vmap-differs"
     ),
     pytest.param(reads_item, (_x(),), "vmap", Status.WARN, ".item()", id="vmap-raises"),
-    pytest.param(prints, (_x(),), "compile", Status.WARN, "1 graph break", id="compile-print"),
     pytest.param(
-        item_in_forward, (_x(),), "compile", Status.WARN, "Tensor.item()", id="compile-item"
+        prints,
+        (_x(),),
+        "compile",
+        Status.WARN,
+        "1 graph break",
+        id="compile-print",
+        marks=pytest.mark.traced_compile,
+    ),
+    pytest.param(
+        item_in_forward,
+        (_x(),),
+        "compile",
+        Status.WARN,
+        "Tensor.item()",
+        id="compile-item",
+        marks=pytest.mark.traced_compile,
     ),
     pytest.param(
         differs_when_compiled,
@@ -306,6 +321,7 @@ BROKEN = [
         Status.FAIL,
         "other outputs",
         id="compile-differs",
+        marks=pytest.mark.traced_compile,
     ),
     pytest.param(
         masked_matmul,
@@ -358,6 +374,13 @@ def test_broken_function_is_reported(
     row = run_checks(fn, Example(*args), only=[name])[name]
     assert row.status is status, row
     assert words in row.reason, row
+
+
+def test_compile_check_skips_where_torch_cannot_trace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tf_compat_grad._checks, "DYNAMO_TRACES_WATCHER", False)
+    row = run_checks(prints, Example(_x()), only=["compile"])["compile"]
+    assert row.status is Status.SKIP, row
+    assert f"torch {torch.__version__} cannot trace" in row.reason, row
 
 
 def test_every_check_has_a_failing_case() -> None:

@@ -642,6 +642,7 @@ def rounded_model(x):
     return (ROUND(x * 3) * W).sum()
 
 
+@pytest.mark.traced_compile
 def test_compiled_pass_through_fullgraph():
     torch._dynamo.reset()
     counters.clear()

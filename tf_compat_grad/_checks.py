@@ -36,6 +36,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _gradients, _run, _structure
 from ._decorator import CustomGradient
+from ._torch_internals import DYNAMO_TRACES_WATCHER
 from ._variables import ParameterWatcher
 from .testing import CHECKS, Example, Report, Row, Status
 
@@ -1114,7 +1115,18 @@ def _check_vmap(s: _Subject) -> Row:
     )
 
 
+_TORCH_VERSION = torch.__version__  # `torch` is a local name in _check_compile
+
+
 def _check_compile(s: _Subject) -> Row:
+    if not DYNAMO_TRACES_WATCHER:
+        return Row(
+            "compile",
+            SKIP,
+            f"torch {_TORCH_VERSION} cannot trace a custom_gradient function: under "
+            "torch.compile each call is a graph break and runs as in eager mode (fullgraph=True "
+            "raises); torch >= 2.13 compiles it in one graph",
+        )
     import torch._dynamo  # lazily (docs/torch_facts.md, "Importing Dynamo")
 
     with s.cast(F64), _quiet_compiler_logs():

@@ -20,6 +20,7 @@ from ._errors import PREFIX, CustomGradientTypeError, describe, describe_value
 from ._function import Record, eager_apply, make_node
 from ._reach import ParameterReach
 from ._run import UNBOUND
+from ._torch_internals import DYNAMO_TRACES_WATCHER, call_outside_compile
 from ._transforms import make_transform_node
 
 P = ParamSpec("P")
@@ -81,6 +82,8 @@ class CustomGradient(Generic[P, R]):
     def _call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         f = self._f
         if _is_compiling():
+            if not DYNAMO_TRACES_WATCHER:  # Note [compile on older torch]
+                return call_outside_compile(self._call, bound, args, kwargs)
             return _compile.call(self._compile_node, f, bound, args, kwargs)
         if _transforms_active():
             return _transforms.call(self._transform_node, f, bound, args, kwargs)

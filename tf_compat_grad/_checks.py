@@ -36,7 +36,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _gradients, _run, _structure
 from ._decorator import CustomGradient
-from ._torch_internals import DYNAMO_TRACES_WATCHER
+from ._torch_internals import COMPILE_SUPPORT, DYNAMO_TRACES_WATCHER
 from ._variables import ParameterWatcher
 from .testing import CHECKS, Example, Report, Row, Status
 
@@ -1124,8 +1124,7 @@ def _check_compile(s: _Subject) -> Row:
             "compile",
             SKIP,
             f"torch {_TORCH_VERSION} cannot trace a custom_gradient function: under "
-            "torch.compile each call is a graph break and runs as in eager mode (fullgraph=True "
-            "raises); torch >= 2.13 compiles it in one graph",
+            f"torch.compile, {COMPILE_SUPPORT}; torch >= 2.13 compiles it in one graph",
         )
     import torch._dynamo  # lazily (docs/torch_facts.md, "Importing Dynamo")
 

@@ -38,6 +38,14 @@ TORCH_RELEASE = _release(torch.__version__)
 # as one of its graphs.
 DYNAMO_TRACES_WATCHER = TORCH_RELEASE >= (2, 13)
 
+# What `torch.compile` does with a decorated call on this torch, in words (the checker's compile
+# check and the version matrix's support table say it).
+COMPILE_SUPPORT = (
+    "one graph, fullgraph=True works"
+    if DYNAMO_TRACES_WATCHER
+    else "a graph break per decorated call, run as in eager mode; fullgraph=True raises"
+)
+
 # Spelled as a function's name so that every torch version shows it: Dynamo's refusal under
 # `fullgraph=True` prints the refused function (2.4 to 2.12) or the disable reason (newer).
 RUNS_OUTSIDE_COMPILE = (

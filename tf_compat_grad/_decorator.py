@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import pickle
+import sys
 import types
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar, overload
@@ -48,6 +50,9 @@ class CustomGradient(Generic[P, R]):
         self._checked = False  # a call has passed the `variables` check (item 33)
         self._reach = ParameterReach(f)
         self.example: Any = None  # example inputs for the checker (`custom_gradient(example=)`)
+        # The decorator that made this wrapper of `__wrapped__`: a pickle not by reference
+        # remakes it (`recompute_grad` sets itself here).
+        self._made_by: Callable[[Any], CustomGradient[Any, Any]] = custom_gradient
         owner = self
 
         @functools.wraps(f)
@@ -72,6 +77,27 @@ class CustomGradient(Generic[P, R]):
 
     def __repr__(self) -> str:
         return f"<custom_gradient {describe(self._f)}>"
+
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        """Pickled by reference, as a function is: by its module and qualified name where they
+        lead to this wrapper (or to the method the class holds for it), else remade in the
+        loading process by the decorator that made it, from `__wrapped__` (`block =
+        recompute_grad(f)` keeps f's name under another one), which pickles by reference."""
+        found = _lookup(self)
+        if found is self:
+            return str(self.__qualname__)
+        if getattr(found, "__tf_compat_grad__", None) is self:  # see `__set_name__`
+            return getattr, (found, "__tf_compat_grad__")
+        f = self.__wrapped__
+        if isinstance(f, types.FunctionType) and _lookup(f) is not f:
+            raise pickle.PicklingError(
+                f"{PREFIX}cannot pickle {describe(f)}: pickle saves a function by reference, "
+                f"as its module and qualified name, and `{f.__module__}.{f.__qualname__}` does "
+                "not lead to it (a function defined inside another function, a lambda, or a "
+                "name bound to something else since). Define it at the top level of a module, "
+                "or as a method of a class there, so that another process can import it."
+            )
+        return _remake, (self._made_by, f, self.example)
 
     # Note [where f runs] (in _function.py) explains the order of the steps below.
     def _call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -116,6 +142,25 @@ class CustomGradient(Generic[P, R]):
         result, _, _ = _run.run(f, bound, args, kwargs, flat_args, self._reach)
         self._checked = True
         return _run.fresh(f, result)
+
+
+def _lookup(obj: object) -> Any:
+    """What obj's module and qualified name lead to now (pickle's lookup of a function), or
+    None."""
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    found: Any = sys.modules.get(module) if module and qualname else None
+    for name in (qualname or "").split("."):
+        found = getattr(found, name, None)
+    return found
+
+
+def _remake(
+    made_by: Callable[[Any], CustomGradient[Any, Any]], f: Callable[..., Any], example: Any
+) -> CustomGradient[Any, Any]:
+    """Unpickles a wrapper that is not found by its name (see `CustomGradient.__reduce__`)."""
+    wrapped = made_by(f)
+    wrapped.example = example
+    return wrapped
 
 
 @overload

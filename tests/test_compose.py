@@ -1,6 +1,7 @@
 """Decorated functions composed with torch's own machinery: `torch.compile` (Note [compile]),
 autocast (grad_fn runs in the forward's autocast state), activation checkpointing and
-saved-tensor hooks (Note [saved closures]), and the name of the generated node.
+saved-tensor hooks (Note [saved closures]), the name of the generated node, `torch.jit.trace`
+(refused) and `torch.export`.
 
 `mix` and `Scale` have gradients that autodiff would not give, so a path that silently fell back
 to differentiating f itself fails the comparisons below.
@@ -18,6 +19,7 @@ from torch import nn
 from torch._dynamo.utils import counters
 from torch.utils.checkpoint import checkpoint
 
+import tf_compat_grad
 import tf_compat_grad._autocast
 from tf_compat_grad import custom_gradient, examples
 
@@ -327,3 +329,41 @@ def test_second_order_through_reentrant_checkpoint_is_torchs_error(fn):
 def test_node_is_named_after_the_function():
     y = examples.log1pexp(torch.ones(2, dtype=D, requires_grad=True))
     assert type(y.grad_fn).__name__ == "log1pexpBackward"
+
+
+# --- torch.jit.trace and torch.export ---------------------------------------------------------
+
+
+class Softplus(nn.Module):
+    def forward(self, x):
+        return 2 * examples.log1pexp(x)
+
+
+TRACED = [
+    pytest.param(Softplus, "`log1pexp`", id="module calls a decorated function"),
+    pytest.param(Scale, "`Scale.forward`", id="decorated forward"),
+    pytest.param(lambda: examples.log1pexp, "`log1pexp`", id="decorated function"),
+]
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace(_method)?` is deprecated:DeprecationWarning")
+@pytest.mark.parametrize("requires_grad", [False, True])
+@pytest.mark.parametrize(("make", "name"), TRACED)
+def test_jit_trace_is_refused_by_name(make, name, requires_grad):
+    """A traced graph keeps f's ops without grad_fn: refused, not traced with autodiff's
+    gradient (the trace used to fail its sanity check, or trace f's ops with no input
+    requiring grad)."""
+    x = torch.linspace(-1, 1, 3, dtype=D).requires_grad_(requires_grad)
+    with pytest.raises(
+        tf_compat_grad.CustomGradientNotImplementedError,
+        match=re.escape(f"tf_compat_grad: torch.jit.trace cannot trace {name} (")
+        + r".*"
+        + re.escape("export it with `torch.export.export(model, args)` instead."),
+    ):
+        torch.jit.trace(make(), (x,))
+
+
+def test_export_runs_the_forward():
+    x = torch.linspace(-1, 1, 3, dtype=D)
+    exported = torch.export.export(Softplus(), (x,))
+    torch.testing.assert_close(exported.module()(x), Softplus()(x))

@@ -15,7 +15,13 @@ from typing_extensions import ParamSpec
 from . import _compile, _run, _structure, _transforms
 from ._closure import capture
 from ._compile import make_compile_node
-from ._errors import PREFIX, CustomGradientTypeError, describe, describe_value
+from ._errors import (
+    PREFIX,
+    CustomGradientNotImplementedError,
+    CustomGradientTypeError,
+    describe,
+    describe_value,
+)
 from ._function import Record, eager_apply, make_node
 from ._reach import ParameterReach
 from ._run import UNBOUND
@@ -28,6 +34,7 @@ _Tensor = torch.Tensor
 _transforms_active = torch._C._are_functorch_transforms_active
 _is_compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
+_tracing_state = torch._C._get_tracing_state
 
 
 class CustomGradient(Generic[P, R]):
@@ -104,6 +111,8 @@ class CustomGradient(Generic[P, R]):
         f = self._f
         if _is_compiling():
             return _compile.call(self._compile_node, f, bound, args, kwargs)
+        if _tracing_state() is not None:
+            raise _jit_trace_error(self)
         if _transforms_active():
             return _transforms.call(self._transform_node, f, bound, args, kwargs)
         flat_args, arg_spec, positions, inputs = _run.inputs(f, bound, args)
@@ -161,6 +170,18 @@ def _remake(
     wrapped = made_by(f)
     wrapped.example = example
     return wrapped
+
+
+def _jit_trace_error(wrapped: CustomGradient[Any, Any]) -> CustomGradientNotImplementedError:
+    """`torch.jit.trace` records the ops f runs and replays the node with this call's record:
+    the graph would return this call's outputs again, or (no input requiring grad, so no node)
+    autograd would differentiate f's own ops."""
+    return CustomGradientNotImplementedError(
+        f"{PREFIX}torch.jit.trace cannot trace {describe(wrapped.__wrapped__)}: a traced graph "
+        "keeps the ops the decorated function runs but not its grad_fn, so a gradient through "
+        "the graph would not be the custom one. To deploy the model, export it with "
+        "`torch.export.export(model, args)` instead."
+    )
 
 
 @overload

@@ -7,7 +7,7 @@ import pickle
 import sys
 import types
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Concatenate, Generic, TypeVar, overload
 
 import torch
 from typing_extensions import ParamSpec
@@ -29,6 +29,9 @@ from ._transforms import make_transform_node
 
 P = ParamSpec("P")
 R = TypeVar("R")
+_P = ParamSpec("_P")  # a method's parameters after `self`
+_R = TypeVar("_R")
+_T = TypeVar("_T")  # the instance (or class) a method is bound to
 
 _Tensor = torch.Tensor
 _transforms_active = torch._C._are_functorch_transforms_active
@@ -71,6 +74,27 @@ class CustomGradient(Generic[P, R]):
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self._call(UNBOUND, args, kwargs)  # type: ignore[no-any-return]
+
+    # Type checkers hand a function under `@staticmethod` or `@classmethod` (above or below the
+    # decorator) to it as the plain function and bind it through this descriptor, so the kind of
+    # method is read off f's first parameter: the instance, its class, or neither (static).
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> CustomGradient[P, R]: ...
+
+    @overload
+    def __get__(
+        self: CustomGradient[Concatenate[_T, _P], _R], instance: _T, owner: type | None = None
+    ) -> Callable[_P, _R]: ...
+
+    @overload
+    def __get__(
+        self: CustomGradient[Concatenate[type[_T], _P], _R],
+        instance: _T,
+        owner: type | None = None,
+    ) -> Callable[_P, _R]: ...
+
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> CustomGradient[P, R]: ...
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         if instance is None:

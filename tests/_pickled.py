@@ -8,6 +8,7 @@ so a copy that fell back to differentiating f fails the comparisons.
 
 import torch
 from torch import nn
+from torch.utils.data import Dataset
 
 from tf_compat_grad import custom_gradient, grad_pass_through, recompute_grad
 
@@ -75,6 +76,20 @@ class Layer(nn.Module):
     @classmethod
     def shrink(cls, x):
         return x / cls.FACTOR, lambda dy: 6 * dy
+
+
+class Gradients(Dataset):
+    """Item i: `gradients(fns[i], x)`, computed in a `DataLoader` worker: the dataset carries the
+    decorated functions and modules to it."""
+
+    def __init__(self, fns, x):
+        self.fns, self.x = fns, x
+
+    def __len__(self):
+        return len(self.fns)
+
+    def __getitem__(self, i):
+        return gradients(self.fns[i], self.x)
 
 
 def make_closure():

@@ -102,6 +102,15 @@ def save_and_load(layer):
     return torch.load(buffer, weights_only=False)
 
 
+def test_torch_save_of_an_object_holding_them():
+    loaded = save_and_load({"fn": worker.triple, "block": worker.recomputed, "layer": Layer()})
+    assert loaded["fn"] is worker.triple
+    assert loaded["block"].__wrapped__ is worker.tanh2
+    torch.testing.assert_close(
+        worker.gradients(loaded["layer"], x_value()), worker.gradients(Layer(), x_value())
+    )
+
+
 @pytest.mark.parametrize("copier", [round_trip, save_and_load, copy.deepcopy])
 def test_module_copy_binds_its_block_to_the_copy(copier):
     """A block bound to the instance is remade bound to the copy, so the copy's Parameter gets
@@ -159,3 +168,19 @@ def test_spawned_worker_computes_the_custom_gradients(monkeypatch):
         expected = worker.gradients(fn, x_value())
         assert all(g is not None for g in expected), name
         torch.testing.assert_close(grads, expected, msg=name)
+
+
+def test_dataloader_spawned_worker_computes_the_custom_gradients(monkeypatch):
+    """`DataLoader(num_workers=1)` with spawn pickles the dataset, decorated functions and
+    modules in it, to its worker."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    cases = spawn_cases()
+    loader = torch.utils.data.DataLoader(
+        worker.Gradients([fn for _, fn in cases], x_value()),
+        batch_size=None,
+        num_workers=1,
+        multiprocessing_context="spawn",
+        timeout=TIMEOUT_S,
+    )
+    for (name, fn), grads in zip(spawn_cases(), loader, strict=True):
+        torch.testing.assert_close(grads, worker.gradients(fn, x_value()), msg=name)

@@ -23,7 +23,7 @@ import tf_compat_grad
 import tf_compat_grad._autocast
 import tf_compat_grad._decorator
 import tf_compat_grad._torch_internals
-from tf_compat_grad import custom_gradient, examples
+from tf_compat_grad import custom_gradient, examples, recompute_grad
 
 D = torch.float64
 
@@ -371,10 +371,15 @@ class Softplus(nn.Module):
         return 2 * examples.log1pexp(x)
 
 
+def sine(x):
+    return torch.sin(x)
+
+
 TRACED = [
     pytest.param(Softplus, "`log1pexp`", id="module calls a decorated function"),
     pytest.param(Scale, "`Scale.forward`", id="decorated forward"),
     pytest.param(lambda: examples.log1pexp, "`log1pexp`", id="decorated function"),
+    pytest.param(lambda: recompute_grad(sine), "`sine`", id="recompute_grad"),
 ]
 
 
@@ -390,12 +395,21 @@ def test_jit_trace_is_refused_by_name(make, name, requires_grad):
         tf_compat_grad.CustomGradientNotImplementedError,
         match=re.escape(f"tf_compat_grad: torch.jit.trace cannot trace {name} (")
         + r".*"
-        + re.escape("export it with `torch.export.export(model, args)` instead."),
+        + re.escape(
+            "To deploy the model, export it with `torch.export.export(model, args)` instead "
+            "(the exported program computes the outputs, and no gradient)."
+        ),
     ):
         torch.jit.trace(make(), (x,))
 
 
-def test_export_runs_the_forward():
+@pytest.mark.parametrize("make", [Softplus, Scale])
+def test_export_runs_the_forward_without_a_gradient(make):
+    """What the refusal above points to: the exported program computes the outputs, and records
+    no gradient at all, rather than autodiff's (docs/torch_facts.md, "torch.jit.trace and
+    torch.export")."""
     x = torch.linspace(-1, 1, 3, dtype=D)
-    exported = torch.export.export(Softplus(), (x,))
-    torch.testing.assert_close(exported.module()(x), Softplus()(x))
+    exported = torch.export.export(make(), (x,)).module()
+    y = exported(x.clone().requires_grad_())
+    torch.testing.assert_close(y, make()(x))
+    assert not y.requires_grad

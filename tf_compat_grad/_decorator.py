@@ -206,12 +206,14 @@ def _remake(
 def _jit_trace_error(wrapped: CustomGradient[Any, Any]) -> CustomGradientNotImplementedError:
     """`torch.jit.trace` records the ops f runs and replays the node with this call's record:
     the graph would return this call's outputs again, or (no input requiring grad, so no node)
-    autograd would differentiate f's own ops."""
+    autograd would differentiate f's own ops (docs/torch_facts.md, "torch.jit.trace and
+    torch.export")."""
     return CustomGradientNotImplementedError(
         f"{PREFIX}torch.jit.trace cannot trace {describe(wrapped.__wrapped__)}: a traced graph "
         "keeps the ops the decorated function runs but not its grad_fn, so a gradient through "
         "the graph would not be the custom one. To deploy the model, export it with "
-        "`torch.export.export(model, args)` instead."
+        "`torch.export.export(model, args)` instead (the exported program computes the "
+        "outputs, and no gradient)."
     )
 
 

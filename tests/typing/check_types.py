@@ -35,9 +35,19 @@ def block(x: Tensor, n: int) -> Tensor:
 
 
 class Layer(nn.Module):
+    # pyright reports any override of a method by an object that is not a function (so also
+    # `functools.cache` on forward); mypy compares it with `Module.forward: Callable[..., Any]`.
     @custom_gradient
-    def forward(self, x: Tensor) -> tuple[Tensor, Grad]:
+    def forward(self, x: Tensor) -> tuple[Tensor, Grad]:  # pyright: ignore[reportIncompatibleMethodOverride]
         return x, lambda dy: dy
+
+
+class Scaler:
+    """A decorated `__call__`: calling the instance binds it."""
+
+    @custom_gradient
+    def __call__(self, x: Tensor, alpha: float) -> tuple[Tensor, Grad]:
+        return x * alpha, lambda dy: dy * alpha
 
 
 class Ops:
@@ -85,16 +95,22 @@ def methods(x: Tensor, layer: Layer, ops: Ops) -> None:
     layer.forward(x, x)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
     assert_type(ops.recomputed(x), Tensor)
     ops.recomputed(x, x)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    assert_type(Scaler()(x, alpha=2.0), Tensor)
+    Scaler()(x, "2")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
 
 
 def static_and_class_methods(x: Tensor, ops: Ops) -> None:
     """Checkers pass a function under `@staticmethod` / `@classmethod` to the decorator as a
     plain function, and then bind it as a method: the first parameter tells which kind it is.
     mypy does not compare the instance with that parameter, so it binds a staticmethod reached
-    through an instance like a method (call it through the class there)."""
+    through an instance like a method (call it through the class there). Reached through the
+    class, a decorated classmethod is typed as the unbound function by both checkers (call it
+    through an instance): an overload binding the class there is matched by mypy for every
+    method and staticmethod reached through their class too."""
     assert_type(Ops.static_above(x), Tensor)
     assert_type(Ops.static_below(x), Tensor)
     assert_type(ops.static_above(x), Tensor)  # type: ignore[call-arg]
     assert_type(ops.static_below(x), Tensor)  # type: ignore[call-arg]
     assert_type(ops.class_below(x), Tensor)
+    Ops.class_below(x)  # type: ignore[call-arg, arg-type]  # pyright: ignore[reportCallIssue]
     ops.class_below(x, x)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]

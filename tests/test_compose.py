@@ -1,6 +1,7 @@
 """Decorated functions composed with torch's own machinery: `torch.compile` (Note [compile]),
 autocast (grad_fn runs in the forward's autocast state), activation checkpointing and
-saved-tensor hooks (Note [saved closures]), and the name of the generated node.
+saved-tensor hooks (Note [saved closures]), the name of the generated node, `torch.jit.trace`
+(refused) and `torch.export`.
 
 `mix` and `Scale` have gradients that autodiff would not give, so a path that silently fell back
 to differentiating f itself fails the comparisons below.
@@ -18,10 +19,11 @@ from torch import nn
 from torch._dynamo.utils import counters
 from torch.utils.checkpoint import checkpoint
 
+import tf_compat_grad
 import tf_compat_grad._autocast
 import tf_compat_grad._decorator
 import tf_compat_grad._torch_internals
-from tf_compat_grad import custom_gradient, examples
+from tf_compat_grad import custom_gradient, examples, recompute_grad
 
 D = torch.float64
 
@@ -359,3 +361,55 @@ def test_second_order_through_reentrant_checkpoint_is_torchs_error(fn):
 def test_node_is_named_after_the_function():
     y = examples.log1pexp(torch.ones(2, dtype=D, requires_grad=True))
     assert type(y.grad_fn).__name__ == "log1pexpBackward"
+
+
+# --- torch.jit.trace and torch.export ---------------------------------------------------------
+
+
+class Softplus(nn.Module):
+    def forward(self, x):
+        return 2 * examples.log1pexp(x)
+
+
+def sine(x):
+    return torch.sin(x)
+
+
+TRACED = [
+    pytest.param(Softplus, "`log1pexp`", id="module calls a decorated function"),
+    pytest.param(Scale, "`Scale.forward`", id="decorated forward"),
+    pytest.param(lambda: examples.log1pexp, "`log1pexp`", id="decorated function"),
+    pytest.param(lambda: recompute_grad(sine), "`sine`", id="recompute_grad"),
+]
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace(_method)?` is deprecated:DeprecationWarning")
+@pytest.mark.parametrize("requires_grad", [False, True])
+@pytest.mark.parametrize(("make", "name"), TRACED)
+def test_jit_trace_is_refused_by_name(make, name, requires_grad):
+    """A traced graph keeps f's ops without grad_fn: refused, not traced with autodiff's
+    gradient (the trace used to fail its sanity check, or trace f's ops with no input
+    requiring grad)."""
+    x = torch.linspace(-1, 1, 3, dtype=D).requires_grad_(requires_grad)
+    with pytest.raises(
+        tf_compat_grad.CustomGradientNotImplementedError,
+        match=re.escape(f"tf_compat_grad: torch.jit.trace cannot trace {name} (")
+        + r".*"
+        + re.escape(
+            "To deploy the model, export it with `torch.export.export(model, args)` instead "
+            "(the exported program computes the outputs, and no gradient)."
+        ),
+    ):
+        torch.jit.trace(make(), (x,))
+
+
+@pytest.mark.parametrize("make", [Softplus, Scale])
+def test_export_runs_the_forward_without_a_gradient(make):
+    """What the refusal above points to: the exported program computes the outputs, and records
+    no gradient at all, rather than autodiff's (docs/torch_facts.md, "torch.jit.trace and
+    torch.export")."""
+    x = torch.linspace(-1, 1, 3, dtype=D)
+    exported = torch.export.export(make(), (x,)).module()
+    y = exported(x.clone().requires_grad_())
+    torch.testing.assert_close(y, make()(x))
+    assert not y.requires_grad

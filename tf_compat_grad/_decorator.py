@@ -6,9 +6,11 @@ Item numbers refer to docs/tensorflow_semantics.md.
 from __future__ import annotations
 
 import functools
+import pickle
+import sys
 import types
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Concatenate, Generic, TypeVar, overload
 
 import torch
 from typing_extensions import ParamSpec
@@ -16,7 +18,13 @@ from typing_extensions import ParamSpec
 from . import _compile, _run, _structure, _transforms
 from ._closure import capture
 from ._compile import make_compile_node
-from ._errors import PREFIX, CustomGradientTypeError, describe, describe_value
+from ._errors import (
+    PREFIX,
+    CustomGradientNotImplementedError,
+    CustomGradientTypeError,
+    describe,
+    describe_value,
+)
 from ._function import Record, eager_apply, make_node
 from ._reach import ParameterReach
 from ._run import UNBOUND
@@ -25,11 +33,15 @@ from ._transforms import make_transform_node
 
 P = ParamSpec("P")
 R = TypeVar("R")
+_P = ParamSpec("_P")  # a method's parameters after `self`
+_R = TypeVar("_R")
+_T = TypeVar("_T")  # the instance (or class) a method is bound to
 
 _Tensor = torch.Tensor
 _transforms_active = torch._C._are_functorch_transforms_active
 _is_compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
+_tracing_state = torch._C._get_tracing_state
 
 
 class CustomGradient(Generic[P, R]):
@@ -52,6 +64,9 @@ class CustomGradient(Generic[P, R]):
         self._checked = False  # a call has passed the `variables` check (item 33)
         self._reach = ParameterReach(f)
         self.example: Any = None  # example inputs for the checker (`custom_gradient(example=)`)
+        # The decorator that made this wrapper of `__wrapped__`: a pickle not by reference
+        # remakes it (`recompute_grad` sets itself here).
+        self._made_by: Callable[[Any], CustomGradient[Any, Any]] = custom_gradient
         owner = self
 
         @functools.wraps(f)
@@ -63,6 +78,27 @@ class CustomGradient(Generic[P, R]):
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self._call(UNBOUND, args, kwargs)  # type: ignore[no-any-return]
+
+    # Type checkers hand a function under `@staticmethod` or `@classmethod` (above or below the
+    # decorator) to it as the plain function and bind it through this descriptor, so the kind of
+    # method is read off f's first parameter: the instance, its class, or neither (static).
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> CustomGradient[P, R]: ...
+
+    @overload
+    def __get__(
+        self: CustomGradient[Concatenate[_T, _P], _R], instance: _T, owner: type | None = None
+    ) -> Callable[_P, _R]: ...
+
+    @overload
+    def __get__(
+        self: CustomGradient[Concatenate[type[_T], _P], _R],
+        instance: _T,
+        owner: type | None = None,
+    ) -> Callable[_P, _R]: ...
+
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> CustomGradient[P, R]: ...
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         if instance is None:
@@ -78,6 +114,27 @@ class CustomGradient(Generic[P, R]):
     def __repr__(self) -> str:
         return f"<custom_gradient {describe(self._f)}>"
 
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        """Pickled by reference, as a function is: by its module and qualified name where they
+        lead to this wrapper (or to the method the class holds for it), else remade in the
+        loading process by the decorator that made it, from `__wrapped__` (`block =
+        recompute_grad(f)` keeps f's name under another one), which pickles by reference."""
+        found = _lookup(self)
+        if found is self:
+            return str(self.__qualname__)
+        if getattr(found, "__tf_compat_grad__", None) is self:  # see `__set_name__`
+            return getattr, (found, "__tf_compat_grad__")
+        f = self.__wrapped__
+        if isinstance(f, types.FunctionType) and _lookup(f) is not f:
+            raise pickle.PicklingError(
+                f"{PREFIX}cannot pickle {describe(f)}: pickle saves a function by reference, "
+                f"as its module and qualified name, and `{f.__module__}.{f.__qualname__}` does "
+                "not lead to it (a function defined inside another function, a lambda, or a "
+                "name bound to something else since). Define it at the top level of a module, "
+                "or as a method of a class there, so that another process can import it."
+            )
+        return _remake, (self._made_by, f, self.example)
+
     # Note [where f runs] (in _function.py) explains the order of the steps below.
     def _call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         f = self._f
@@ -85,6 +142,8 @@ class CustomGradient(Generic[P, R]):
             if not DYNAMO_TRACES_WATCHER:  # Note [compile on older torch]
                 return call_outside_compile(self._call, bound, args, kwargs)
             return _compile.call(self._compile_node, f, bound, args, kwargs)
+        if _tracing_state() is not None:
+            raise _jit_trace_error(self)
         if _transforms_active():
             return _transforms.call(self._transform_node, f, bound, args, kwargs)
         flat_args, arg_spec, positions, inputs = _run.inputs(f, bound, args)
@@ -123,6 +182,39 @@ class CustomGradient(Generic[P, R]):
         result, _, _ = _run.run(f, bound, args, kwargs, flat_args, self._reach)
         self._checked = True
         return _run.fresh(f, result)
+
+
+def _lookup(obj: object) -> Any:
+    """What obj's module and qualified name lead to now (pickle's lookup of a function), or
+    None."""
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    found: Any = sys.modules.get(module) if module and qualname else None
+    for name in (qualname or "").split("."):
+        found = getattr(found, name, None)
+    return found
+
+
+def _remake(
+    made_by: Callable[[Any], CustomGradient[Any, Any]], f: Callable[..., Any], example: Any
+) -> CustomGradient[Any, Any]:
+    """Unpickles a wrapper that is not found by its name (see `CustomGradient.__reduce__`)."""
+    wrapped = made_by(f)
+    wrapped.example = example
+    return wrapped
+
+
+def _jit_trace_error(wrapped: CustomGradient[Any, Any]) -> CustomGradientNotImplementedError:
+    """`torch.jit.trace` records the ops f runs and replays the node with this call's record:
+    the graph would return this call's outputs again, or (no input requiring grad, so no node)
+    autograd would differentiate f's own ops (docs/torch_facts.md, "torch.jit.trace and
+    torch.export")."""
+    return CustomGradientNotImplementedError(
+        f"{PREFIX}torch.jit.trace cannot trace {describe(wrapped.__wrapped__)}: a traced graph "
+        "keeps the ops the decorated function runs but not its grad_fn, so a gradient through "
+        "the graph would not be the custom one. To deploy the model, export it with "
+        "`torch.export.export(model, args)` instead (the exported program computes the "
+        "outputs, and no gradient)."
+    )
 
 
 @overload

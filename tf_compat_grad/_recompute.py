@@ -97,6 +97,7 @@ def recompute_grad(f: Callable[P, R]) -> CustomGradient[P, R]:
     setattr(recompute, BOUND_KEYWORD, True)
     wrapped: CustomGradient[P, R] = custom_gradient(recompute)
     wrapped.__wrapped__ = f
+    wrapped._made_by = recompute_grad
     return wrapped
 
 
@@ -242,4 +243,5 @@ def grad_pass_through(f: Callable[P, R]) -> CustomGradient[P, R]:
     setattr(pass_through, BOUND_KEYWORD, True)
     wrapped: CustomGradient[P, R] = custom_gradient(pass_through)
     wrapped.__wrapped__ = f
+    wrapped._made_by = grad_pass_through
     return wrapped

@@ -22,8 +22,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch._C._functorch import TransformType
+from torch._functorch.pyfunctorch import retrieve_current_functorch_interpreter
 
 from . import _run, _structure
+from ._errors import PREFIX, CustomGradientNotImplementedError, describe
 from ._function import Record, node_class
 from ._run import UNBOUND
 
@@ -39,6 +42,8 @@ def call(
     kwargs: dict[str, Any],
 ) -> Any:
     """Call f through `node`, the class `make_compile_node` made for it."""
+    if _differentiating_transform_active():
+        raise _transform_error(f)
     flat_args, arg_spec, positions, inputs = _run.inputs(f, bound, args)
     with torch.no_grad():
         result, grad_fn, variables = _run.run(f, bound, args, kwargs, flat_args)
@@ -50,6 +55,28 @@ def call(
         layout, grad_fn, len(outputs), *outputs, *inputs, *variables
     )
     return _structure.unflatten(out_spec, node_outputs)
+
+
+def _differentiating_transform_active() -> bool:
+    """Whether a `torch.func` transform other than one lone `vmap` is active. Dynamo can read
+    only the innermost transform, so a vmap at a deeper level may be inside a grad."""
+    if not torch._C._are_functorch_transforms_active():
+        return False
+    innermost = retrieve_current_functorch_interpreter()
+    return innermost.key() != TransformType.Vmap or innermost.level() != 1
+
+
+def _transform_error(f: Callable[..., Any]) -> CustomGradientNotImplementedError:
+    # Dynamo reports it as "Observed exception" with this message under `fullgraph=True`, and
+    # otherwise runs the frame eagerly, where the transform's own node gives the right result.
+    return CustomGradientNotImplementedError(
+        f"{PREFIX}{describe(f)} is differentiated by a `torch.func` transform (grad, jacrev, "
+        "jvp, ...) inside a region that `torch.compile` traces. torch.compile does not apply "
+        "the custom gradient of an autograd.Function under these transforms (it computes "
+        "another gradient, or 0), so this is refused rather than computed wrong. Apply the "
+        "transform outside torch.compile, or compile the function and differentiate it "
+        "outside with autograd: `torch.autograd.grad(torch.compile(f)(x).sum(), x)`."
+    )
 
 
 def make_compile_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:

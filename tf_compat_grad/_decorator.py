@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar, overload
 
 import torch
+from torch.autograd import forward_ad
 from typing_extensions import ParamSpec
 
 from . import _compile, _run, _structure, _transforms
@@ -81,6 +82,8 @@ class CustomGradient(Generic[P, R]):
         if _transforms_active():
             return _transforms.call(self._transform_node, f, bound, args, kwargs)
         flat_args, arg_spec, positions, inputs = _run.inputs(f, bound, args)
+        if forward_ad._current_level >= 0 and _transforms.any_dual(inputs):
+            return _transforms.call(self._transform_node, f, bound, args, kwargs)
         if not _grad_enabled():
             return self._call_without_grad(bound, args, kwargs, flat_args)
         result, grad_fn, variables = _run.run(f, bound, args, kwargs, flat_args, self._reach)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch.autograd import forward_ad
 
 from . import _autocast, _run, _structure
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
@@ -35,7 +36,7 @@ class _Call:
     """One call's non-tensor part, passed through `apply` to `forward` (an object, not a tuple:
     functorch takes tuples apart as pytrees)."""
 
-    __slots__ = ("arg_spec", "bound", "flat_args", "kwargs", "positions")
+    __slots__ = ("arg_spec", "bound", "flat_args", "grad_enabled", "kwargs", "positions")
 
     def __init__(
         self,
@@ -50,6 +51,8 @@ class _Call:
         self.arg_spec = arg_spec
         self.kwargs = kwargs
         self.positions = positions
+        # `Function.apply` runs forward under no_grad; f runs with the caller's mode instead.
+        self.grad_enabled = torch.is_grad_enabled()
 
     def run(
         self, f: Callable[..., Any], inputs: Sequence[torch.Tensor]
@@ -91,6 +94,15 @@ def call(
     constants = [None if isinstance(leaf, torch.Tensor) else leaf for leaf in flat_args]
     call = _Call(bound, constants, arg_spec, kwargs, positions)
     *outputs, aux = node.apply(call, *inputs)  # type: ignore[no-untyped-call]
+    if aux.variables and not torch._C._are_functorch_transforms_active():
+        raise CustomGradientNotImplementedError(
+            f"{PREFIX}{describe(f)} was called with dual tensors of `torch.autograd.forward_ad` "
+            f"and reads trainable Parameters that it is not passed "
+            f"({_run.parameter_names(aux.variables, f, bound)}). The forward-mode rule gives "
+            "them neither gradients nor tangents, so this is refused rather than computed "
+            "wrong. Pass them as positional arguments, or use `torch.func.jvp` over "
+            "`torch.func.functional_call`, where Parameters are inputs."
+        )
     return _structure.unflatten(aux.out_spec, outputs)
 
 
@@ -99,7 +111,8 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
 
     def forward(call: _Call, *inputs: torch.Tensor) -> tuple[Any, ...]:
         rng = RngState()
-        result, grad_fn, variables = call.run(f, inputs)
+        with torch.set_grad_enabled(call.grad_enabled):
+            result, grad_fn, variables = call.run(f, inputs)
         outputs, out_spec = _run.outputs(f, result)
         return (*outputs, _Aux(grad_fn, out_spec, variables, rng))
 
@@ -134,6 +147,8 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
                 "its grad_fn closes over, so it is refused rather than computed wrong. Use "
                 "`torch.func.hessian` (forward over reverse) or `jacrev(jacrev(f))` instead."
             )
+        if not forward_mode and forward_ad._current_level >= 0 and any_dual(inputs):
+            further = "jvp"  # forward over reverse: a dual level differentiates backward's result
         if further:
             call: _Call = ctx.call
             state = ctx.record.autocast
@@ -161,21 +176,31 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         n_inputs = len(ctx.record.positions)
         inputs, outputs = saved[:n_inputs], saved[n_inputs:]
         grad_fn = grad_fn_for(ctx, inputs, forward_mode=True)
-        needs = [True] * n_inputs
+        # Integer tensors (indices) have no tangent: constants of the rule, in and out.
+        needs = [_has_tangent_space(x) for x in inputs]
+        varying = [_has_tangent_space(o) for o in outputs]
+        if not any(needs) or not any(varying):
+            return (*(torch.zeros_like(o) if v else None for o, v in zip(outputs, varying)), None)
 
         def vjp(*upstream: torch.Tensor) -> tuple[torch.Tensor, ...]:
-            grads = input_grads(ctx, grad_fn, upstream, needs)
+            given = iter(upstream)
+            full = [next(given) if v else torch.zeros_like(o) for o, v in zip(outputs, varying)]
+            grads = input_grads(ctx, grad_fn, full, needs)
             return tuple(
-                torch.zeros_like(x) if g is None else g for g, x in zip(grads, inputs, strict=True)
+                torch.zeros_like(x) if g is None else g
+                for g, x, need in zip(grads, inputs, needs, strict=True)
+                if need
             )
 
-        zeros = [torch.zeros_like(o) for o in outputs]
+        zeros = [torch.zeros_like(o) for o, v in zip(outputs, varying) if v]
         pullback = torch.func.vjp(vjp, *zeros)[1]
         input_tangents = tuple(
             torch.zeros_like(x) if t is None else t
-            for t, x in zip(tangents[1:], inputs, strict=True)
+            for t, x, need in zip(tangents[1:], inputs, needs, strict=True)
+            if need
         )
-        return (*pullback(input_tangents), None)
+        output_tangents = iter(pullback(input_tangents))
+        return (*(next(output_tangents) if v else None for v in varying), None)
 
     node = node_class(
         f,
@@ -188,6 +213,16 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
     # Function.apply would otherwise call inspect.signature(forward) on every call.
     forward.__signature__ = inspect.signature(forward)  # type: ignore[attr-defined]
     return node
+
+
+def any_dual(tensors: Sequence[torch.Tensor]) -> bool:
+    """Whether one of tensors carries a tangent of the active `torch.autograd.forward_ad` level
+    (a dual tensor), so that the custom rule must give the outputs theirs (Note [transforms])."""
+    return any(forward_ad.unpack_dual(t).tangent is not None for t in tensors)
+
+
+def _has_tangent_space(tensor: torch.Tensor) -> bool:
+    return tensor.is_floating_point() or tensor.is_complex()
 
 
 def _differentiated_further(inputs: Sequence[torch.Tensor]) -> str | None:

@@ -394,7 +394,7 @@ CASES = [
     _mlp_case("mlp_args", "MLP train step\nParameters as args", "args"),
 ]
 
-# Targets of issue 6, by (case, metric); "compiled" applies to every case.
+# The performance targets, by (case, metric); "compiled" applies to every case.
 TARGETS: dict[tuple[str, str], float] = {
     ("log1pexp_n100", "fwd_bwd"): 1.20,
     ("log1pexp_n1e6", "fwd_bwd"): 1.02,

@@ -11,7 +11,7 @@
   repair or error messages.
 - `tf_compat_grad`: the library.
 
-The gap between `minimal` and the target of issue 6 (1.20) is what no amount of trimming of the
+The gap between `minimal` and this case's target (1.20) is what no amount of trimming of the
 library's Python can close on this interpreter; see "Where the time goes" in the README.
 """
 

@@ -26,7 +26,7 @@ def ratio(case: dict[str, Any], metric: str, impl: str) -> float | None:
 
 
 def targets(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every target of issue 6 that this run measured, with the value and whether it is met."""
+    """Every target in `TARGETS` that this run measured, with the value and whether it is met."""
     checks: list[dict[str, Any]] = []
     for case in cases:
         key, title = case["key"], case["title"]
@@ -206,7 +206,7 @@ def text(report: dict[str, Any]) -> str:
 
     checks = report["targets"]
     met = sum(check["met"] for check in checks)
-    out += ["", f"Targets of issue 6: {met} of {len(checks)} met"]
+    out += ["", f"Performance targets: {met} of {len(checks)} met"]
     for check in checks:
         if not check["met"]:
             value = check["value"]
@@ -266,7 +266,7 @@ def plot(report: dict[str, Any], path: str) -> None:
         Patch(color=colors[NATIVE], label="native autograd"),
         Patch(color=colors[TF], label="tf_compat_grad"),
         Line2D([], [], color="black", linestyle="--", label="hand-written Function = 1.00"),
-        Line2D([], [], color="red", linewidth=2.5, label="issue 6 target"),
+        Line2D([], [], color="red", linewidth=2.5, label="target"),
     ]
     fig.legend(handles=handles, loc="upper center", ncol=4, fontsize=8,
                bbox_to_anchor=(0.5, 0.955), frameon=False)  # fmt: skip

@@ -1,17 +1,25 @@
 """The seed documents' hand-written `torch.autograd.Function`s, kept as their authors wrote them.
 
+The seed documents are four public tutorials on custom gradients in PyTorch that the project
+started from. They are not part of the repository: this module keeps the code of theirs that the
+tests use.
+
 `tests/test_examples.py` checks each decorator-form example in `tf_compat_grad.examples` against
 the class here that it replaces. The classes reproduce the seeds' behaviour exactly, quirks
 included (CustomReLU and CustomSquaredLoss overwrite the upstream gradient with a constant,
 SmoothRound's backward leaves out the 0.5 of the tanh's derivative); only comments and
 formatting differ.
 
-Sources (in /work/shared/seeds/):
-    000: CustomReLU, CustomSquaredLoss, MemoryEfficientSigmoid
-    001: CustomExp, ConditionalOp, SmoothRound
-    002: MyReLU; it describes a stable log(sigmoid(x)) and a straight-through estimator in prose
+The seed documents, by number, and the classes taken from each:
+    000 ("Does PyTorch offer a function analogous to TensorFlow's `tf.custom_gradient()`?"):
+         CustomReLU, CustomSquaredLoss, MemoryEfficientSigmoid
+    001 ("How can I define a custom gradient function in PyTorch?"): CustomExp, ConditionalOp,
+         SmoothRound
+    002 (an untitled walk-through of custom backward passes):
+         MyReLU; it describes a stable log(sigmoid(x)) and a straight-through estimator in prose
          only, so LogSigmoid and StraightThroughRound are hand-written references for those
-    003: ClippedReLUFunction and IncorrectClippedReLU (the backward that gradcheck must reject)
+    003 (an untitled tutorial on `torch.autograd.Function` and `gradcheck`):
+         ClippedReLUFunction and IncorrectClippedReLU (the backward that gradcheck must reject)
 """
 
 from __future__ import annotations

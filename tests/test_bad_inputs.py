@@ -4,6 +4,8 @@ Each case asserts the exception type (a library class that keeps TensorFlow's bu
 message prefix, the user's function name, the offending argument or output path, and that the
 traceback ends in tf_compat_grad rather than deep inside torch. Mistakes TensorFlow accepts
 (a wrongly keyed dict of gradients with the right count, item 27) are pinned as accepted.
+
+Item numbers refer to docs/tensorflow_semantics.md.
 """
 
 import gc

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import torch
 
+import tf_compat_grad._checks
 from tf_compat_grad import custom_gradient, examples
 from tf_compat_grad.testing import CHECKS, Example, Report, Status, check, run_checks
 
@@ -125,13 +126,14 @@ def differs_under_vmap(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
 
 
 @custom_gradient
-def masked_relu(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+def reads_item(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
     def grad(dy: torch.Tensor) -> torch.Tensor:
-        dx = dy.clone()
-        dx[x < 0] = 0  # boolean-mask assignment: vmap cannot batch it
-        return dx
+        # A Python number read from a batched tensor: vmap cannot batch `.item()` by design
+        # (a boolean-mask assignment, the earlier example here, batches since torch 2.15).
+        k = (x * 0 + 2).mean().item()
+        return k * dy
 
-    return x.clamp_min(0), grad
+    return 2 * x, grad
 
 
 @custom_gradient
@@ -293,10 +295,24 @@ BROKEN = [
     pytest.param(
         differs_under_vmap, (_x(),), "vmap", Status.FAIL, "other outputs", id="vmap-differs"
     ),
-    pytest.param(masked_relu, (_x(),), "vmap", Status.WARN, "boolean mask", id="vmap-raises"),
-    pytest.param(prints, (_x(),), "compile", Status.WARN, "1 graph break", id="compile-print"),
+    pytest.param(reads_item, (_x(),), "vmap", Status.WARN, ".item()", id="vmap-raises"),
     pytest.param(
-        item_in_forward, (_x(),), "compile", Status.WARN, "Tensor.item()", id="compile-item"
+        prints,
+        (_x(),),
+        "compile",
+        Status.WARN,
+        "1 graph break",
+        id="compile-print",
+        marks=pytest.mark.traced_compile,
+    ),
+    pytest.param(
+        item_in_forward,
+        (_x(),),
+        "compile",
+        Status.WARN,
+        "Tensor.item()",
+        id="compile-item",
+        marks=pytest.mark.traced_compile,
     ),
     pytest.param(
         differs_when_compiled,
@@ -305,6 +321,7 @@ BROKEN = [
         Status.FAIL,
         "other outputs",
         id="compile-differs",
+        marks=pytest.mark.traced_compile,
     ),
     pytest.param(
         masked_matmul,
@@ -359,6 +376,13 @@ def test_broken_function_is_reported(
     assert words in row.reason, row
 
 
+def test_compile_check_skips_where_torch_cannot_trace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tf_compat_grad._checks, "DYNAMO_TRACES_WATCHER", False)
+    row = run_checks(prints, Example(_x()), only=["compile"])["compile"]
+    assert row.status is Status.SKIP, row
+    assert f"torch {torch.__version__} cannot trace" in row.reason, row
+
+
 def test_every_check_has_a_failing_case() -> None:
     failing = {p.values[2] for p in BROKEN if p.values[3] is Status.FAIL}
     assert failing == set(CHECKS)
@@ -407,6 +431,151 @@ def test_stable_gradient_is_finite_where_autodiff_is_not() -> None:
     row = run_checks(examples.log1pexp, Example(x), only=["autodiff"])["autodiff"]
     assert row.status is Status.PASS
     assert "finite at 1 element(s) where autodiff of f gives nan/inf" in row.reason
+
+
+# --- an example point on a kink or jump ---------------------------------------------------
+
+ON_A_KINK = torch.tensor([-1.0, 0.0, 0.7, 2.0], dtype=D)  # x[1] sits on the kink at 0
+
+
+def _scaled(g: torch.Tensor, k: torch.Tensor | float) -> torch.Tensor:
+    """`g` in value, `k` times its derivative: a second derivative wrong by the factor k."""
+    return k * g - (k - 1) * g.detach()
+
+
+@custom_gradient
+def relu_twice(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    return x.clamp_min(0), lambda dy: 2 * dy * (x > 0)  # wrong everywhere by a factor 2
+
+
+@custom_gradient
+def relu_wrong_at_2(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    factor = torch.tensor([1.0, 1.0, 3.0, 1.0], dtype=x.dtype)  # wrong next to the kink
+    return x.clamp_min(0), lambda dy: dy * (x > 0) * factor
+
+
+@custom_gradient
+def abs_nan_at_zero(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    return x.abs(), lambda dy: dy * x / x.abs()  # NaN at 0: wrong on both sides of the kink
+
+
+@custom_gradient
+def x_abs_x_second_order_thrice(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    # The gradient 2|x| has a kink at 0; its derivative is three times the true one.
+    return x * x.abs(), lambda dy: dy * _scaled(2 * x.abs(), 3.0)
+
+
+@custom_gradient
+def x_abs_x_second_order_wrong_at_2(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    factor = torch.tensor([1.0, 1.0, 3.0, 1.0], dtype=x.dtype)
+    return x * x.abs(), lambda dy: dy * _scaled(2 * x.abs(), factor)
+
+
+@custom_gradient
+def fast_sine(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    return torch.sin(40 * x), lambda dy: 40 * torch.cos(40 * x) * dy  # curved, but smooth
+
+
+def test_seed_squared_loss_on_its_floor_boundary_is_not_a_failure() -> None:
+    # |prediction - target| is 0.1 at element 1 (float32): the gradient jumps to the floor
+    # of 1.0 within a step of the finite differences.
+    prediction = torch.tensor([0.5, 0.0, 1.0])
+    target = torch.tensor([0.5, 0.1, 1.2])
+    report = run_checks(
+        examples.squared_loss, Example(prediction, target), only=["numerical", "second_order"]
+    )
+    row = report["second_order"]
+    assert row.status is Status.WARN, row
+    assert row.reason.startswith(
+        "double backward matches finite differences of the gradient at the other 4 element(s); "
+        "not checkable at 2 of 6 element(s) on a kink or jump, where the one-sided differences "
+        "disagree: `prediction[1]` = 0 (left "
+    ), row
+    assert "; `target[1]` = 0.1 (left " in row.reason
+    assert report["numerical"].reason.startswith("deliberately differs"), report["numerical"]
+
+
+def test_a_kink_is_named_and_the_rest_compared() -> None:
+    report = run_checks(examples.my_relu, Example(ON_A_KINK), only=["numerical", "second_order"])
+    assert [r.status for r in report] == [Status.WARN, Status.WARN]
+    assert report["numerical"].reason.startswith(
+        "matches the true derivative (finite differences) at the other 3 element(s); not "
+        "checkable at 1 of 4 element(s) on a kink or jump, where the one-sided differences "
+        "disagree: `x[1]` = 0 (left 0, right "
+    )
+    assert "at the other 3 element(s); not checkable at 1 of 4" in report["second_order"].reason
+
+
+@pytest.mark.parametrize(
+    ("x", "unit"),
+    [
+        pytest.param(torch.zeros(3, dtype=D), "3 of 3 element(s)", id="per-element"),
+        pytest.param(torch.zeros(80, dtype=D), "12 of 12 random direction(s)", id="directions"),
+    ],
+)
+def test_nothing_compared_is_not_a_pass(x: torch.Tensor, unit: str) -> None:
+    report = run_checks(examples.my_relu, Example(x), only=["numerical", "second_order"])
+    for row in report:
+        assert row.status is Status.WARN, row
+        assert row.reason.startswith(f"nothing compared: not checkable at {unit} on a kink"), row
+        what = "the gradient" if row.check == "numerical" else "the second derivative"
+        assert row.reason.endswith(f"Give example inputs away from the kinks to check {what}")
+
+
+@pytest.mark.parametrize(
+    ("fn", "name", "status", "words"),
+    [
+        pytest.param(
+            relu_twice,
+            "numerical",
+            Status.WARN,
+            "deliberately differs from the true derivative at 2 element(s): largest at `x[",
+            id="first-order-wrong-everywhere",
+        ),
+        pytest.param(
+            relu_wrong_at_2,
+            "numerical",
+            Status.WARN,
+            "deliberately differs from the true derivative at 1 element(s): largest at `x[2]`",
+            id="first-order-wrong-next-to-the-kink",
+        ),
+        pytest.param(
+            abs_nan_at_zero,
+            "numerical",
+            Status.FAIL,
+            "the custom gradient is nan at `x[1]`",
+            id="first-order-nan-on-the-kink",
+        ),
+        pytest.param(
+            x_abs_x_second_order_thrice,
+            "second_order",
+            Status.FAIL,
+            "the second derivative is wrong: double backward gives ",
+            id="second-order-wrong-everywhere",
+        ),
+        pytest.param(
+            x_abs_x_second_order_wrong_at_2,
+            "second_order",
+            Status.FAIL,
+            "at `x[2]`, finite differences of the gradient give",
+            id="second-order-wrong-next-to-the-kink",
+        ),
+    ],
+)
+def test_a_kink_does_not_hide_a_wrong_rule(
+    fn: Callable[..., Any], name: str, status: Status, words: str
+) -> None:
+    row = run_checks(fn, Example(ON_A_KINK), only=[name])[name]
+    assert row.status is status, row
+    assert words in row.reason, row
+    if status is not Status.FAIL or name == "second_order":
+        assert "not checkable at 1 of 4 element(s) on a kink or jump" in row.reason, row
+
+
+def test_a_smooth_curved_function_has_no_kink() -> None:
+    report = run_checks(fast_sine, Example(_x()), only=["numerical", "second_order"])
+    assert [r.status for r in report] == [Status.PASS, Status.PASS], report
+    assert "not checkable" not in str(report)
 
 
 # --- methods, modules, variables -----------------------------------------------------------

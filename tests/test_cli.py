@@ -11,10 +11,12 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 
-from tf_compat_grad import _cli
+from tf_compat_grad import _cli, _generated, custom_gradient
 
 GOOD = """
 import torch
@@ -55,6 +57,62 @@ def wrong_count(x):
 @custom_gradient(example=lambda: (torch.randn(4),))
 def fine(x):
     return x * 2, lambda dy: dy * 2
+"""
+
+
+GENERATED = """
+import torch
+from tf_compat_grad import custom_gradient
+
+
+@custom_gradient
+def hinge(prediction: torch.Tensor, margin: float):
+    return (margin - prediction).clamp_min(0), lambda dy: (-dy * (prediction < margin), None)
+
+
+@custom_gradient
+def log_of(x):
+    return torch.log(x), lambda dy: dy / x
+
+
+@custom_gradient
+def matmul(a, b):
+    return a @ b, lambda dy: (dy @ b.T, a.T @ dy)
+
+
+@custom_gradient
+def takes_a_list(xs: list[torch.Tensor]):
+    return xs[0] * 2, lambda dy: [dy * 2]
+
+
+class Layer(torch.nn.Module):
+    @custom_gradient
+    def forward(self, x):
+        return x * 3, lambda dy: dy * 3
+"""
+
+NOTHING_TO_BUILD = """
+import torch
+from tf_compat_grad import custom_gradient
+
+
+@custom_gradient
+def takes_a_list(xs: list[torch.Tensor]):
+    return xs[0] * 2, lambda dy: [dy * 2]
+
+
+@custom_gradient
+def needs_five(x):
+    return x.reshape(5) * 2, lambda dy: dy.reshape(x.shape) * 2
+
+
+class Needs:
+    def __init__(self, k):
+        self.k = k
+
+    @custom_gradient
+    def apply(self, x):
+        return x * self.k, lambda dy: dy * self.k
 """
 
 
@@ -126,9 +184,13 @@ def test_good_module_by_name_lists_every_function(
     assert status == 0, out
     assert "== good_grads: 3 decorated functions ==" in out
     assert "log1pexp (" in out and "Layer.forward (" in out
-    assert "no_example (" in out and "no example inputs\n  add `@custom_gradient(example=" in out
-    assert "Summary: 2 functions checked in" in out
-    assert "1 without example inputs (no_example)" in out
+    assert (
+        "no_example (" in out
+        and "  example: Example(<tensor [4] float64>), generated from the signature (seed 0)\n"
+        in out
+    )
+    assert "Summary: 3 functions checked in" in out
+    assert "(1 on generated inputs: no_example)" in out and "without example inputs" not in out
 
 
 def test_only_a_function(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -179,3 +241,95 @@ def test_usage_errors_exit_2(
 def test_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _cli.main(["check", str(tmp_path / "absent.py")]) == 2
     assert "absent.py: no such file" in capsys.readouterr().err
+
+
+# --- functions without example inputs -----------------------------------------------------
+
+
+def test_functions_without_example_get_generated_inputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = _write(tmp_path, "generated_grads.py", GENERATED)
+    report = tmp_path / "report.json"
+    status = _cli.main(
+        ["check", str(target), "--only", "forward,gradients,numerical", "--json", str(report)]
+    )
+    out = capsys.readouterr().out
+    assert status == 0, out
+    generated = "generated from the signature (seed 0"
+    assert f"  example: Example(<tensor [4] float64>, 0.186), {generated})\n" in out  # a float
+    assert f"  example: Example(<tensor [4] float64>), {generated}, positive values)\n" in out
+    assert (
+        f"  example: Example(<tensor [3, 3] float64>, <tensor [3, 3] float64>), {generated})\n"
+        in out
+    )
+    assert f"  example: Example(Layer(), <tensor [4] float64>), {generated})\n" in out
+    assert (
+        "takes_a_list (" in out
+        and "no example inputs\n  none could be built: parameter `xs` is annotated "
+        "`list[torch.Tensor]`, which has no generated value (only tensors, float and int have). "
+        "To check it, add `@custom_gradient(example="
+        in out
+    )
+    assert (
+        "Summary: 4 functions checked in" in out
+        and "(4 on generated inputs: hinge, log_of, matmul, Layer.forward), 1 without example "
+        "inputs (takes_a_list)"
+        in out
+    )
+    assert "0 WARN, 0 FAIL, 0 SKIP" in out
+    data = json.loads(report.read_text(encoding="utf-8"))
+    assert data["summary"]["generated_example_inputs"] == [
+        "hinge",
+        "log_of",
+        "matmul",
+        "Layer.forward",
+    ]
+    assert data["summary"]["without_example_inputs"] == ["takes_a_list"]
+    assert [f.get("generated_example") for f in data["functions"]] == [True] * 3 + [None, True]
+
+
+def test_nothing_to_check_is_not_ok(tmp_path: Path) -> None:
+    target = _write(tmp_path, "nothing_to_build.py", NOTHING_TO_BUILD)
+    report = tmp_path / "report.json"
+    result = _run("check", str(target), "--json", str(report))
+    assert result.returncode == 3, result.stdout + result.stderr
+    out = result.stdout
+    assert "Summary: 0 functions checked in " in out
+    assert out.rstrip().endswith(
+        "Result: NOTHING CHECKED (exit status 3): no function has example inputs, and none "
+        "could be built (see above)"
+    )
+    assert "none could be built: parameter `xs` is annotated `list[torch.Tensor]`" in out
+    assert (
+        "none could be built: the forward raises on every generated input (shape [4]: "
+        "RuntimeError: shape '[5]' is invalid for input of size 4; shape [3, 3]: " in out
+    )
+    assert "none could be built: a method of `Needs`, and `Needs()` raises TypeError: " in out
+    data = json.loads(report.read_text(encoding="utf-8"))
+    assert data["summary"]["exit_status"] == 3
+    assert data["summary"]["without_example_inputs"] == [
+        "takes_a_list",
+        "needs_five",
+        "Needs.apply",
+    ]
+
+
+@custom_gradient
+def mixed(
+    x: torch.Tensor, n: int, *rest: float, scale: float, bias: float = 0.5
+) -> tuple[torch.Tensor, Any]:
+    return x * scale * n + bias, lambda dy: (dy * scale * n, None)
+
+
+def test_generated_values_are_reproducible_and_off_the_kinks() -> None:
+    first, what = _generated.build(mixed)
+    again, _ = _generated.build(mixed)
+    assert what == "generated from the signature (seed 0)"
+    x, n = first.args
+    assert n == 1 and list(first.kwargs) == ["scale"]  # `bias` keeps its default
+    assert torch.equal(x, again.args[0]) and first.kwargs == again.kwargs
+    assert x.dtype == torch.float64 and x.shape == (4,)
+    assert bool((x < 0).any()) and bool((x > 0).any())
+    for value in [*x.tolist(), first.kwargs["scale"]]:
+        assert abs(2 * value - round(2 * value)) >= 0.2 - 1e-9, value  # 0.1 from k / 2

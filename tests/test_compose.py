@@ -19,6 +19,8 @@ from torch._dynamo.utils import counters
 from torch.utils.checkpoint import checkpoint
 
 import tf_compat_grad._autocast
+import tf_compat_grad._decorator
+import tf_compat_grad._torch_internals
 from tf_compat_grad import custom_gradient, examples
 
 D = torch.float64
@@ -82,15 +84,7 @@ def module_forward(scale: Scale):
 COMPILE_CASES = [
     pytest.param(several_ops, "eager", id="several_ops-eager"),
     pytest.param(several_ops, "aot_eager", id="several_ops-aot_eager"),
-    pytest.param(
-        several_ops,
-        "inductor",
-        id="several_ops-inductor",
-        # Inductor's first import defines torch.jit script methods (torch's own warning).
-        marks=pytest.mark.filterwarnings(
-            "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"
-        ),
-    ),
+    pytest.param(several_ops, "inductor", id="several_ops-inductor"),
     pytest.param(module_forward, "eager", id="module_forward-eager"),
     pytest.param(module_forward, "aot_eager", id="module_forward-aot_eager"),
 ]
@@ -105,14 +99,7 @@ def dynamo():
     counters.clear()
 
 
-# Dynamo instantiates `autograd.Function` while tracing any Function (a plain hand-written one
-# too), and warns about that; the warning is torch's own.
-dynamo_instantiates_functions = pytest.mark.filterwarnings(
-    "ignore:.*torch.autograd.function.Function'> should not be instantiated:DeprecationWarning"
-)
-
-
-@dynamo_instantiates_functions
+@pytest.mark.traced_compile
 @pytest.mark.parametrize(("case", "backend"), COMPILE_CASES)
 def test_compile_matches_eager_in_one_graph(dynamo, case, backend):
     scale = Scale()
@@ -161,8 +148,11 @@ def scaled_by_global_with_break(x):
     return x * SCALE + shift, _grad_with_scale(x)
 
 
-@pytest.mark.parametrize("graph_break", [False, True], ids=["one graph", "graph break in f"])
-@dynamo_instantiates_functions
+@pytest.mark.parametrize(
+    "graph_break",
+    [pytest.param(False, marks=pytest.mark.traced_compile), True],
+    ids=["one graph", "graph break in f"],
+)
 def test_compile_notices_a_global_rebound_to_a_parameter(dynamo, monkeypatch, graph_break):
     """f reads no Parameter on the first calls; after the global is rebound it reads one,
     and the compiled call must find it (Note [compile]: with a graph break in f, nothing in
@@ -181,6 +171,48 @@ def test_compile_notices_a_global_rebound_to_a_parameter(dynamo, monkeypatch, gr
     torch.testing.assert_close(x.grad, torch.full_like(x, 5.0))
     assert weight.grad is not None, "the Parameter read after the rebinding got no gradient"
     torch.testing.assert_close(weight.grad, 7 * x.detach().sum(0))
+
+
+@pytest.fixture
+def older_torch(monkeypatch):
+    """The path taken where Dynamo cannot trace a decorated call (Note [compile on older
+    torch]), on every torch."""
+    monkeypatch.setattr(tf_compat_grad._decorator, "DYNAMO_TRACES_WATCHER", False)
+
+
+# Dynamo reads `.grad` of the non-leaf tensors live across a graph break (torch's own warning).
+@pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf Tensor")
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_compile_on_older_torch_matches_eager_with_graph_breaks(dynamo, older_torch, backend):
+    scale = Scale()
+    fn, n_inputs = several_ops(scale)
+    compiled = torch.compile(fn, backend=backend)
+    depth = torch._C._len_torch_function_stack()
+    for call in range(3):
+        args = inputs(call, n_inputs)
+        scale.weight.grad = None
+        out = compiled(*args)
+        out.sum().backward()
+        grads = [a.grad for a in args] + [scale.weight.grad]
+        eager_args = fresh(args)
+        scale.weight.grad = None
+        eager_out = fn(*eager_args)
+        eager_out.sum().backward()
+        torch.testing.assert_close(out, eager_out)
+        torch.testing.assert_close(grads, [a.grad for a in eager_args] + [scale.weight.grad])
+    assert torch._C._len_torch_function_stack() == depth
+    assert counters["graph_break"], "each decorated call should be a graph break"
+
+
+def test_fullgraph_on_older_torch_names_the_version_and_leaves_no_mode(dynamo, older_torch):
+    scale = Scale()
+    compiled = torch.compile(scale, backend="eager", fullgraph=True)
+    depth = torch._C._len_torch_function_stack()
+    for _ in range(3):
+        with pytest.raises(Exception, match=re.escape(f"on torch {torch.__version__}, whose")):
+            compiled(inputs(0, 1)[0])
+        assert torch._C._len_torch_function_stack() == depth
+    assert "without fullgraph=True" in tf_compat_grad._torch_internals.RUNS_OUTSIDE_COMPILE
 
 
 def test_importing_the_library_does_not_import_dynamo():

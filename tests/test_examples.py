@@ -3,6 +3,8 @@
 The seed examples are checked against their `torch.autograd.Function`s in `seed_functions.py`:
 same outputs, same gradients for every input, under several upstreams, to second order. The
 TensorFlow docstring examples are checked against the numbers the TF docstring promises.
+
+Item numbers refer to docs/tensorflow_semantics.md.
 """
 
 from __future__ import annotations
@@ -406,7 +408,7 @@ def test_second_derivative_is_analytic(
 
 
 def test_custom_exp_second_order_mixes_custom_and_true_terms() -> None:
-    # tf_behaviour item 40: y = custom_exp(x), loss y*y gives 12 e^{2x}.
+    # item 40: y = custom_exp(x), loss y*y gives 12 e^{2x}.
     x = _t(-1.0, 0.0, 0.5).requires_grad_(True)
     y = E.custom_exp(x)
     (first,) = torch.autograd.grad((y * y).sum(), x, create_graph=True)

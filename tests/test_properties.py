@@ -9,7 +9,7 @@ and a grad_fn that returns the TF-rule gradients, with random `None`s, in a rand
 Some cases carry one mistake (a None argument, a non-pair, a missing `variables` parameter, a
 wrong gradient count).
 
-The oracle predicts, from TensorFlow's rules alone (tf_behaviour items 5-39):
+The oracle predicts, from TensorFlow's rules alone (items 5-39):
 - inputs are the positional leaves in `tf.nest.flatten` order (dicts by sorted key), one
   gradient slot each, strings and Python numbers included; keyword arguments are not inputs;
 - grad_fn gets one upstream per flattened output, in flattened order, zeros for unused outputs
@@ -21,6 +21,8 @@ The oracle predicts, from TensorFlow's rules alone (tf_behaviour items 5-39):
   Parameter is read: then f's own autodiff gives its true gradient (item 39);
 - the errors and their types.
 The number of generated cases is asserted and printed at the end of the module.
+
+Item numbers refer to docs/tensorflow_semantics.md.
 """
 
 import collections

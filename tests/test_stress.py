@@ -7,6 +7,8 @@ and after the 10,000 iterations: live tensor storages reachable from Python obje
 and the process RSS (from /proc/self/statm, after `malloc_trim`). Each op call allocates 16 KiB
 tensors, so a leak of one tensor per call would grow RSS by 160 MiB; the tolerance is 8 MiB.
 The figures are printed at the end of the module.
+
+Item numbers refer to docs/tensorflow_semantics.md.
 """
 
 import ctypes

@@ -1,7 +1,9 @@
-"""Parity with eager `tf.custom_gradient` of TensorFlow 2.21: tf_behaviour.md items 1-42.
+"""Parity with eager `tf.custom_gradient` of TensorFlow 2.21: items 1-42.
 
 Each test names the item it checks. Items 29 and 30 are deliberate divergences: there the
 library's own behaviour (expand, sum down, cast, convert) is tested instead.
+
+Item numbers refer to docs/tensorflow_semantics.md.
 """
 
 import collections
@@ -52,7 +54,7 @@ def log1pexp(x):
 
 @custom_gradient
 def custom_exp(x):
-    """exp(x), with a gradient that claims 2 * exp(x) (tf_behaviour item 40)."""
+    """exp(x), with a gradient that claims 2 * exp(x) (item 40)."""
     e = torch.exp(x)
     return e, lambda dy: dy * 2 * e
 
@@ -299,9 +301,10 @@ NOT_A_PAIR = [
 ]
 
 
+# items 6, 7, 9
 @pytest.mark.parametrize(("body", "error", "message"), NOT_A_PAIR)
 @pytest.mark.parametrize(("mode", "requires_grad"), CALL_CONTEXTS)
-def test_f_must_return_a_pair_at_call_time(body, error, message, mode, requires_grad):  # 6, 7, 9
+def test_f_must_return_a_pair_at_call_time(body, error, message, mode, requires_grad):
     fn = custom_gradient(body)
     message = PREFIX + message.replace("<f>", where(fn))
     with mode(), pytest.raises(error, match=re.escape(message) + "$"):

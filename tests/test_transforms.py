@@ -20,12 +20,6 @@ from tf_compat_grad import CustomGradientValueError, custom_gradient
 from tf_compat_grad._errors import CustomGradientNotImplementedError
 from tf_compat_grad.examples import clipped_relu, log1pexp
 
-# Forward-mode AD loads its decompositions on first use through `torch.jit.script`, which
-# warns in torch 2.13; whichever forward-mode test runs first would fail on it.
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:`torch.jit.script` is deprecated:DeprecationWarning"
-)
-
 D = torch.float64
 X = torch.tensor([-1.5, -0.3, 0.4, 1.0, 2.2], dtype=D)
 V = torch.tensor([0.5, -2.0, 1.5, 3.0, -0.7], dtype=D)

@@ -2,9 +2,9 @@
 
 torch runs a Function's backward with autocast off: under `torch.autocast("cpu",
 dtype=torch.bfloat16)` a bf16 upstream then meets fp32 weights in grad_fn and matmul raises
-(torch_notes, "Autocast"). `torch.amp.custom_bwd` solves this for hand-written Functions by
-restoring the forward's autocast state around backward; this does the same for grad_fn, with
-plain nested `with` blocks.
+(docs/torch_facts.md, "Autocast in backward"). `torch.amp.custom_bwd` solves this for
+hand-written Functions by restoring the forward's autocast state around backward; this does the
+same for grad_fn, with plain nested `with` blocks.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ that change between two backward passes or under a transform, a stale gradient a
 edit, a leak. A transform or `fullgraph=True` that *refuses* the function with an error is a
 WARN: it is loud, optional, and the reason says what to change. A gradient that differs from
 the true derivative is a WARN too (straight-through estimators and clipping differ on purpose),
-and so is a grad_fn that is not linear in the upstream.
+and so is a grad_fn that is not linear in the upstream, and an example point on a kink or jump
+where finite differences are no derivative (Note [kinks]): the rest is still compared there.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _gradients, _run, _structure
 from ._decorator import CustomGradient
+from ._torch_internals import DYNAMO_TRACES_WATCHER
 from ._variables import ParameterWatcher
 from .testing import CHECKS, Example, Report, Row, Status
 
@@ -47,6 +49,7 @@ EPS = 1e-6  # central finite differences in float64
 MAX_ELEMENTS = 64  # more input elements than this: finite differences along random directions
 DIRECTIONS = 12
 BATCH = 3  # vmap batch size
+KINK_RTOL = 1e-3  # one-sided differences further apart: a kink or jump (Note [kinks])
 LINEAR_A, LINEAR_B = 2.0, -0.5  # a + b != 1, so a grad_fn that sets constants shows up
 
 # The checks that need a gradient: skipped when the forward or `gradients` fails.
@@ -361,6 +364,20 @@ class _Numerical:
 
     Up to MAX_ELEMENTS elements, one derivative per element; beyond, the directional
     derivative along DIRECTIONS random directions (compared with `<analytic, direction>`).
+    Elements where finite differences are no derivative are set apart (Note [kinks]).
+
+    # Note [kinks]
+    A central difference across a kink (relu at 0) or a jump (a piecewise gradient at its
+    boundary, in the second-order check) is no derivative: relu's is 0.5 at 0, and a jump gives
+    jump / (2 EPS). So the one-sided differences are taken too, `(f(x+h) - f(x)) / h` and
+    `(f(x) - f(x-h)) / h`, from the same evaluations plus one at x. On a smooth stretch they
+    differ by about `h |f''|`, a millionth of the curvature; across a kink by the change of
+    slope, across a jump by the jump over h. Where they differ by more than KINK_RTOL of the
+    larger slope and of the analytic scale (at least 1), plus the rounding error, the element
+    is on a kink: its value is not compared (a non-finite analytic value still is, NaN being
+    wrong on either side), and the checks name it. A smooth element looks like a kink only
+    where |f''| exceeds about 1000 times its slope and the analytic scale, so a wrong rule is
+    still caught at every smooth element.
     """
 
     def __init__(
@@ -371,14 +388,18 @@ class _Numerical:
     ) -> None:
         self.per_element = sum(t.numel() for t in targets) <= MAX_ELEMENTS
         saved = [t.detach().clone() for t in targets]
+        self.values = [t.to(F64).reshape(-1) for t in saved]
         try:
+            at = evaluate()
             if self.per_element:
-                self.numerical = [self._per_element(evaluate, t) for t in targets]
-                self.analytic = [a.detach() for a in analytic]
+                self.shapes = [t.shape for t in targets]
+                sides = [self._per_element(evaluate, t) for t in targets]
+                self.analytic = [a.detach().to(F64).reshape(-1) for a in analytic]
             else:
                 directions = [_like(targets, 100 + d) for d in range(DIRECTIONS)]
-                self.numerical = [
-                    torch.tensor([self._along(evaluate, targets, saved, d) for d in directions])
+                self.shapes = [torch.Size([DIRECTIONS])]
+                sides = [
+                    torch.tensor([self._along(evaluate, targets, saved, d) for d in directions]).T
                 ]
                 self.analytic = [
                     torch.tensor(
@@ -388,30 +409,41 @@ class _Numerical:
                                 for a, v in zip(analytic, d, strict=True)
                             )
                             for d in directions
-                        ]
+                        ],
+                        dtype=F64,
                     )
                 ]
         finally:
             with torch.no_grad():
                 for t, s in zip(targets, saved, strict=True):
                     t.copy_(s)
+        finite = [a[torch.isfinite(a)].abs() for a in self.analytic]
+        scale = max([1.0, *(float(a.max()) for a in finite if a.numel())])
+        self.numerical, self.left, self.right, self.kinked = [], [], [], []
+        for plus, minus in sides:
+            right, left = (plus - at) / EPS, (at - minus) / EPS
+            size = plus.abs().maximum(minus.abs()).clamp(min=abs(at))
+            rounding = 4 * torch.finfo(F64).eps * size / EPS
+            tolerance = KINK_RTOL * (right.abs().maximum(left.abs()) + scale) + rounding
+            self.numerical.append((plus - minus) / (2 * EPS))
+            self.left.append(left)
+            self.right.append(right)
+            self.kinked.append((right - left).abs() > tolerance)  # False where either is NaN
 
     @staticmethod
     def _per_element(evaluate: Callable[[], float], t: _Tensor) -> _Tensor:
-        out = torch.zeros(t.shape, dtype=F64)
-        flat_out = out.view(-1)
+        """f at `t` moved by +EPS and by -EPS, one element at a time: shape (2, t.numel())."""
+        out = torch.zeros((2, t.numel()), dtype=F64)
         for k in range(t.numel()):
             index = _unravel(k, t.shape)
             with torch.no_grad():
                 original = t[index].item()
-                t[index] = original + EPS
-            plus = evaluate()
-            with torch.no_grad():
-                t[index] = original - EPS
-            minus = evaluate()
+            for row, step in enumerate((EPS, -EPS)):
+                with torch.no_grad():
+                    t[index] = original + step
+                out[row, k] = evaluate()
             with torch.no_grad():
                 t[index] = original
-            flat_out[k] = (plus - minus) / (2 * EPS)
         return out
 
     @staticmethod
@@ -420,18 +452,60 @@ class _Numerical:
         targets: Sequence[_Tensor],
         saved: Sequence[_Tensor],
         direction: Sequence[_Tensor],
-    ) -> float:
+    ) -> tuple[float, float]:
         values = []
         for sign in (1.0, -1.0):
             with torch.no_grad():
                 for t, s, d in zip(targets, saved, direction, strict=True):
                     t.copy_(s + sign * EPS * d)
             values.append(evaluate())
-        return (values[0] - values[1]) / (2 * EPS)
+        return values[0], values[1]
+
+    def compared(self) -> tuple[list[_Tensor], list[_Tensor]]:
+        """The analytic and numerical values to compare: on a kink, the numerical value is
+        replaced by the analytic one where that is finite (Note [kinks])."""
+        numerical = [
+            torch.where(kinked & torch.isfinite(a), a, n)
+            for a, n, kinked in zip(self.analytic, self.numerical, self.kinked, strict=True)
+        ]
+        return self.analytic, numerical
+
+    @property
+    def unit(self) -> str:
+        return "element(s)" if self.per_element else "random direction(s)"
+
+    @property
+    def on_kinks(self) -> int:
+        return sum(int(k.sum()) for k in self.kinked)
+
+    @property
+    def compared_count(self) -> int:
+        return sum(int(k.numel()) for k in self.kinked) - self.on_kinks
+
+    def kinks(self, subject: _Subject) -> str:
+        """The elements on a kink or jump, named with their values and one-sided differences;
+        empty when there is none."""
+        n = self.on_kinks
+        if not n:
+            return ""
+        found = [(i, int(k)) for i, mask in enumerate(self.kinked) for k in mask.nonzero()]
+        shown = []
+        for i, k in found[:3]:
+            value = f" = {float(self.values[i][k]):.4g}" if self.per_element else ""
+            shown.append(
+                f"{self.where(subject, i, k)}{value} (left {float(self.left[i][k]):.4g}, "
+                f"right {float(self.right[i][k]):.4g})"
+            )
+        more = f" and {n - len(shown)} more" if n > len(shown) else ""
+        total = sum(k.numel() for k in self.kinked)
+        return (
+            f"not checkable at {n} of {total} {self.unit} on a kink or jump, where the one-sided "
+            f"differences disagree: {'; '.join(shown)}{more}"
+        )
 
     def where(self, subject: _Subject, i: int, k: int) -> str:
         if self.per_element:
-            return subject.element(i, k, self.numerical[i].shape)
+            return subject.element(i, k, self.shapes[i])
         return f"random direction {k}"
 
 
@@ -592,16 +666,17 @@ def _check_numerical(s: _Subject) -> Row:
                 return float(_dot(_float_outputs(inputs.call()), upstreams))
 
         numerical = _Numerical(evaluate, inputs.targets, custom)
-    diff = _Diff(numerical.analytic, numerical.numerical)
+    diff = _Diff(*numerical.compared())
     how = (
         "finite differences"
         if numerical.per_element
         else f"finite differences along {DIRECTIONS} random directions"
     )
     figure = f"max |custom - numerical| {_fmt(diff.max)}"
+    kinks = numerical.kinks(s)
+    s.true_gradient = None if kinks else False
     if diff.bad_got is not None:
         i, k, got, want = diff.bad_got
-        s.true_gradient = False
         return Row(
             "numerical",
             FAIL,
@@ -611,12 +686,22 @@ def _check_numerical(s: _Subject) -> Row:
             diff.max,
         )
     undefined = f"; {how} undefined at {diff.n_bad_want} element(s)" if diff.n_bad_want else ""
+    if not numerical.compared_count:
+        return Row("numerical", WARN, _nothing_compared(kinks, "the gradient"), figure, diff.max)
     if diff.within(rtol=1e-5, atol=1e-6):
+        if kinks:
+            return Row(
+                "numerical",
+                WARN,
+                f"matches the true derivative ({how}) at the other "
+                f"{numerical.compared_count} {numerical.unit}; {kinks}{undefined}",
+                figure,
+                diff.max,
+            )
         s.true_gradient = True
         return Row(
             "numerical", PASS, f"matches the true derivative ({how}){undefined}", figure, diff.max
         )
-    s.true_gradient = False
     assert diff.at is not None
     where = numerical.where(s, *diff.at)
     return Row(
@@ -624,10 +709,14 @@ def _check_numerical(s: _Subject) -> Row:
         WARN,
         f"deliberately differs from the true derivative at {diff.count} "
         f"element(s): largest at {where} (custom {diff.got_value:.4g}, numerical "
-        f"{diff.want_value:.4g}){undefined}",
+        f"{diff.want_value:.4g}){undefined}{f'; {kinks}' if kinks else ''}",
         figure,
         diff.max,
     )
+
+
+def _nothing_compared(kinks: str, what: str) -> str:
+    return f"nothing compared: {kinks}. Give example inputs away from the kinks to check {what}"
 
 
 def _check_autodiff(s: _Subject) -> Row:
@@ -833,8 +922,9 @@ def _check_second_order(s: _Subject) -> Row:
             return float(sum(float((gi * wi).sum()) for gi, wi in zip(g, weights, strict=True)))
 
         numerical = _Numerical(evaluate, targets, analytic)
-    diff = _Diff(numerical.analytic, numerical.numerical)
+    diff = _Diff(*numerical.compared())
     figure = f"max |double backward - numerical| {_fmt(diff.max)}"
+    kinks = numerical.kinks(s)
     if diff.bad_got is not None:
         i, k, got, want = diff.bad_got
         return Row(
@@ -842,6 +932,14 @@ def _check_second_order(s: _Subject) -> Row:
             FAIL,
             f"double backward gives {got} at {numerical.where(s, i, k)} "
             f"where the gradient's finite differences give {want:.4g}",
+            figure,
+            diff.max,
+        )
+    if not numerical.compared_count:
+        return Row(
+            "second_order",
+            WARN,
+            _nothing_compared(kinks, "the second derivative"),
             figure,
             diff.max,
         )
@@ -861,13 +959,21 @@ def _check_second_order(s: _Subject) -> Row:
             FAIL,
             f"the second derivative is wrong: double backward gives "
             f"{diff.got_value:.4g} at {where}, finite differences of the gradient give "
-            f"{diff.want_value:.4g}; {why}",
+            f"{diff.want_value:.4g}; {why}{f'; {kinks}' if kinks else ''}",
             figure,
             diff.max,
         )
     reason = "double backward matches finite differences of the gradient"
     if not graph:
         reason = "the gradient does not depend on the inputs: the second derivative is zero"
+    if kinks:
+        return Row(
+            "second_order",
+            WARN,
+            f"{reason} at the other {numerical.compared_count} {numerical.unit}; {kinks}",
+            figure,
+            diff.max,
+        )
     if s.true_gradient and not s.variables and graph:
         if not _gradgradcheck(s):
             return Row(
@@ -1009,8 +1115,19 @@ def _check_vmap(s: _Subject) -> Row:
     )
 
 
+_TORCH_VERSION = torch.__version__  # `torch` is a local name in _check_compile
+
+
 def _check_compile(s: _Subject) -> Row:
-    import torch._dynamo  # lazily: importing Dynamo is slow (torch_notes)
+    if not DYNAMO_TRACES_WATCHER:
+        return Row(
+            "compile",
+            SKIP,
+            f"torch {_TORCH_VERSION} cannot trace a custom_gradient function: under "
+            "torch.compile each call is a graph break and runs as in eager mode (fullgraph=True "
+            "raises); torch >= 2.13 compiles it in one graph",
+        )
+    import torch._dynamo  # lazily (docs/torch_facts.md, "Importing Dynamo")
 
     with s.cast(F64), _quiet_compiler_logs():
         inputs, outputs, upstreams = _forward_f64(s)

@@ -1,8 +1,9 @@
 """`python -m tf_compat_grad check [TARGET ...]`: find the decorated functions of modules and
-check each one on its example inputs.
+check each one on its example inputs, or on inputs built from its signature where it has none.
 
 Exit status: 0 when no check fails, 1 when one does, 2 when a TARGET cannot be imported, names
-nothing decorated, or `--only` names nothing known.
+nothing decorated, or `--only` names nothing known, 3 when nothing could be checked (no function
+has example inputs and none could be built).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ._decorator import CustomGradient
 from .testing import CHECKS, Report, Status
 
 GALLERY = "tf_compat_grad.examples"
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOTHING_CHECKED = 0, 1, 2, 3
 _FACTORY_MAKERS = frozenset({"custom_gradient", "recompute_grad", "grad_pass_through"})
 
 
@@ -44,12 +45,26 @@ class Entry:
         example: Any,
         location: str,
         missing: str = "",
+        owner: type | None = None,
     ) -> None:
         self.name = name
         self.fn = fn
         self.example = example
         self.location = location
         self.missing = missing  # why there is nothing to check, when there is not
+        self.owner = owner  # the class of a method taken from it
+        self.generated = ""  # how the example was built, when it was
+
+    def build_example(self) -> None:
+        """Example inputs from the signature, where the function has none (`_generated`)."""
+        from ._generated import CannotBuild, build
+
+        if self.fn is None or self.example is not None:
+            return
+        try:
+            self.example, self.generated = build(self.fn, self.owner)
+        except CannotBuild as error:
+            self.missing = f"none could be built: {error}. To check it, {self.missing}"
 
 
 # --- finding the decorated functions ------------------------------------------------------
@@ -132,7 +147,15 @@ def _methods(cls: type) -> list[Entry]:
             cg = getattr(member, "__func__", member)  # staticmethod, classmethod, or as is
         if isinstance(cg, CustomGradient):
             fn = getattr(cls, attr)
-            found.append(Entry(f"{cls.__qualname__}.{attr}", fn, cg.example, _checks.location(cg)))
+            found.append(
+                Entry(
+                    f"{cls.__qualname__}.{attr}",
+                    fn,
+                    cg.example,
+                    _checks.location(cg),
+                    owner=cls,
+                )
+            )
     return found
 
 
@@ -203,7 +226,10 @@ def _plural(n: int, word: str) -> str:
 
 
 def _summary(
-    reports: list[tuple[str, Report]], missing: list[Entry], seconds: float
+    reports: list[tuple[str, Report]],
+    generated: list[Entry],
+    missing: list[Entry],
+    seconds: float,
 ) -> tuple[str, dict[str, Any]]:
     counts = {s.value: 0 for s in Status}
     for _, report in reports:
@@ -213,6 +239,11 @@ def _summary(
     warning = [(name, r.warned) for name, r in reports if r.warned]
     lines = [
         f"Summary: {_plural(len(reports), 'function')} checked in {seconds:.1f} s"
+        + (
+            f" ({len(generated)} on generated inputs: {', '.join(e.name for e in generated)})"
+            if generated
+            else ""
+        )
         + (
             f", {len(missing)} without example inputs ({', '.join(e.name for e in missing)})"
             if missing
@@ -229,10 +260,18 @@ def _summary(
                 f"  {label}: "
                 + "; ".join(f"{name} ({', '.join(checks)})" for name, checks in group)
             )
-    status = EXIT_FAILED if failing else EXIT_OK
-    lines.append("Result: " + ("FAIL" if failing else "OK") + f" (exit status {status})")
+    if not reports:
+        status = EXIT_NOTHING_CHECKED
+        lines.append(
+            f"Result: NOTHING CHECKED (exit status {status}): no function has example inputs, "
+            "and none could be built (see above)"
+        )
+    else:
+        status = EXIT_FAILED if failing else EXIT_OK
+        lines.append("Result: " + ("FAIL" if failing else "OK") + f" (exit status {status})")
     data = {
         "functions": len(reports),
+        "generated_example_inputs": [e.name for e in generated],
         "without_example_inputs": [e.name for e in missing],
         "counts": counts,
         "failing": [name for name, _ in failing],
@@ -260,8 +299,13 @@ def _parser() -> argparse.ArgumentParser:
         help="check the decorated functions of modules",
         description="Check every decorated function of each TARGET (a module name or a .py "
         "path; default: the bundled gallery) on its example inputs "
-        "(`@custom_gradient(example=...)`). Exit status 1 if a check fails, 2 if a TARGET "
-        "cannot be imported or names nothing decorated.",
+        "(`@custom_gradient(example=...)`). A function without them is checked on inputs "
+        "built from its signature (float64 tensors for parameters annotated as tensors or not "
+        "annotated, Python numbers for float and int; fixed seed), reported as generated; "
+        "those it cannot build inputs for are listed with the reason.",
+        epilog="Exit status: 0 if no check fails, 1 if one does, 2 if a TARGET cannot be "
+        "imported or names nothing decorated, or --only names nothing known, 3 if nothing "
+        "was checked (no function has example inputs and none could be built).",
     )
     check.add_argument("targets", nargs="*", metavar="TARGET", help="module name or .py path")
     check.add_argument(
@@ -323,11 +367,13 @@ def _check(targets: list[str], json_path: str | None, only: list[str]) -> int:
 
     out = sys.stderr if json_path == "-" else sys.stdout  # keep stdout pure JSON
     progress = _Progress(sys.stderr)
+    start = time.perf_counter()
+    for _, entry in found:
+        entry.build_example()
     runnable = [(m, e) for m, e in found if e.fn is not None and e.example is not None]
     missing = [e for _, e in found if e.fn is None or e.example is None]
     reports: list[tuple[str, Report]] = []
     results: list[dict[str, Any]] = []
-    start = time.perf_counter()
     current = None
     index = 0
     for module_name, entry in found:
@@ -356,12 +402,22 @@ def _check(targets: list[str], json_path: str | None, only: list[str]) -> int:
         report = run_checks(
             entry.fn, entry.example, only=checks or None, name=entry.name, progress=progress.show
         )
+        if entry.generated:
+            report.example = f"{report.example}, {entry.generated}"
         progress.clear()
         out.write(f"{report}\n\n")
         out.flush()
         reports.append((entry.name, report))
-        results.append({"module": module_name, "checked": True, **report.to_dict()})
-    text, summary = _summary(reports, missing, time.perf_counter() - start)
+        results.append(
+            {
+                "module": module_name,
+                "checked": True,
+                "generated_example": bool(entry.generated),
+                **report.to_dict(),
+            }
+        )
+    generated = [e for _, e in runnable if e.generated]
+    text, summary = _summary(reports, generated, missing, time.perf_counter() - start)
     out.write(text + "\n")
     out.flush()
     if json_path is not None:

@@ -1,4 +1,7 @@
-"""`custom_gradient`: the decorator, the wrapper object, and binding for methods."""
+"""`custom_gradient`: the decorator, the wrapper object, and binding for methods.
+
+Item numbers refer to docs/tensorflow_semantics.md.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from ._errors import PREFIX, CustomGradientTypeError, describe, describe_value
 from ._function import Record, eager_apply, make_node
 from ._reach import ParameterReach
 from ._run import UNBOUND
+from ._torch_internals import DYNAMO_TRACES_WATCHER, call_outside_compile
 from ._transforms import make_transform_node
 
 P = ParamSpec("P")
@@ -68,7 +72,8 @@ class CustomGradient(Generic[P, R]):
 
     def __set_name__(self, owner: type, name: str) -> None:
         # A plain function on the class, not this descriptor: Dynamo recursed on a `__get__`
-        # descriptor installed as `nn.Module.forward` (torch_notes, "More facts").
+        # descriptor installed as `nn.Module.forward` (docs/torch_facts.md, "Descriptors under
+        # compile").
         setattr(owner, name, self._method)
 
     def __repr__(self) -> str:
@@ -78,6 +83,8 @@ class CustomGradient(Generic[P, R]):
     def _call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         f = self._f
         if _is_compiling():
+            if not DYNAMO_TRACES_WATCHER:  # Note [compile on older torch]
+                return call_outside_compile(self._call, bound, args, kwargs)
             return _compile.call(self._compile_node, f, bound, args, kwargs)
         if _transforms_active():
             return _transforms.call(self._transform_node, f, bound, args, kwargs)

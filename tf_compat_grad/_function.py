@@ -3,7 +3,7 @@
 # Note [where f runs]
 TensorFlow runs f while the tape records, so the ops of f are differentiable: a second derivative
 flows through the tensors grad_fn closes over (`e = exp(x)` in `log1pexp`), and only the custom
-op's outputs have their producer replaced by grad_fn (tf_behaviour items 8, 38, 40). A torch
+op's outputs have their producer replaced by grad_fn (items 8, 38, 40). A torch
 `Function.forward` runs with grad recording off, which would turn such tensors into constants and
 silently drop that second-order term (the "higher-order trap"). So in eager autograd f runs
 *before* the node, with grad recording on, and the node's forward only hands over f's outputs
@@ -11,6 +11,8 @@ silently drop that second-order term (the "higher-order trap"). So in eager auto
 closes over (Note [saved closures]). A backward with `create_graph=True` then differentiates
 grad_fn's ops through those tensors' own graphs, exactly as TensorFlow does, and f runs once per
 call whatever the order of differentiation.
+
+Item numbers refer to docs/tensorflow_semantics.md.
 """
 
 from __future__ import annotations

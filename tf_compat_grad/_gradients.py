@@ -1,10 +1,12 @@
-"""Checking and repairing what grad_fn returns (tf_behaviour items 26-31, 34, 36).
+"""Checking and repairing what grad_fn returns (items 26-31, 34, 36).
 
 TensorFlow passes whatever grad_fn returns straight through; torch's engine rejects Python
 numbers, gradients on another device and shapes it cannot sum down. Here a gradient becomes a
 tensor on its input's device, in its input's dtype, and of its input's shape when it broadcasts
 to it (or sums down to it, as torch's engine does); anything else is an error that names the
 argument.
+
+Item numbers refer to docs/tensorflow_semantics.md.
 """
 
 from __future__ import annotations

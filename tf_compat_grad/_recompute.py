@@ -1,5 +1,8 @@
 """`recompute_grad` and `grad_pass_through`, built on `custom_gradient` as TensorFlow builds them
-(tf_behaviour items 48-60)."""
+(items 48-60).
+
+Item numbers refer to docs/tensorflow_semantics.md.
+"""
 
 from __future__ import annotations
 
@@ -24,13 +27,16 @@ def recompute_grad(f: Callable[P, R]) -> CustomGradient[P, R]:
 
     Forward runs f without recording anything, so f's intermediate tensors are freed at once;
     only the inputs and the random-number state are kept. Backward runs f once more with the
-    same random draws (a dropout mask comes out the same) and differentiates that run. Inputs
-    that do not reach the outputs get zeros, and trainable `nn.Parameter`s that f reads get
-    their gradients, as in `tf.recompute_grad`.
+    same random draws (a dropout mask comes out the same) on an alias of each input, and
+    differentiates that run. Each argument slot gets its own gradient, also when the inputs are
+    the same tensor or share a graph. Inputs that do not reach the outputs get zeros, and
+    trainable `nn.Parameter`s that f reads get their gradients, as in `tf.recompute_grad`.
 
     Differences from TensorFlow: Python numbers stay Python numbers when f runs again (TF turns
     them into float32 tensors, which breaks float64 code), and second derivatives work, also
-    when the upstream gradient depends on the inputs (TF raises there).
+    when the upstream gradient depends on the inputs (TF raises there): a backward with
+    `create_graph=True` makes the gradients a recomputed block of their own, so it keeps none
+    of f's intermediates and each further derivative runs f once more.
 
     Args:
         f: the function to run twice; its positional tensor arguments are the inputs.
@@ -69,12 +75,14 @@ def recompute_grad(f: Callable[P, R]) -> CustomGradient[P, R]:
                 # The tensors seen here are unwrapped for the transform: differentiate the
                 # rerun with the transform's own vjp. Parameters are its constants.
                 tensor_grads = _transformed_grads(rng, rerun, tensors, upstream)
-                grads: dict[int, torch.Tensor] = {}
+                variable_grads = [torch.zeros_like(v) for v in variables]
             else:
-                with torch.enable_grad():
-                    outputs = rng.rerun(lambda: rerun(*tensors))
-                grads = _autograd_grads(outputs, upstream, [*tensors, *variables])
-                tensor_grads = [grads.get(id(t), torch.zeros_like(t)) for t in tensors]
+                # Recording (create_graph): the gradients are a recomputed block of their own,
+                # so that their own derivatives reach the inputs through the caller's graph.
+                gradients = _GRADIENTS if torch.is_grad_enabled() else _gradients
+                block = _Block(rng, rerun, len(upstream), variables, tensors)
+                grads = list(gradients(*upstream, *tensors, block=block))
+                tensor_grads, variable_grads = grads[: len(tensors)], grads[len(tensors) :]
             # Zeros for a tensor that reaches no output (item 50), None for the other arguments.
             input_grads = [
                 None if o is not None else g
@@ -82,7 +90,7 @@ def recompute_grad(f: Callable[P, R]) -> CustomGradient[P, R]:
             ]
             if not variables:
                 return input_grads
-            return input_grads, [grads.get(id(v), torch.zeros_like(v)) for v in variables]
+            return input_grads, variable_grads
 
         return result, grad_fn
 
@@ -92,28 +100,90 @@ def recompute_grad(f: Callable[P, R]) -> CustomGradient[P, R]:
     return wrapped
 
 
-def _autograd_grads(
-    outputs: list[Any], upstream: tuple[torch.Tensor, ...], candidates: list[torch.Tensor]
-) -> dict[int, torch.Tensor]:
-    """The gradients of `outputs` (weighted by `upstream`) for the candidates that require
-    grad, by `id`; differentiable themselves when backward records (create_graph)."""
+class _Block:
+    """One recomputed call as its backward needs it, but the tensors: its rerun, random state,
+    number of outputs, variables, and the leaf tensors among its inputs, each with its first
+    slot. One object, so that no variable is a keyword argument of `_GRADIENTS`, whose own
+    Parameter watcher must find them."""
+
+    __slots__ = ("leaves", "n_outputs", "rerun", "rng", "variables")
+
+    def __init__(
+        self,
+        rng: RngState,
+        rerun: Callable[..., list[Any]],
+        n_outputs: int,
+        variables: list[torch.Tensor],
+        inputs: tuple[torch.Tensor, ...],
+    ) -> None:
+        self.rng = rng
+        self.rerun = rerun
+        self.n_outputs = n_outputs
+        self.variables = variables
+        leaves: dict[int, tuple[int, torch.Tensor]] = {}  # by identity: the same tensor once
+        for slot, t in enumerate(inputs):
+            if t.requires_grad and t.is_leaf:
+                leaves.setdefault(id(t), (slot, t))
+        self.leaves = list(leaves.values())
+
+
+def _gradients(*tensors: torch.Tensor, block: _Block) -> tuple[torch.Tensor, ...]:
+    """The gradients of the block's rerun weighted by the upstream gradients (the first tensors,
+    one per output), for each input (the other tensors), then for each variable; zeros for one
+    that reaches no output (item 50).
+
+    f runs again on an alias of each input, one per argument slot, as TensorFlow runs it on
+    `identity(args)`, and the gradients are those of the aliases: the same tensor passed twice
+    gets each slot's own gradient. Called from a backward that does not record, the aliases are
+    detached, so differentiating never walks (nor frees) the caller's graph between connected
+    inputs. Recording, this runs as the rerun of `_GRADIENTS`, on that block's detached aliases:
+    aliases that keep their graph (`view_as`) make the gradients differentiable in them.
+
+    An input that f also reads directly (a Parameter of the module passed as an argument too)
+    gets the gradient of those reads in its first slot, when it is a leaf; a non-leaf input read
+    so is a constant there, like any tensor f closes over that leads to no variable."""
+    upstream, inputs = tensors[: block.n_outputs], tensors[block.n_outputs :]
+    if torch.is_grad_enabled():
+        aliases = [t.view_as(t) for t in inputs]
+    else:
+        aliases = [t.detach().requires_grad_(t.requires_grad) for t in inputs]
+    with torch.enable_grad():
+        outputs = block.rng.rerun(lambda: block.rerun(*aliases))
+    candidates = [*aliases, *block.variables, *(t for _, t in block.leaves)]
     sources = [t for t in candidates if t.requires_grad]
     pairs = [
         (o, u)
         for o, u in zip(outputs, upstream, strict=True)
         if isinstance(o, torch.Tensor) and o.requires_grad
     ]
-    if not pairs or not sources:
-        return {}
-    found = torch.autograd.grad(
-        [o for o, _ in pairs],
-        sources,
-        [u for _, u in pairs],
-        create_graph=torch.is_grad_enabled(),
-        allow_unused=True,
-        materialize_grads=True,
+    if pairs and sources:
+        found = iter(
+            torch.autograd.grad(
+                [o for o, _ in pairs],
+                sources,
+                [u for _, u in pairs],
+                create_graph=torch.is_grad_enabled(),
+                allow_unused=True,
+            )
+        )
+        grads = [next(found) if t.requires_grad else None for t in candidates]
+    else:
+        grads = [None] * len(candidates)
+    n = len(aliases) + len(block.variables)
+    for (slot, _), direct in zip(block.leaves, grads[n:], strict=True):
+        through_slot = grads[slot]
+        if direct is not None:
+            grads[slot] = direct if through_slot is None else through_slot + direct
+    return tuple(
+        torch.zeros_like(t) if g is None else g
+        for t, g in zip(candidates[:n], grads[:n], strict=True)
     )
-    return {id(t): g for t, g in zip(sources, found, strict=True)}
+
+
+# The gradients as a block of their own, for a backward that records (create_graph): its inputs
+# are the upstream gradients and the caller's tensors, so the second derivative reaches them
+# through the caller's graph, and each order recomputes once more.
+_GRADIENTS = recompute_grad(_gradients)
 
 
 def _transformed_grads(

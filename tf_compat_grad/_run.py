@@ -1,8 +1,10 @@
 """Calling the user's f: checking its inputs, running it once while watching for Parameters,
-splitting what it returns into outputs and grad_fn (tf_behaviour items 5-7, 10-13, 32-33).
+splitting what it returns into outputs and grad_fn (items 5-7, 10-13, 32-33).
 
 Everything here takes the user's function itself, not the decorator object, so the nodes that
 `torch.func` and `torch.compile` trace reach only plain functions and constants.
+
+Item numbers refer to docs/tensorflow_semantics.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Finding the `nn.Parameter`s that f reads, TensorFlow's `variables=` (tf_behaviour items 32-37).
+"""Finding the `nn.Parameter`s that f reads, TensorFlow's `variables=` (items 32-37).
 
 TensorFlow's `VariableWatcher` records every trainable variable accessed while f runs. The torch
 analogue is a `TorchFunctionMode` that sees every torch call made inside f and keeps the
@@ -7,6 +7,8 @@ graph walk would miss a Parameter that is read but does not reach the output.
 
 Torch keeps the mode stack per thread, so two threads running decorated functions at once never
 see each other's Parameters.
+
+Item numbers refer to docs/tensorflow_semantics.md.
 """
 
 from __future__ import annotations

@@ -2,7 +2,11 @@
 `torch.autograd.Function` examples, each in decorator form.
 
 Each function is what a port of the same TensorFlow code looks like; `tests/test_examples.py`
-checks every one against the hand-written `torch.autograd.Function` it replaces.
+checks every one against the hand-written `torch.autograd.Function` it replaces. The classic
+examples come from the seed documents: four public tutorials on custom gradients in PyTorch that
+the project started from. `tests/seed_functions.py` keeps their classes as written.
+
+Item numbers refer to docs/tensorflow_semantics.md.
 """
 
 from __future__ import annotations
@@ -148,7 +152,7 @@ def smooth_round(
     """A differentiable round: `0.5 + 0.5 * tanh(alpha * (x - 0.5))`.
 
     As in TensorFlow, an argument passed positionally is an input that needs a gradient slot,
-    while a default or a keyword argument is not (tf_behaviour items 14 and 15). So
+    while a default or a keyword argument is not (items 14 and 15). So
     `smooth_round(x, 5.0)` returns two gradients (the second None), and `smooth_round(x)` and
     `smooth_round(x, alpha=5.0)` return one: the variadic parameter tells grad_fn which case it is.
     """

@@ -10,7 +10,8 @@ Statuses: FAIL means broken in plain use or silently wrong somewhere (an error i
 wrong gradient count, NaN where the true derivative is finite, a gradient that changes between two
 backward passes or under a transform, a leak); WARN means it works but something deserves a look
 (a gradient that deliberately differs from the true derivative, a grad_fn that is not linear in
-the upstream, a transform or `fullgraph=True` that refuses it loudly); SKIP means the check does
+the upstream, an example element on a kink or jump where finite differences are no derivative, a
+transform or `fullgraph=True` that refuses it loudly); SKIP means the check does
 not apply (for instance no floating-point input).
 """
 

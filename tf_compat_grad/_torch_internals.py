@@ -1,0 +1,70 @@
+"""What depends on the installed torch version, decided once here so an upgrade is audited in
+one file (see Note [compile on older torch]).
+
+# Note [compile on older torch]
+Under `torch.compile`, f runs inside the `ParameterWatcher` mode while Dynamo traces it (Note
+[compile]). Dynamo before torch 2.13 cannot trace that correctly: 2.4 refuses to inline
+`TorchFunctionMode.__init__`; 2.6 cannot trace `in` on a frozenset of functions, `type()` of a
+nested function or `inspect.signature`; 2.8 passes FakeTensors to grad_fn; 2.9 refuses `id()`
+of a Parameter; 2.10 to 2.12 fail a guard "on the same frame it was created". Where tracing
+failed half-way, Dynamo counted a Parameter several times or left the mode on torch's stack.
+There, a decorated call under `torch.compile` is a graph break: it runs outside Dynamo, as in
+eager mode, so gradients and `variables` are eager mode's. Under `fullgraph=True` the graph
+break is an error whose message names the torch version and what to do.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ._errors import PREFIX
+
+
+def _release(version: str) -> tuple[int, int]:
+    """`(major, minor)` of a torch version string such as `2.4.1+cu121` or `2.13.0a0+git1234`."""
+    match = re.match(r"(\d+)\.(\d+)", version)
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+
+TORCH_RELEASE = _release(torch.__version__)
+
+# A version comparison, not a feature probe: each failure in Note [compile on older torch] is
+# a Dynamo bug, not a missing attribute, and a probe that compiles would run inside the
+# caller's own compilation (Dynamo reaches this flag while tracing a decorated call) and count
+# as one of its graphs.
+DYNAMO_TRACES_WATCHER = TORCH_RELEASE >= (2, 13)
+
+# Spelled as a function's name so that every torch version shows it: Dynamo's refusal under
+# `fullgraph=True` prints the refused function (2.4 to 2.12) or the disable reason (newer).
+RUNS_OUTSIDE_COMPILE = (
+    f"{PREFIX}a custom_gradient function runs outside torch.compile on torch "
+    f"{torch.__version__}, whose compiler cannot trace the watch for the Parameters it reads. "
+    "Call torch.compile without fullgraph=True (the call is a graph break and runs as in eager "
+    "mode, with the same gradients), or upgrade to torch >= 2.13 for one graph"
+)
+
+_disabled: Callable[..., Any] | None = None
+
+
+def call_outside_compile(call: Callable[..., Any], *args: Any) -> Any:
+    """`call(*args)` with Dynamo off for it and every frame it runs, where Dynamo cannot trace
+    the watcher (Note [compile on older torch])."""
+    global _disabled
+    if _disabled is None:  # Dynamo is imported by now: its caller was being compiled
+        _disabled = torch.compiler.disable(_call)  # type: ignore[no-untyped-call]
+    return _disabled(call, *args)
+
+
+def _call(call: Callable[..., Any], *args: Any) -> Any:
+    return call(*args)
+
+
+# `torch.compiler.disable`'s marks, set by hand: applying it here would import Dynamo with the
+# library. Dynamo graph-breaks at a call to a function so marked (`fullgraph=True`: raises).
+call_outside_compile._torchdynamo_disable = True  # type: ignore[attr-defined]
+call_outside_compile._torchdynamo_disable_msg = RUNS_OUTSIDE_COMPILE  # type: ignore[attr-defined]
+call_outside_compile.__qualname__ = RUNS_OUTSIDE_COMPILE

@@ -14,6 +14,16 @@ The watcher stays on here even when `ParameterReach` proves that f reads no Para
 made once while tracing would be a constant of the compiled frame, and if f breaks the graph,
 Dynamo compiles f as a frame of its own, so nothing guards the names the proof read. A global
 rebound to a Parameter would then silently get no gradient.
+
+# Note [compile under torch.func]
+Under a `torch.func` transform inside a compiled region (`torch.compile(torch.func.grad(f))`),
+Dynamo traces an `autograd.Function` but differentiates its forward instead of calling its
+backward (docs/torch_facts.md, "torch.compile and torch.func"). The compile node's forward only
+hands f's outputs over, so that gave 0.0. There a decorated call runs outside Dynamo, as under
+the transform in eager mode: a graph break, and under `fullgraph=True` an error that names f.
+Dynamo then compiles the frames that run eagerly under the transform one by one, and it failed
+on the transform's wrapped tensors in the node's backward; so the methods of the `torch.func`
+node are never compiled (`never_compiled`).
 """
 
 from __future__ import annotations
@@ -22,11 +32,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch._C._functorch import TransformType
-from torch._functorch.pyfunctorch import retrieve_current_functorch_interpreter
 
 from . import _run, _structure
-from ._errors import PREFIX, CustomGradientNotImplementedError, describe
+from ._errors import PREFIX, describe
 from ._function import Record, node_class
 from ._run import UNBOUND
 
@@ -42,8 +50,6 @@ def call(
     kwargs: dict[str, Any],
 ) -> Any:
     """Call f through `node`, the class `make_compile_node` made for it."""
-    if _differentiating_transform_active():
-        raise _transform_error(f)
     flat_args, arg_spec, positions, inputs = _run.inputs(f, bound, args)
     with torch.no_grad():
         result, grad_fn, variables = _run.run(f, bound, args, kwargs, flat_args)
@@ -57,25 +63,15 @@ def call(
     return _structure.unflatten(out_spec, node_outputs)
 
 
-def _differentiating_transform_active() -> bool:
-    """Whether a `torch.func` transform other than one lone `vmap` is active. Dynamo can read
-    only the innermost transform, so a vmap at a deeper level may be inside a grad."""
-    if not torch._C._are_functorch_transforms_active():
-        return False
-    innermost = retrieve_current_functorch_interpreter()
-    return innermost.key() != TransformType.Vmap or innermost.level() != 1
-
-
-def _transform_error(f: Callable[..., Any]) -> CustomGradientNotImplementedError:
-    # Dynamo reports it as "Observed exception" with this message under `fullgraph=True`, and
-    # otherwise runs the frame eagerly, where the transform's own node gives the right result.
-    return CustomGradientNotImplementedError(
-        f"{PREFIX}{describe(f)} is differentiated by a `torch.func` transform (grad, jacrev, "
-        "jvp, ...) inside a region that `torch.compile` traces. torch.compile does not apply "
-        "the custom gradient of an autograd.Function under these transforms (it computes "
-        "another gradient, or 0), so this is refused rather than computed wrong. Apply the "
-        "transform outside torch.compile, or compile the function and differentiate it "
-        "outside with autograd: `torch.autograd.grad(torch.compile(f)(x).sum(), x)`."
+def under_transform_reason(f: Callable[..., Any]) -> str:
+    """Why a call of f under a `torch.func` transform leaves the compiled graph, for Dynamo's
+    error under `fullgraph=True` (Note [compile under torch.func])."""
+    return (
+        f"{PREFIX}{describe(f)} is called under a torch.func transform (grad, vjp, jvp, jacrev, "
+        "vmap, ...) inside torch.compile, which would differentiate its forward instead of its "
+        "grad_fn, so the call runs outside the compiled graph (a graph break). Call "
+        "torch.compile without fullgraph=True, or apply the transform outside the compiled "
+        "function: `torch.func.grad(torch.compile(f))`"
     )
 
 

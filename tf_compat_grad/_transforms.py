@@ -14,6 +14,16 @@ now carry that level's derivatives. At first order f runs once.
 
 Forward mode follows the custom rule: grad_fn is a vector-Jacobian product `u -> J^T u`, linear
 in u, so `J v = d/du <grad_fn(u), v>`: one reverse pass of grad_fn at u = 0 (`torch.func.vjp`).
+Integer and bool tensors have no tangents: they are constants of that rule, in and out. Dual
+tensors of `torch.autograd.forward_ad` outside any transform take this node too, since the eager
+node has no jvp; a backward under a dual level runs f again, so that grad_fn's closure tensors
+carry tangents (forward over reverse). There the Parameters f reads would lose their gradients
+(they are constants here), so that combination is refused while grad mode is on.
+
+`Function.apply` runs `forward` under `no_grad`; f runs in the caller's grad mode instead, so
+that tensors f computes from ones captured from an enclosing eager scope (`torch.cos(y)`, y
+requiring grad) keep their graph, and an outer `torch.autograd.grad` around `torch.func.grad`
+differentiates grad_fn's result through them, as TensorFlow's outer tape does.
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ from ._errors import PREFIX, CustomGradientNotImplementedError, describe
 from ._function import Record, node_class
 from ._rng import RngState
 from ._run import UNBOUND
+from ._torch_internals import never_compiled
 
 
 class _Call:
@@ -88,20 +99,23 @@ def call(
     bound: Any,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
+    dual: bool = False,
 ) -> Any:
-    """Call f through `node`, one of the two classes `make_transform_node` makes for it."""
+    """Call f through `node`, the class `make_transform_node` made for it: under a `torch.func`
+    transform, or (`dual`) outside one with dual tensors among the inputs."""
     flat_args, arg_spec, positions, inputs = _run.inputs(f, bound, args)
     constants = [None if isinstance(leaf, torch.Tensor) else leaf for leaf in flat_args]
     call = _Call(bound, constants, arg_spec, kwargs, positions)
     *outputs, aux = node.apply(call, *inputs)  # type: ignore[no-untyped-call]
-    if aux.variables and not torch._C._are_functorch_transforms_active():
+    if dual and aux.variables and call.grad_enabled:
         raise CustomGradientNotImplementedError(
             f"{PREFIX}{describe(f)} was called with dual tensors of `torch.autograd.forward_ad` "
             f"and reads trainable Parameters that it is not passed "
-            f"({_run.parameter_names(aux.variables, f, bound)}). The forward-mode rule gives "
-            "them neither gradients nor tangents, so this is refused rather than computed "
-            "wrong. Pass them as positional arguments, or use `torch.func.jvp` over "
-            "`torch.func.functional_call`, where Parameters are inputs."
+            f"({_run.parameter_names(aux.variables, f, bound)}). The tangents follow "
+            "the custom rule, but the Parameters' gradients in a later backward would be lost, "
+            "so this is refused rather than computed wrong. Compute the tangents under "
+            "`torch.no_grad()`, pass the Parameters as positional arguments, or use "
+            "`torch.func.jvp` over `torch.func.functional_call`."
         )
     return _structure.unflatten(aux.out_spec, outputs)
 
@@ -147,7 +161,7 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
                 "its grad_fn closes over, so it is refused rather than computed wrong. Use "
                 "`torch.func.hessian` (forward over reverse) or `jacrev(jacrev(f))` instead."
             )
-        if not forward_mode and forward_ad._current_level >= 0 and any_dual(inputs):
+        if not forward_mode and any_dual(inputs):
             further = "jvp"  # forward over reverse: a dual level differentiates backward's result
         if further:
             call: _Call = ctx.call
@@ -176,15 +190,23 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         n_inputs = len(ctx.record.positions)
         inputs, outputs = saved[:n_inputs], saved[n_inputs:]
         grad_fn = grad_fn_for(ctx, inputs, forward_mode=True)
-        # Integer tensors (indices) have no tangent: constants of the rule, in and out.
         needs = [_has_tangent_space(x) for x in inputs]
         varying = [_has_tangent_space(o) for o in outputs]
         if not any(needs) or not any(varying):
-            return (*(torch.zeros_like(o) if v else None for o, v in zip(outputs, varying)), None)
+            return (
+                *(
+                    torch.zeros_like(o) if v else None
+                    for o, v in zip(outputs, varying, strict=True)
+                ),
+                None,
+            )
 
         def vjp(*upstream: torch.Tensor) -> tuple[torch.Tensor, ...]:
             given = iter(upstream)
-            full = [next(given) if v else torch.zeros_like(o) for o, v in zip(outputs, varying)]
+            full = [
+                next(given) if v else torch.zeros_like(o)
+                for o, v in zip(outputs, varying, strict=True)
+            ]
             grads = input_grads(ctx, grad_fn, full, needs)
             return tuple(
                 torch.zeros_like(x) if g is None else g
@@ -192,7 +214,7 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
                 if need
             )
 
-        zeros = [torch.zeros_like(o) for o, v in zip(outputs, varying) if v]
+        zeros = [torch.zeros_like(o) for o, v in zip(outputs, varying, strict=True) if v]
         pullback = torch.func.vjp(vjp, *zeros)[1]
         input_tangents = tuple(
             torch.zeros_like(x) if t is None else t
@@ -202,6 +224,7 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         output_tangents = iter(pullback(input_tangents))
         return (*(next(output_tangents) if v else None for v in varying), None)
 
+    never_compiled(forward, setup_context, backward, jvp)  # Note [compile under torch.func]
     node = node_class(
         f,
         forward=staticmethod(forward),
@@ -218,10 +241,14 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
 def any_dual(tensors: Sequence[torch.Tensor]) -> bool:
     """Whether one of tensors carries a tangent of the active `torch.autograd.forward_ad` level
     (a dual tensor), so that the custom rule must give the outputs theirs (Note [transforms])."""
-    return any(forward_ad.unpack_dual(t).tangent is not None for t in tensors)
+    if forward_ad._current_level < 0:  # no dual level: the usual case, decided without a call
+        return False
+    unpack = forward_ad.unpack_dual
+    return any(unpack(t).tangent is not None for t in tensors)  # type: ignore[no-untyped-call]
 
 
 def _has_tangent_space(tensor: torch.Tensor) -> bool:
+    """Integer and bool tensors (indices, masks) have no tangents: constants of the rule."""
     return tensor.is_floating_point() or tensor.is_complex()
 
 

@@ -59,10 +59,12 @@ def live_tensors():
     for obj in gc.get_objects():
         # type(), not isinstance(): some objects warn when their `__class__` is read.
         kind = type(obj)
-        # Fake tensors left by torch.compile tests elsewhere in the run hold no data.
+        # Fake tensors left by torch.compile tests elsewhere in the run hold no data, nor do
+        # the functorch wrappers of fakes that Dynamo keeps after compiling under torch.func.
         if (
             issubclass(kind, tensor_type)
             and obj.layout is torch.strided
+            and not torch._C._functorch.is_functorch_wrapped_tensor(obj)
             and kind.__name__
             not in (
                 "FakeTensor",

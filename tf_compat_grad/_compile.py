@@ -14,6 +14,16 @@ The watcher stays on here even when `ParameterReach` proves that f reads no Para
 made once while tracing would be a constant of the compiled frame, and if f breaks the graph,
 Dynamo compiles f as a frame of its own, so nothing guards the names the proof read. A global
 rebound to a Parameter would then silently get no gradient.
+
+# Note [compile under torch.func]
+Under a `torch.func` transform inside a compiled region (`torch.compile(torch.func.grad(f))`),
+Dynamo traces an `autograd.Function` but differentiates its forward instead of calling its
+backward (docs/torch_facts.md, "torch.compile and torch.func"). The compile node's forward only
+hands f's outputs over, so that gave 0.0. There a decorated call runs outside Dynamo, as under
+the transform in eager mode: a graph break, and under `fullgraph=True` an error that names f.
+Dynamo then compiles the frames that run eagerly under the transform one by one, and it failed
+on the transform's wrapped tensors in the node's backward; so the methods of the `torch.func`
+node are never compiled (`never_compiled`).
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from typing import Any
 import torch
 
 from . import _run, _structure
+from ._errors import PREFIX, describe
 from ._function import Record, node_class
 from ._run import UNBOUND
 
@@ -50,6 +61,18 @@ def call(
         layout, grad_fn, len(outputs), *outputs, *inputs, *variables
     )
     return _structure.unflatten(out_spec, node_outputs)
+
+
+def under_transform_reason(f: Callable[..., Any]) -> str:
+    """Why a call of f under a `torch.func` transform leaves the compiled graph, for Dynamo's
+    error under `fullgraph=True` (Note [compile under torch.func])."""
+    return (
+        f"{PREFIX}{describe(f)} is called under a torch.func transform (grad, vjp, jvp, jacrev, "
+        "vmap, ...) inside torch.compile, which would differentiate its forward instead of its "
+        "grad_fn, so the call runs outside the compiled graph (a graph break). Call "
+        "torch.compile without fullgraph=True, or apply the transform outside the compiled "
+        "function: `torch.func.grad(torch.compile(f))`"
+    )
 
 
 def make_compile_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Concatenate, Generic, TypeVar, overload
 
 import torch
+from torch.autograd import forward_ad as _forward_ad
 from typing_extensions import ParamSpec
 
 from . import _compile, _run, _structure, _transforms
@@ -28,7 +29,7 @@ from ._errors import (
 from ._function import Record, eager_apply, make_node
 from ._reach import ParameterReach
 from ._run import UNBOUND
-from ._torch_internals import DYNAMO_TRACES_WATCHER, call_outside_compile
+from ._torch_internals import DYNAMO_TRACES_WATCHER, call_outside_compile, outside_compile
 from ._transforms import make_transform_node
 
 P = ParamSpec("P")
@@ -60,6 +61,7 @@ class CustomGradient(Generic[P, R]):
         self._apply = eager_apply(self._node)
         self._transform_node = make_transform_node(f)
         self._compile_node = make_compile_node(f)
+        self._outside_compile = outside_compile(_compile.under_transform_reason(f))
         self._inside = getattr(f, "__qualname__", "") + ".<locals>."
         self._checked = False  # a call has passed the `variables` check (item 33)
         self._reach = ParameterReach(f)
@@ -139,6 +141,8 @@ class CustomGradient(Generic[P, R]):
     def _call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         f = self._f
         if _is_compiling():
+            if _transforms_active():  # Note [compile under torch.func]
+                return self._outside_compile(self._call, bound, args, kwargs)
             if not DYNAMO_TRACES_WATCHER:  # Note [compile on older torch]
                 return call_outside_compile(self._call, bound, args, kwargs)
             return _compile.call(self._compile_node, f, bound, args, kwargs)
@@ -147,6 +151,8 @@ class CustomGradient(Generic[P, R]):
         if _transforms_active():
             return _transforms.call(self._transform_node, f, bound, args, kwargs)
         flat_args, arg_spec, positions, inputs = _run.inputs(f, bound, args)
+        if _forward_ad._current_level >= 0 and _transforms.any_dual(inputs):
+            return _transforms.call(self._transform_node, f, bound, args, kwargs, dual=True)
         if not _grad_enabled():
             return self._call_without_grad(bound, args, kwargs, flat_args)
         result, grad_fn, variables = _run.run(f, bound, args, kwargs, flat_args, self._reach)

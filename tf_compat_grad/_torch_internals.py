@@ -41,13 +41,11 @@ DYNAMO_TRACES_WATCHER = TORCH_RELEASE >= (2, 13)
 # What `torch.compile` does with a decorated call on this torch, in words (the checker's compile
 # check and the version matrix's support table say it).
 COMPILE_SUPPORT = (
-    "one graph, fullgraph=True works"
+    "one graph, fullgraph=True works (a graph break under a torch.func transform)"
     if DYNAMO_TRACES_WATCHER
     else "a graph break per decorated call, run as in eager mode; fullgraph=True raises"
 )
 
-# Spelled as a function's name so that every torch version shows it: Dynamo's refusal under
-# `fullgraph=True` prints the refused function (2.4 to 2.12) or the disable reason (newer).
 RUNS_OUTSIDE_COMPILE = (
     f"{PREFIX}a custom_gradient function runs outside torch.compile on torch "
     f"{torch.__version__}, whose compiler cannot trace the watch for the Parameters it reads. "
@@ -58,21 +56,47 @@ RUNS_OUTSIDE_COMPILE = (
 _disabled: Callable[..., Any] | None = None
 
 
-def call_outside_compile(call: Callable[..., Any], *args: Any) -> Any:
-    """`call(*args)` with Dynamo off for it and every frame it runs, where Dynamo cannot trace
-    the watcher (Note [compile on older torch])."""
-    global _disabled
-    if _disabled is None:  # Dynamo is imported by now: its caller was being compiled
-        _disabled = torch.compiler.disable(_call)  # type: ignore[no-untyped-call]
-    return _disabled(call, *args)
+def outside_compile(reason: str) -> Callable[..., Any]:
+    """A function `(call, *args) -> call(*args)` that runs call with Dynamo off for it and every
+    frame it runs. Dynamo graph-breaks at a call to it; under `fullgraph=True` it raises an error
+    that shows reason."""
+
+    def call_outside(call: Callable[..., Any], *args: Any) -> Any:
+        global _disabled
+        if _disabled is None:  # Dynamo is imported by now: its caller was being compiled
+            _disabled = torch.compiler.disable(_call)  # type: ignore[no-untyped-call]
+        return _disabled(call, *args)
+
+    # `torch.compiler.disable`'s marks, set by hand: applying it here would import Dynamo with
+    # the library. Spelled as a function's name too, so that every torch version shows it:
+    # Dynamo's refusal prints the refused function (2.4 to 2.12) or the disable reason (newer).
+    call_outside._torchdynamo_disable = True  # type: ignore[attr-defined]
+    call_outside._torchdynamo_disable_msg = reason  # type: ignore[attr-defined]
+    call_outside.__qualname__ = reason
+    return call_outside
 
 
 def _call(call: Callable[..., Any], *args: Any) -> Any:
     return call(*args)
 
 
-# `torch.compiler.disable`'s marks, set by hand: applying it here would import Dynamo with the
-# library. Dynamo graph-breaks at a call to a function so marked (`fullgraph=True`: raises).
-call_outside_compile._torchdynamo_disable = True  # type: ignore[attr-defined]
-call_outside_compile._torchdynamo_disable_msg = RUNS_OUTSIDE_COMPILE  # type: ignore[attr-defined]
-call_outside_compile.__qualname__ = RUNS_OUTSIDE_COMPILE
+# Where Dynamo cannot trace the watcher (Note [compile on older torch]).
+call_outside_compile = outside_compile(RUNS_OUTSIDE_COMPILE)
+
+_eval_frame = getattr(torch._C, "_dynamo", None)
+_eval_frame = getattr(_eval_frame, "eval_frame", None)
+
+
+def never_compiled(*functions: Callable[..., Any]) -> None:
+    """Have Dynamo skip the frames of functions and every frame they run, wherever they run.
+
+    For the methods of the `torch.func` node (Note [compile under torch.func]). Frame-level
+    control is torch's C API (`torch._dynamo.skip` in Python, which imports Dynamo); where this
+    torch lacks it, nothing is marked.
+    """
+    strategy = getattr(_eval_frame, "_FrameExecStrategy", None)
+    if strategy is None:
+        return
+    skip = _eval_frame._FrameAction.SKIP  # type: ignore[union-attr]
+    for function in functions:
+        _eval_frame.set_code_exec_strategy(function.__code__, strategy(skip, skip))  # type: ignore[union-attr]

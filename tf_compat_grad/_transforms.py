@@ -14,6 +14,16 @@ now carry that level's derivatives. At first order f runs once.
 
 Forward mode follows the custom rule: grad_fn is a vector-Jacobian product `u -> J^T u`, linear
 in u, so `J v = d/du <grad_fn(u), v>`: one reverse pass of grad_fn at u = 0 (`torch.func.vjp`).
+Integer and bool tensors have no tangents: they are constants of that rule, in and out. Dual
+tensors of `torch.autograd.forward_ad` outside any transform take this node too, since the eager
+node has no jvp; a backward under a dual level runs f again, so that grad_fn's closure tensors
+carry tangents (forward over reverse). There the Parameters f reads would lose their gradients
+(they are constants here), so that combination is refused while grad mode is on.
+
+`Function.apply` runs `forward` under `no_grad`; f runs in the caller's grad mode instead, so
+that tensors f computes from ones captured from an enclosing eager scope (`torch.cos(y)`, y
+requiring grad) keep their graph, and an outer `torch.autograd.grad` around `torch.func.grad`
+differentiates grad_fn's result through them, as TensorFlow's outer tape does.
 """
 
 from __future__ import annotations
@@ -23,19 +33,21 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch.autograd import forward_ad
 
 from . import _autocast, _run, _structure
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
 from ._function import Record, node_class
 from ._rng import RngState
 from ._run import UNBOUND
+from ._torch_internals import never_compiled
 
 
 class _Call:
     """One call's non-tensor part, passed through `apply` to `forward` (an object, not a tuple:
     functorch takes tuples apart as pytrees)."""
 
-    __slots__ = ("arg_spec", "bound", "flat_args", "kwargs", "positions")
+    __slots__ = ("arg_spec", "bound", "flat_args", "grad_enabled", "kwargs", "positions")
 
     def __init__(
         self,
@@ -50,6 +62,8 @@ class _Call:
         self.arg_spec = arg_spec
         self.kwargs = kwargs
         self.positions = positions
+        # `Function.apply` runs forward under no_grad; f runs with the caller's mode instead.
+        self.grad_enabled = torch.is_grad_enabled()
 
     def run(
         self, f: Callable[..., Any], inputs: Sequence[torch.Tensor]
@@ -85,12 +99,24 @@ def call(
     bound: Any,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
+    dual: bool = False,
 ) -> Any:
-    """Call f through `node`, one of the two classes `make_transform_node` makes for it."""
+    """Call f through `node`, the class `make_transform_node` made for it: under a `torch.func`
+    transform, or (`dual`) outside one with dual tensors among the inputs."""
     flat_args, arg_spec, positions, inputs = _run.inputs(f, bound, args)
     constants = [None if isinstance(leaf, torch.Tensor) else leaf for leaf in flat_args]
     call = _Call(bound, constants, arg_spec, kwargs, positions)
     *outputs, aux = node.apply(call, *inputs)  # type: ignore[no-untyped-call]
+    if dual and aux.variables and call.grad_enabled:
+        raise CustomGradientNotImplementedError(
+            f"{PREFIX}{describe(f)} was called with dual tensors of `torch.autograd.forward_ad` "
+            f"and reads trainable Parameters that it is not passed "
+            f"({_run.parameter_names(aux.variables, f, bound)}). The tangents follow "
+            "the custom rule, but the Parameters' gradients in a later backward would be lost, "
+            "so this is refused rather than computed wrong. Compute the tangents under "
+            "`torch.no_grad()`, pass the Parameters as positional arguments, or use "
+            "`torch.func.jvp` over `torch.func.functional_call`."
+        )
     return _structure.unflatten(aux.out_spec, outputs)
 
 
@@ -99,7 +125,8 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
 
     def forward(call: _Call, *inputs: torch.Tensor) -> tuple[Any, ...]:
         rng = RngState()
-        result, grad_fn, variables = call.run(f, inputs)
+        with torch.set_grad_enabled(call.grad_enabled):
+            result, grad_fn, variables = call.run(f, inputs)
         outputs, out_spec = _run.outputs(f, result)
         return (*outputs, _Aux(grad_fn, out_spec, variables, rng))
 
@@ -134,6 +161,8 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
                 "its grad_fn closes over, so it is refused rather than computed wrong. Use "
                 "`torch.func.hessian` (forward over reverse) or `jacrev(jacrev(f))` instead."
             )
+        if not forward_mode and any_dual(inputs):
+            further = "jvp"  # forward over reverse: a dual level differentiates backward's result
         if further:
             call: _Call = ctx.call
             state = ctx.record.autocast
@@ -161,22 +190,41 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         n_inputs = len(ctx.record.positions)
         inputs, outputs = saved[:n_inputs], saved[n_inputs:]
         grad_fn = grad_fn_for(ctx, inputs, forward_mode=True)
-        needs = [True] * n_inputs
-
-        def vjp(*upstream: torch.Tensor) -> tuple[torch.Tensor, ...]:
-            grads = input_grads(ctx, grad_fn, upstream, needs)
-            return tuple(
-                torch.zeros_like(x) if g is None else g for g, x in zip(grads, inputs, strict=True)
+        needs = [_has_tangent_space(x) for x in inputs]
+        varying = [_has_tangent_space(o) for o in outputs]
+        if not any(needs) or not any(varying):
+            return (
+                *(
+                    torch.zeros_like(o) if v else None
+                    for o, v in zip(outputs, varying, strict=True)
+                ),
+                None,
             )
 
-        zeros = [torch.zeros_like(o) for o in outputs]
+        def vjp(*upstream: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            given = iter(upstream)
+            full = [
+                next(given) if v else torch.zeros_like(o)
+                for o, v in zip(outputs, varying, strict=True)
+            ]
+            grads = input_grads(ctx, grad_fn, full, needs)
+            return tuple(
+                torch.zeros_like(x) if g is None else g
+                for g, x, need in zip(grads, inputs, needs, strict=True)
+                if need
+            )
+
+        zeros = [torch.zeros_like(o) for o, v in zip(outputs, varying, strict=True) if v]
         pullback = torch.func.vjp(vjp, *zeros)[1]
         input_tangents = tuple(
             torch.zeros_like(x) if t is None else t
-            for t, x in zip(tangents[1:], inputs, strict=True)
+            for t, x, need in zip(tangents[1:], inputs, needs, strict=True)
+            if need
         )
-        return (*pullback(input_tangents), None)
+        output_tangents = iter(pullback(input_tangents))
+        return (*(next(output_tangents) if v else None for v in varying), None)
 
+    never_compiled(forward, setup_context, backward, jvp)  # Note [compile under torch.func]
     node = node_class(
         f,
         forward=staticmethod(forward),
@@ -188,6 +236,20 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
     # Function.apply would otherwise call inspect.signature(forward) on every call.
     forward.__signature__ = inspect.signature(forward)  # type: ignore[attr-defined]
     return node
+
+
+def any_dual(tensors: Sequence[torch.Tensor]) -> bool:
+    """Whether one of tensors carries a tangent of the active `torch.autograd.forward_ad` level
+    (a dual tensor), so that the custom rule must give the outputs theirs (Note [transforms])."""
+    if forward_ad._current_level < 0:  # no dual level: the usual case, decided without a call
+        return False
+    unpack = forward_ad.unpack_dual
+    return any(unpack(t).tangent is not None for t in tensors)  # type: ignore[no-untyped-call]
+
+
+def _has_tangent_space(tensor: torch.Tensor) -> bool:
+    """Integer and bool tensors (indices, masks) have no tangents: constants of the rule."""
+    return tensor.is_floating_point() or tensor.is_complex()
 
 
 def _differentiated_further(inputs: Sequence[torch.Tensor]) -> str | None:

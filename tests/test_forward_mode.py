@@ -346,3 +346,16 @@ def test_eager_autograd_around_func_grad_of_the_input():
     x = X.clone().requires_grad_()
     (second,) = torch.autograd.grad(grad(lambda z: cube(z).sum())(x).sum(), x)
     torch.testing.assert_close(second, 14 * X)
+
+
+def test_dual_tensor_by_keyword_only_gets_the_true_derivative_of_f():
+    """Keyword arguments are not inputs (item 15); with no dual input, nothing is recorded and
+    f's own derivative applies (item 39), as in reverse mode: 3 x**2, not cube's untrue 7 x**2."""
+
+    def by_keyword(*, x):
+        return cube(x=x)
+
+    with fwAD.dual_level():
+        out = by_keyword(x=fwAD.make_dual(X, V))
+        tangent = fwAD.unpack_dual(out).tangent
+    torch.testing.assert_close(tangent, 3 * X**2 * V)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch.autograd import forward_ad as _forward_ad
 
 from . import _structure
 from ._errors import (
@@ -199,14 +200,18 @@ def outputs(f: Callable[..., Any], result: Any) -> tuple[tuple[_Tensor, ...], An
 
 
 def fresh(f: Callable[..., Any], result: Any) -> Any:
-    """f's outputs as new tensors that keep any graph f built (item 10), with no node."""
+    """f's outputs as new tensors that keep any graph f built (item 10), and any tangent of
+    `torch.autograd.forward_ad` they carry (a dual tensor passed by keyword), with no node."""
     if type(result) is _Tensor:
-        return result.view_as(result) if result.requires_grad else result.detach()
+        return result.view_as(result) if _keeps(result) else result.detach()
     flat, spec = _structure.flatten(result)
     tensors = (as_output(f, o, i, spec) for i, o in enumerate(flat))
-    return _structure.unflatten(
-        spec, [t.view_as(t) if t.requires_grad else t.detach() for t in tensors]
-    )
+    return _structure.unflatten(spec, [t.view_as(t) if _keeps(t) else t.detach() for t in tensors])
+
+
+def _keeps(tensor: _Tensor) -> bool:
+    """Whether `detach` would drop a derivative: a graph, or a tangent under a dual level."""
+    return tensor.requires_grad or _forward_ad._current_level >= 0
 
 
 def as_output(f: Callable[..., Any], value: Any, index: int, spec: Any) -> _Tensor:

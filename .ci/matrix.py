@@ -94,17 +94,22 @@ class Result:
 
 
 def find_python(version: str) -> str:
-    """An interpreter of `version` ("3.12"): this one, one on PATH, or one under pyenv."""
+    """An interpreter of `version` ("3.12"): this one, one under pyenv, or one on PATH (pyenv's
+    shims are on PATH too, and fail for versions that are not selected: each is tried)."""
     if platform.python_version().startswith(version + "."):
         return sys.executable
-    found = shutil.which(f"python{version}")
-    if found:
-        return found
     pyenv_root = os.environ.get("PYENV_ROOT") or str(Path.home() / ".pyenv")
-    candidates = sorted(Path(pyenv_root, "versions").glob(f"{version}.*/bin/python{version}"))
-    if candidates:
-        return str(candidates[-1])
-    raise RuntimeError(f"no Python {version} found on PATH or under {pyenv_root}/versions")
+    installed = sorted(Path(pyenv_root, "versions").glob(f"{version}.*/bin/python{version}"))
+    candidates = [str(path) for path in reversed(installed)]
+    on_path = shutil.which(f"python{version}")
+    if on_path:
+        candidates.append(on_path)
+    for candidate in candidates:
+        probe = [candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"]
+        answer = subprocess.run(probe, capture_output=True, text=True, check=False)
+        if answer.returncode == 0 and answer.stdout.strip() == version:
+            return candidate
+    raise RuntimeError(f"no working Python {version} under {pyenv_root}/versions or on PATH")
 
 
 def run(cmd: list[str], log: Path, **kwargs: object) -> int:

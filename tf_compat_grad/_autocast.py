@@ -14,16 +14,17 @@ from typing import Any, TypeVar
 
 import torch
 
+from ._torch_internals import any_autocast_enabled
+
 T = TypeVar("T")
 State = tuple[tuple[str, torch.dtype], ...]
 
 _DEVICE_TYPES = ("cpu", "cuda")
-_any_enabled = torch._C._is_any_autocast_enabled
 
 
 def current() -> State:
     """The device types with autocast enabled now, with their dtypes (usually empty)."""
-    if not _any_enabled():
+    if not any_autocast_enabled():
         return ()
     return tuple(
         (device, torch.get_autocast_dtype(device))

@@ -1136,7 +1136,7 @@ def _check_compile(s: _Subject) -> Row:
         def forward(*tensors: _Tensor) -> tuple[_Tensor, ...]:
             return tuple(_float_outputs(inputs.call_with(tensors)))
 
-        torch._dynamo.reset()
+        torch.compiler.reset()
         explain_inputs = _Inputs(s, F64)
         try:
             explanation = torch._dynamo.explain(forward)(*explain_inputs.tensors)
@@ -1216,9 +1216,7 @@ def _compiled_run(
     *,
     fullgraph: bool,
 ) -> tuple[list[_Tensor], list[_Tensor]] | BaseException:
-    import torch._dynamo
-
-    torch._dynamo.reset()
+    torch.compiler.reset()
     inputs = _Inputs(s, F64)
     compiled = torch.compile(forward, fullgraph=fullgraph, backend="aot_eager")
     try:
@@ -1227,7 +1225,7 @@ def _compiled_run(
     except Exception as error:
         return error
     finally:
-        torch._dynamo.reset()
+        torch.compiler.reset()
     return [o.detach() for o in outputs], grads
 
 

@@ -29,7 +29,13 @@ from ._errors import (
 from ._function import Record, eager_apply, make_node
 from ._reach import ParameterReach
 from ._run import UNBOUND
-from ._torch_internals import DYNAMO_TRACES_WATCHER, call_outside_compile, outside_compile
+from ._torch_internals import (
+    DYNAMO_TRACES_WATCHER,
+    call_outside_compile,
+    functorch_transforms_active,
+    jit_tracing_state,
+    outside_compile,
+)
 from ._transforms import make_transform_node
 
 P = ParamSpec("P")
@@ -39,10 +45,8 @@ _R = TypeVar("_R")
 _T = TypeVar("_T")  # the instance (or class) a method is bound to
 
 _Tensor = torch.Tensor
-_transforms_active = torch._C._are_functorch_transforms_active
 _is_compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
-_tracing_state = torch._C._get_tracing_state
 
 
 class CustomGradient(Generic[P, R]):
@@ -141,14 +145,14 @@ class CustomGradient(Generic[P, R]):
     def _call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         f = self._f
         if _is_compiling():
-            if _transforms_active():  # Note [compile under torch.func]
+            if functorch_transforms_active():  # Note [compile under torch.func]
                 return self._outside_compile(self._call, bound, args, kwargs)
             if not DYNAMO_TRACES_WATCHER:  # Note [compile on older torch]
                 return call_outside_compile(self._call, bound, args, kwargs)
             return _compile.call(self._compile_node, f, bound, args, kwargs)
-        if _tracing_state() is not None:
+        if jit_tracing_state() is not None:
             raise _jit_trace_error(self)
-        if _transforms_active():
+        if functorch_transforms_active():
             return _transforms.call(self._transform_node, f, bound, args, kwargs)
         flat_args, arg_spec, positions, inputs = _run.inputs(f, bound, args)
         if _forward_ad._current_level >= 0 and _transforms.any_dual(inputs):

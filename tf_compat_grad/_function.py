@@ -26,6 +26,7 @@ import torch
 from . import _autocast, _gradients, _run, _structure
 from ._closure import Captured
 from ._errors import bug
+from ._torch_internals import function_apply_c, is_functorch_wrapped
 
 _Tensor = torch.Tensor
 
@@ -150,10 +151,6 @@ def make_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
     return node_class(f, forward=staticmethod(forward), backward=staticmethod(backward))
 
 
-_c_apply = torch._C._FunctionBase.__dict__["apply"]
-_is_functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
-
-
 def eager_apply(node: type[torch.autograd.Function]) -> Callable[..., Any]:
     """`node.apply` for use outside `torch.func` transforms, through torch's C entry point.
 
@@ -161,11 +158,11 @@ def eager_apply(node: type[torch.autograd.Function]) -> Callable[..., Any]:
     from a finished `torch.func` transform; none of ours is one unless a tensor escaped a
     transform, which is checked here instead, for a fraction of the cost.
     """
-    c_apply = _c_apply.__get__(None, node)
+    c_apply = function_apply_c.__get__(None, node)
 
     def apply(record: Record, *inputs: torch.Tensor) -> Any:
         for tensor in inputs:
-            if _is_functorch_wrapped(tensor):
+            if is_functorch_wrapped(tensor):
                 return node.apply(record, *inputs)  # type: ignore[no-untyped-call]
         return c_apply(record, *inputs)
 

@@ -17,6 +17,7 @@ from . import _structure
 from ._decorator import CustomGradient, custom_gradient
 from ._rng import RngState
 from ._run import BOUND_KEYWORD, UNBOUND
+from ._torch_internals import functorch_transforms_active
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -71,7 +72,7 @@ def recompute_grad(f: Callable[P, R]) -> CustomGradient[P, R]:
 
         def grad_fn(*upstream: torch.Tensor, variables: Any = None) -> Any:
             variables = list(variables or ())
-            if torch._C._are_functorch_transforms_active():
+            if functorch_transforms_active():
                 # The tensors seen here are unwrapped for the transform: differentiate the
                 # rerun with the transform's own vjp. Parameters are its constants.
                 tensor_grads = _transformed_grads(rng, rerun, tensors, upstream)

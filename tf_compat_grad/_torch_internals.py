@@ -32,6 +32,16 @@ def _release(version: str) -> tuple[int, int]:
 
 TORCH_RELEASE = _release(torch.__version__)
 
+# torch's private C entry points on the library's hot paths, named here once so that a torch
+# upgrade is audited in this file. Each has existed unchanged from torch 2.4 to 2.15.
+any_autocast_enabled = torch._C._is_any_autocast_enabled
+functorch_transforms_active = torch._C._are_functorch_transforms_active
+jit_tracing_state = torch._C._get_tracing_state
+# `Function.apply` without its Python wrapper (docs/torch_facts.md, "Function styles and
+# torch.func").
+function_apply_c = torch._C._FunctionBase.__dict__["apply"]
+is_functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+
 # A version comparison, not a feature probe: each failure in Note [compile on older torch] is
 # a Dynamo bug, not a missing attribute, and a probe that compiles would run inside the
 # caller's own compilation (Dynamo reaches this flag while tracing a decorated call) and count

@@ -67,6 +67,7 @@ class Result:
     suite: dict[str, int] = field(default_factory=dict)
     suite_exit: int | None = None
     suite_s: float = 0.0
+    failures: list[str] = field(default_factory=list)
     main_exit: int | None = None
     main_counts: dict[str, int] = field(default_factory=dict)
     compile_support: str = ""
@@ -142,17 +143,26 @@ def install(python: str, torch: str, env: Path, log: Path) -> tuple[str, float]:
     return exact, time.monotonic() - start
 
 
-def suite_counts(junit: Path) -> dict[str, int]:
+def suite_counts(junit: Path) -> tuple[dict[str, int], list[str]]:
+    """The suite's counts, and the id and first message line of each failed test."""
     if not junit.exists():
-        return {}
+        return {}, []
     counts = {"passed": 0, "failed": 0, "skipped": 0}
-    for suite in ElementTree.parse(junit).getroot().iter("testsuite"):
+    root = ElementTree.parse(junit).getroot()
+    for suite in root.iter("testsuite"):
         tests, skipped = int(suite.get("tests", 0)), int(suite.get("skipped", 0))
         failed = int(suite.get("failures", 0)) + int(suite.get("errors", 0))
         counts["passed"] += tests - skipped - failed
         counts["failed"] += failed
         counts["skipped"] += skipped
-    return counts
+    failures = []
+    for case in root.iter("testcase"):
+        for problem in [*case.iter("failure"), *case.iter("error")]:
+            message = (problem.get("message") or "").strip().splitlines()[:1]
+            failures.append(
+                f"{case.get('classname')}::{case.get('name')}: {''.join(message)[:200]}"
+            )
+    return counts, failures
 
 
 def test(result: Result, env: Path, log: Path, work: Path) -> None:
@@ -162,7 +172,7 @@ def test(result: Result, env: Path, log: Path, work: Path) -> None:
     # The README's test command, run from the repository root.
     result.suite_exit = run([python, "-m", "pytest", "-q", f"--junitxml={junit}"], log, cwd=ROOT)
     result.suite_s = time.monotonic() - start
-    result.suite = suite_counts(junit)
+    result.suite, result.failures = suite_counts(junit)
     report = work / f"{result.python}-{result.torch}.json"
     result.main_exit = run([python, "-m", "tf_compat_grad", "--json", str(report)], log, cwd=ROOT)
     if report.exists():
@@ -282,6 +292,7 @@ def main() -> int:
             for result in failed:
                 log = Path(tmp) / f"{result.python}-{result.torch}.log"
                 tail = log.read_text().splitlines()[-40:] if log.exists() else []
+                print(f"\n---- {result.name}: failed tests ----", *result.failures, sep="\n")
                 print(f"\n---- {result.name} (last lines of its log) ----", *tail, sep="\n")
             return 1
     return 0

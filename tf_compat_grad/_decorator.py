@@ -31,9 +31,9 @@ from ._reach import ParameterReach
 from ._run import UNBOUND
 from ._torch_internals import (
     DYNAMO_TRACES_WATCHER,
-    call_outside_compile,
     functorch_transforms_active,
     jit_tracing_state,
+    older_torch_reason,
     outside_compile,
 )
 from ._transforms import make_transform_node
@@ -66,6 +66,7 @@ class CustomGradient(Generic[P, R]):
         self._transform_node = make_transform_node(f)
         self._compile_node = make_compile_node(f)
         self._outside_compile = outside_compile(_compile.under_transform_reason(f))
+        self._outside_older_compile = outside_compile(older_torch_reason(f))
         self._inside = getattr(f, "__qualname__", "") + ".<locals>."
         self._checked = False  # a call has passed the `variables` check (item 33)
         self._reach = ParameterReach(f)
@@ -143,13 +144,18 @@ class CustomGradient(Generic[P, R]):
 
     # Note [where f runs] (in _function.py) explains the order of the steps below.
     def _call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        f = self._f
         if _is_compiling():
-            if functorch_transforms_active():  # Note [compile under torch.func]
-                return self._outside_compile(self._call, bound, args, kwargs)
+            # First: torch < 2.13 cannot trace the functorch query either. The call outside
+            # skips this check: a non-strict `torch.export` says "compiling" there too.
             if not DYNAMO_TRACES_WATCHER:  # Note [compile on older torch]
-                return call_outside_compile(self._call, bound, args, kwargs)
-            return _compile.call(self._compile_node, f, bound, args, kwargs)
+                return self._outside_older_compile(self._call_eager, bound, args, kwargs)
+            if functorch_transforms_active():  # Note [compile under torch.func]
+                return self._outside_compile(self._call_eager, bound, args, kwargs)
+            return _compile.call(self._compile_node, self._f, bound, args, kwargs)
+        return self._call_eager(bound, args, kwargs)
+
+    def _call_eager(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        f = self._f
         if jit_tracing_state() is not None:
             raise _jit_trace_error(self)
         if functorch_transforms_active():

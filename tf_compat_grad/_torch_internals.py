@@ -15,13 +15,14 @@ break is an error whose message names the torch version and what to do.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from ._errors import PREFIX
+from ._errors import PREFIX, describe
 
 
 def _release(version: str) -> tuple[int, int]:
@@ -56,12 +57,18 @@ COMPILE_SUPPORT = (
     else "a graph break per decorated call, run as in eager mode; fullgraph=True raises"
 )
 
-RUNS_OUTSIDE_COMPILE = (
-    f"{PREFIX}a custom_gradient function runs outside torch.compile on torch "
-    f"{torch.__version__}, whose compiler cannot trace the watch for the Parameters it reads. "
-    "Call torch.compile without fullgraph=True (the call is a graph break and runs as in eager "
-    "mode, with the same gradients), or upgrade to torch >= 2.13 for one graph"
-)
+
+def older_torch_reason(f: Callable[..., Any]) -> str:
+    """Why a call of f leaves the compiled graph where Dynamo cannot trace the watcher, for
+    Dynamo's error under `fullgraph=True` (Note [compile on older torch])."""
+    return (
+        f"{PREFIX}{describe(f)} runs outside torch.compile on torch {torch.__version__}, whose "
+        "compiler cannot trace the watch for the Parameters it reads. Call torch.compile "
+        "without fullgraph=True (the call is a graph break and runs as in eager mode, with the "
+        "same gradients), export with `torch.export.export(..., strict=False)`, or upgrade to "
+        "torch >= 2.13 for one graph"
+    )
+
 
 _disabled: Callable[..., Any] | None = None
 
@@ -90,23 +97,36 @@ def _call(call: Callable[..., Any], *args: Any) -> Any:
     return call(*args)
 
 
-# Where Dynamo cannot trace the watcher (Note [compile on older torch]).
-call_outside_compile = outside_compile(RUNS_OUTSIDE_COMPILE)
-
 _eval_frame = getattr(torch._C, "_dynamo", None)
 _eval_frame = getattr(_eval_frame, "eval_frame", None)
 
 
-def never_compiled(*functions: Callable[..., Any]) -> None:
-    """Have Dynamo skip the frames of functions and every frame they run, wherever they run.
+def never_compiled(function: Callable[..., Any]) -> Callable[..., Any]:
+    """function, or a stand-in for it, whose frame and every frame it runs Dynamo skips,
+    wherever it runs.
 
     For the methods of the `torch.func` node (Note [compile under torch.func]). Frame-level
-    control is torch's C API (`torch._dynamo.skip` in Python, which imports Dynamo); where this
-    torch lacks it, nothing is marked.
+    control is torch's C API (`torch._dynamo.skip` in Python, which imports Dynamo). Where this
+    torch can mark a code object as skipped with every frame it runs (2.6 and later), function
+    itself is marked. Before, only the frame itself can be marked: the stand-in's frame is, and
+    it runs function with Dynamo's frame callback off, as `torch.compiler.disable` does.
     """
     strategy = getattr(_eval_frame, "_FrameExecStrategy", None)
-    if strategy is None:
-        return
-    skip = _eval_frame._FrameAction.SKIP  # type: ignore[union-attr]
-    for function in functions:
+    if strategy is not None:
+        skip = _eval_frame._FrameAction.SKIP  # type: ignore[union-attr]
         _eval_frame.set_code_exec_strategy(function.__code__, strategy(skip, skip))  # type: ignore[union-attr]
+        return function
+    skip_code = getattr(_eval_frame, "skip_code", None)
+    if skip_code is None:
+        return function
+    set_eval_frame = _eval_frame.set_eval_frame  # type: ignore[union-attr]
+
+    def without_dynamo(*args: Any) -> Any:
+        prior = set_eval_frame(None)
+        try:
+            return function(*args)
+        finally:
+            set_eval_frame(prior)
+
+    skip_code(without_dynamo.__code__)
+    return functools.wraps(function)(without_dynamo)

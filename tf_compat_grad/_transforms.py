@@ -224,8 +224,14 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         output_tangents = iter(pullback(input_tangents))
         return (*(next(output_tangents) if v else None for v in varying), None)
 
-    never_compiled(forward, setup_context, backward, jvp)  # Note [compile under torch.func]
-    node = node_class(
+    # Note [compile under torch.func]
+    forward = never_compiled(forward)
+    setup_context = never_compiled(setup_context)
+    backward = never_compiled(backward)
+    jvp = never_compiled(jvp)
+    # Function.apply would otherwise call inspect.signature(forward) on every call.
+    forward.__signature__ = inspect.signature(forward)  # type: ignore[attr-defined]
+    return node_class(
         f,
         forward=staticmethod(forward),
         setup_context=staticmethod(setup_context),
@@ -233,9 +239,6 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         jvp=staticmethod(jvp),
         generate_vmap_rule=True,
     )
-    # Function.apply would otherwise call inspect.signature(forward) on every call.
-    forward.__signature__ = inspect.signature(forward)  # type: ignore[attr-defined]
-    return node
 
 
 def any_dual(tensors: Sequence[torch.Tensor]) -> bool:

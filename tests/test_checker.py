@@ -180,6 +180,13 @@ def grad_mode_dependent(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
 
 
 @custom_gradient
+def records_under_no_grad(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    with torch.enable_grad():  # records f's ops whatever the caller's mode
+        y = 2 * x
+    return y, lambda dy: 2 * dy
+
+
+@custom_gradient
 def reads_input_through_list(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
     saved = [x]  # a list is shared with grad_fn as is: not saved, no version check
     return x**2, lambda dy: 2 * saved[0] * dy
@@ -343,6 +350,14 @@ BROKEN = [
         grad_mode_dependent, (_x(),), "no_grad", Status.FAIL, "outputs differ", id="no-grad-differs"
     ),
     pytest.param(
+        records_under_no_grad,
+        (_x(),),
+        "no_grad",
+        Status.FAIL,
+        "under torch.no_grad() an output is recorded in a graph",
+        id="no-grad-records",
+    ),
+    pytest.param(
         reads_input_through_list,
         (_x(),),
         "inplace",
@@ -401,6 +416,20 @@ def test_wrong_count_skips_gradient_checks_and_names_the_function() -> None:
     )
     assert report["linearity"].status is Status.SKIP
     assert report["no_grad"].status is Status.PASS
+
+
+@custom_gradient
+def reverse_gradient(x: torch.Tensor) -> Any:
+    """Gradient reversal: the input itself, returned unchanged."""
+    return x, lambda dy: -dy
+
+
+def test_an_output_that_is_the_input_passes_no_grad() -> None:
+    """Under no_grad the input returned as it is still requires grad, as with `lambda x: x`;
+    that is no graph recorded."""
+    report = run_checks(reverse_gradient, Example(_x()))
+    assert report["no_grad"].status is Status.PASS
+    assert not [row for row in report if row.status is Status.FAIL]
 
 
 # --- the seeds' functions ------------------------------------------------------------------

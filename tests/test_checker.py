@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import torch
 
-import tf_compat_grad._checks
+import tf_compat_grad._checker.torch_checks
 from tf_compat_grad import custom_gradient, examples
 from tf_compat_grad.testing import CHECKS, Example, Report, Status, check, run_checks
 
@@ -392,7 +392,7 @@ def test_broken_function_is_reported(
 
 
 def test_compile_check_skips_where_torch_cannot_trace(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tf_compat_grad._checks, "DYNAMO_TRACES_WATCHER", False)
+    monkeypatch.setattr(tf_compat_grad._checker.torch_checks, "DYNAMO_TRACES_WATCHER", False)
     row = run_checks(prints, Example(_x()), only=["compile"])["compile"]
     assert row.status is Status.SKIP, row
     assert f"torch {torch.__version__} cannot trace" in row.reason, row

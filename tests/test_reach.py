@@ -342,3 +342,20 @@ def test_a_module_attribute_missing_at_the_first_analysis_is_watched_once_define
     x = _x()
     fn(x, use=True).sum().backward()
     torch.testing.assert_close(parameter.grad, torch.full((3,), 3.0, dtype=DT))
+
+
+@custom_gradient
+def calls_decorated_pure(x):
+    return pure(x), lambda dy: dy
+
+
+@custom_gradient
+def calls_decorated_reader(x):
+    return via_global(x), lambda dy: dy
+
+
+def test_a_decorated_function_called_inside_f_is_analysed_through():
+    """What a decorated function runs is what it reads: `pure` keeps the caller unwatched,
+    `via_global` (which reads W) does not."""
+    assert not calls_decorated_pure._reach.possible(())
+    assert calls_decorated_reader._reach.possible(())

@@ -56,8 +56,8 @@ class Entry:
         self.generated = ""  # how the example was built, when it was
 
     def build_example(self) -> None:
-        """Example inputs from the signature, where the function has none (`_generated`)."""
-        from ._generated import CannotBuild, build
+        """Example inputs from the signature, where the function has none (`_checker/generated.py`)."""
+        from ._checker.generated import CannotBuild, build
 
         if self.fn is None or self.example is not None:
             return
@@ -107,14 +107,14 @@ def load(target: str) -> ModuleType:
 def discover(module: ModuleType) -> list[Entry]:
     """The decorated functions a module defines: module-level ones, decorated methods of its
     classes, and factories that make one (listed, with nothing to check)."""
-    from . import _checks
+    from ._checker.subject import location
 
     entries: list[Entry] = []
     here = module.__name__
     for attr, value in list(vars(module).items()):
         if isinstance(value, CustomGradient):
             if getattr(value, "__module__", here) == here:
-                entries.append(Entry(attr, value, value.example, _checks.location(value)))
+                entries.append(Entry(attr, value, value.example, location(value)))
         elif isinstance(value, type) and value.__module__ == here:
             entries.extend(_methods(value))
         elif inspect.isfunction(value) and value.__module__ == here and _is_factory(value):
@@ -123,7 +123,7 @@ def discover(module: ModuleType) -> list[Entry]:
                     attr,
                     None,
                     None,
-                    _checks.location(value),
+                    location(value),
                     missing=f"a factory that makes a custom gradient; check what it returns "
                     f"with `tf_compat_grad.testing.check({attr}(...), *example_args)`",
                 )
@@ -138,21 +138,19 @@ def discover(module: ModuleType) -> list[Entry]:
 
 
 def _methods(cls: type) -> list[Entry]:
-    from . import _checks
+    from ._checker.subject import decorated, location
 
     found = []
     for attr, member in vars(cls).items():
-        cg = getattr(member, "__tf_compat_grad__", None)  # a method installed by __set_name__
-        if not isinstance(cg, CustomGradient):
-            cg = getattr(member, "__func__", member)  # staticmethod, classmethod, or as is
-        if isinstance(cg, CustomGradient):
+        cg = decorated(member)
+        if cg is not None:
             fn = getattr(cls, attr)
             found.append(
                 Entry(
                     f"{cls.__qualname__}.{attr}",
                     fn,
                     cg.example,
-                    _checks.location(cg),
+                    location(cg),
                     owner=cls,
                 )
             )

@@ -172,10 +172,9 @@ def _check_value(value: Any, deps: _Deps, seen: set[int]) -> None:
         for item in value:
             _check_value(item, deps, seen)
         return
-    from ._decorator import CustomGradient  # imported here: _decorator imports this module
-
-    if isinstance(value, CustomGradient):
-        _check_value(value._f, deps, seen)
+    calls = getattr(type(value), "__tf_compat_grad_calls__", None)
+    if calls is not None:  # a decorated function: what it runs is what it reads
+        _check_value(calls(value), deps, seen)
         return
     if isinstance(value, type):
         if _package(value) in _SAFE_MODULES and not issubclass(

@@ -23,8 +23,9 @@ from typing import Any
 
 import torch
 
-from ._checks import F64, _first_line, _float_outputs, _seeded, _unwrap, _vjp
-from .testing import Example
+from .numerics import F64, _first_line, _float_outputs, _seeded, _vjp
+from .report import Example
+from .subject import _unwrap
 
 SHAPES: tuple[tuple[int, ...], ...] = ((4,), (3, 3), ())
 SEED = 0
@@ -43,7 +44,7 @@ def build(fn: Callable[..., Any], owner: type | None = None) -> tuple[Example, s
             read, the instance of `owner` cannot be made, or the forward raises on every shape.
     """
     cg, prefix, self_arg = _unwrap(fn)
-    target = cg._f if cg is not None else fn
+    target = cg.__tf_compat_grad_calls__() if cg is not None else fn
     parameters = _parameters(target)
     if prefix or self_arg:
         parameters = parameters[1:]

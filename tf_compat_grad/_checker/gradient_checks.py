@@ -1,0 +1,528 @@
+"""The checks of the gradient itself: forward, gradients, numerical, autodiff, linearity,
+determinism and second order (Note [statuses] in `runner.py`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from .. import _gradients, _run, _structure
+from .._variables import ParameterWatcher
+from .finite_differences import _Numerical
+from .numerics import (
+    DIRECTIONS,
+    F64,
+    FAIL,
+    LINEAR_A,
+    LINEAR_B,
+    PASS,
+    SKIP,
+    WARN,
+    _Diff,
+    _dot,
+    _first_line,
+    _float_outputs,
+    _fmt,
+    _like,
+    _seeded,
+    _Tensor,
+    _upstreams,
+    _vjp,
+)
+from .report import Row
+from .subject import _Inputs, _Subject
+
+# --- the checks ---------------------------------------------------------------------------
+
+
+def _check_forward(s: _Subject) -> Row:
+    inputs = _Inputs(s, None)
+    versions = [t._version for t in inputs.tensors]
+    watcher = ParameterWatcher()
+    with watcher:
+        out = inputs.call()
+    edited = [
+        s.names[p] or "x"
+        for p, t, v in zip(s.tensor_positions, inputs.tensors, versions, strict=True)
+        if t._version != v
+    ]
+    if edited:
+        return Row(
+            "forward",
+            FAIL,
+            f"f edits its argument {', '.join(f'`{n}`' for n in edited)} in place: the caller's "
+            "tensor changes and autograd does not see the edit. Compute on a copy "
+            "(`x = x.clone()`, or out-of-place ops)",
+        )
+    exclude = [*s.leaves, *s.kwarg_leaves, *inputs.leaves, *_structure.leaves(inputs.kwargs)]
+    s.variables = watcher.variables(exclude=exclude)
+    leaves = _structure.leaves(out)
+    tensors = [o for o in leaves if isinstance(o, _Tensor)]
+    if not tensors:
+        return Row("forward", FAIL, f"returned no tensor (got {type(out).__name__})")
+    s.float_outputs = len(_float_outputs(out))
+    shapes = ", ".join(f"{list(t.shape)} {str(t.dtype).replace('torch.', '')}" for t in tensors)
+    others = len(leaves) - len(tensors)
+    extra = f" and {others} non-tensor output(s)" if others else ""
+    variables = (
+        f"; reads {len(s.variables)} Parameter(s) it is not passed (`variables=`)"
+        if s.variables
+        else ""
+    )
+    return Row(
+        "forward",
+        PASS,
+        f"runs; outputs {shapes}{extra}{variables}",
+        f"{len(tensors)} output(s)",
+        len(tensors),
+    )
+
+
+def _gradient_skip(s: _Subject, check: str) -> Row | None:
+    if not s.float_positions and not s.variables:
+        return Row(check, SKIP, "no floating-point tensor input to differentiate")
+    if not s.float_outputs:
+        return Row(check, SKIP, "no floating-point output to differentiate")
+    return None
+
+
+def _check_gradients(s: _Subject) -> Row:
+    inputs = _Inputs(s, None)
+    outputs = _float_outputs(inputs.call())
+    if not any(o.requires_grad for o in outputs):
+        return Row(
+            "gradients",
+            FAIL,
+            "no output requires grad although the inputs do: no gradient "
+            "reaches the inputs (is the output detached, or computed under no_grad?)",
+        )
+    upstreams = _upstreams(outputs, 0)
+    pairs = [(o, u) for o, u in zip(outputs, upstreams, strict=True) if o.requires_grad]
+    try:
+        grads = torch.autograd.grad(
+            [o for o, _ in pairs], inputs.targets, [u for _, u in pairs], allow_unused=True
+        )
+    except Exception as error:
+        return Row("gradients", FAIL, f"backward raises {_first_line(error)}")
+    for i, (g, t) in enumerate(zip(grads, inputs.targets, strict=True)):
+        if g is not None and (g.shape != t.shape or g.dtype != t.dtype):
+            return Row(
+                "gradients",
+                FAIL,
+                f"the gradient for `{s.target_name(i)}` has shape "
+                f"{list(g.shape)} and dtype {g.dtype}; the input has {list(t.shape)}, {t.dtype}",
+            )
+    n = len(s.leaves)
+    notes = _raw_gradient_notes(s) if s.cg is not None else []
+    if notes:
+        return Row("gradients", WARN, "; ".join(notes), f"{n} positional input(s)", n)
+    missing = [s.target_name(i) for i, g in enumerate(grads) if g is None]
+    none = f"; no gradient (None) for {', '.join(f'`{m}`' for m in missing)}" if missing else ""
+    reason = f"one gradient per positional input ({n}), shapes and dtypes match{none}"
+    return Row("gradients", PASS, reason, f"{n} positional input(s)", n)
+
+
+def _raw_gradient_notes(s: _Subject) -> list[str]:
+    """What grad_fn itself returns, before tf_compat_grad repairs it: shapes and dtypes that
+    torch would not accept and that the library expands, sums down or casts."""
+    assert s.cg is not None
+    f = s.cg.__tf_compat_grad_calls__()
+    inputs = _Inputs(s, None)
+    positional = inputs.args[1:] if s.self_arg else inputs.args
+    flat_args, *_ = _run.inputs(f, s.bound, positional)
+    with torch.enable_grad():
+        result, grad_fn, variables = _run.run(f, s.bound, positional, inputs.kwargs, flat_args)
+    outputs, _ = _run.outputs(f, result)
+    upstreams = [
+        u if o.is_floating_point() else torch.zeros_like(o)
+        for o, u in zip(outputs, _upstreams(outputs, 0), strict=True)
+    ]
+    with torch.no_grad():
+        returned = (
+            grad_fn(*upstreams, variables=list(variables)) if variables else grad_fn(*upstreams)
+        )
+    variable_grads: Sequence[Any] = ()
+    if variables:
+        returned, variable_grads = _gradients.split_variable_grads(returned, variables, f)
+    flat = _structure.leaves(returned)
+    if len(flat) != len(flat_args):
+        raise _gradients.count_error(len(flat), len(flat_args), f, ", ".join(s.names))
+    notes: list[str] = []
+    pairs = [(s.names[i] or "x", flat[i], flat_args[i]) for i in s.float_positions]
+    pairs += [
+        (f"variables[{j}]", g, v)
+        for j, (g, v) in enumerate(zip(variable_grads, variables, strict=True))
+    ]
+    for name, g, x in pairs:
+        if not isinstance(g, _Tensor):
+            continue
+        if g.shape != x.shape:
+            how = (
+                "expanded"
+                if torch.Size(torch.broadcast_shapes(g.shape, x.shape)) == x.shape  # type: ignore[no-untyped-call]
+                else "summed down"
+            )
+            notes.append(
+                f"grad_fn returns shape {list(g.shape)} for `{name}` of shape {list(x.shape)} "
+                f"({how} by tf_compat_grad; is that intended?)"
+            )
+        if g.dtype != x.dtype:
+            notes.append(f"grad_fn returns {g.dtype} for `{name}` of dtype {x.dtype} (cast)")
+    return notes
+
+
+def _forward_f64(s: _Subject) -> tuple[_Inputs, list[torch.Tensor], list[torch.Tensor]]:
+    """Fresh float64 inputs, the float outputs of one call on them, and upstreams drawn for
+    them (seed 0)."""
+    inputs = _Inputs(s, F64)
+    outputs = _float_outputs(inputs.call())
+    return inputs, outputs, _upstreams(outputs, 0)
+
+
+def _check_numerical(s: _Subject) -> Row:
+    with s.cast(F64):
+        inputs, outputs, upstreams = _forward_f64(s)
+        custom = _vjp(outputs, upstreams, inputs.targets)
+
+        def evaluate() -> float:
+            with torch.no_grad():
+                return float(_dot(_float_outputs(inputs.call()), upstreams))
+
+        numerical = _Numerical(evaluate, inputs.targets, custom)
+    diff = _Diff(*numerical.compared())
+    how = (
+        "finite differences"
+        if numerical.per_element
+        else f"finite differences along {DIRECTIONS} random directions"
+    )
+    figure = f"max |custom - numerical| {_fmt(diff.max)}"
+    kinks = numerical.kinks(s)
+    s.true_gradient = None if kinks else False
+    if diff.bad_got is not None:
+        i, k, got, want = diff.bad_got
+        return Row(
+            "numerical",
+            FAIL,
+            f"the custom gradient is {got} at {numerical.where(s, i, k)} where "
+            f"the numerical derivative is finite ({want:.4g}); {diff.n_bad_got} such element(s)",
+            figure,
+            diff.max,
+        )
+    undefined = f"; {how} undefined at {diff.n_bad_want} element(s)" if diff.n_bad_want else ""
+    if not numerical.compared_count:
+        return Row("numerical", WARN, _nothing_compared(kinks, "the gradient"), figure, diff.max)
+    if diff.within(rtol=1e-5, atol=1e-6):
+        if kinks:
+            return Row(
+                "numerical",
+                WARN,
+                f"matches the true derivative ({how}) at the other "
+                f"{numerical.compared_count} {numerical.unit}; {kinks}{undefined}",
+                figure,
+                diff.max,
+            )
+        s.true_gradient = True
+        return Row(
+            "numerical", PASS, f"matches the true derivative ({how}){undefined}", figure, diff.max
+        )
+    assert diff.at is not None
+    where = numerical.where(s, *diff.at)
+    return Row(
+        "numerical",
+        WARN,
+        f"deliberately differs from the true derivative at {diff.count} "
+        f"element(s): largest at {where} (custom {diff.got_value:.4g}, numerical "
+        f"{diff.want_value:.4g}){undefined}{f'; {kinks}' if kinks else ''}",
+        figure,
+        diff.max,
+    )
+
+
+def _nothing_compared(kinks: str, what: str) -> str:
+    return f"nothing compared: {kinks}. Give example inputs away from the kinks to check {what}"
+
+
+def _check_autodiff(s: _Subject) -> Row:
+    if s.cg is None:
+        return Row("autodiff", SKIP, "not a custom_gradient function: nothing to compare with")
+    f = s.cg.__tf_compat_grad_calls__()
+    with s.cast(F64):
+        inputs, outputs, upstreams = _forward_f64(s)
+        custom = _vjp(outputs, upstreams, inputs.targets)
+        raw = _Inputs(s, F64)
+        positional = raw.args[1:] if s.self_arg else raw.args
+        with torch.enable_grad():
+            result, _ = _run.split(f, _run.call_f(f, s.bound, positional, raw.kwargs))
+        raw_outputs = [
+            o for o in _structure.leaves(result) if isinstance(o, _Tensor) and o.is_floating_point()
+        ]
+        if len(raw_outputs) != len(outputs) or not any(o.requires_grad for o in raw_outputs):
+            return Row(
+                "autodiff",
+                SKIP,
+                "f's own ops do not reach its outputs differentiably "
+                "(round, detach, integer ops, no_grad): only finite differences apply",
+            )
+        try:
+            auto = _vjp(raw_outputs, upstreams, raw.targets)
+        except RuntimeError as error:
+            return Row(
+                "autodiff", SKIP, f"f's own ops are not differentiable: {_first_line(error)}"
+            )
+    diff = _Diff(custom, auto)
+    figure = f"max |custom - autodiff| {_fmt(diff.max)}"
+    if diff.bad_got is not None:
+        i, k, got, want = diff.bad_got
+        return Row(
+            "autodiff",
+            FAIL,
+            f"the custom gradient is {got} at {s.element(i, k, custom[i].shape)} "
+            f"where autodiff of f gives {want:.4g}; {diff.n_bad_got} such element(s)",
+            figure,
+            diff.max,
+        )
+    stable = (
+        f"; finite at {diff.n_bad_want} element(s) where autodiff of f gives nan/inf"
+        if diff.n_bad_want
+        else ""
+    )
+    if diff.within(rtol=1e-6, atol=1e-9):
+        return Row("autodiff", PASS, f"matches autodiff of f's own ops{stable}", figure, diff.max)
+    assert diff.at is not None
+    where = s.element(diff.at[0], diff.at[1], custom[diff.at[0]].shape)
+    return Row(
+        "autodiff",
+        WARN,
+        f"deliberately differs from autodiff of f at {diff.count} element(s): "
+        f"largest at {where} (custom {diff.got_value:.4g}, autodiff {diff.want_value:.4g}){stable}",
+        figure,
+        diff.max,
+    )
+
+
+def _check_linearity(s: _Subject) -> Row:
+    a, b = LINEAR_A, LINEAR_B
+    with s.cast(F64):
+        inputs = _Inputs(s, F64)
+        outputs = _float_outputs(inputs.call())
+        u, v = _upstreams(outputs, 1), _upstreams(outputs, 2)
+        mixed = [a * ui + b * vi for ui, vi in zip(u, v, strict=True)]
+        zero = [torch.zeros_like(ui) for ui in u]
+        targets = inputs.targets
+        gu, gv, gm, g0 = (
+            _vjp(outputs, up, targets, retain_graph=True) for up in (u, v, mixed, zero)
+        )
+    expected = [a * x + b * y for x, y in zip(gu, gv, strict=True)]
+    zeros = [torch.zeros_like(g) for g in g0]
+    at_zero = _Diff(g0, zeros)
+    mix = _Diff(gm, expected)
+    figure = f"max deviation {_fmt(max(mix.max, at_zero.max))}"
+    if at_zero.bad_got is not None:
+        i, k, got, _ = at_zero.bad_got
+        return Row(
+            "linearity",
+            FAIL,
+            f"grad_fn gives {got} at {s.element(i, k, g0[i].shape)} for a zero "
+            "upstream gradient; an output the loss does not use gets a zero upstream, so this "
+            "puts nan/inf into the gradients",
+            figure,
+            math.inf,
+        )
+    if mix.bad_got is not None:
+        i, k, got, _ = mix.bad_got
+        return Row(
+            "linearity",
+            FAIL,
+            f"grad_fn({a:g}u {b:+g}v) is {got} at {s.element(i, k, gm[i].shape)} "
+            f"where {a:g} grad_fn(u) {b:+g} grad_fn(v) is finite",
+            figure,
+            math.inf,
+        )
+    scale = max(1.0, mix.scale, max((float(g.abs().max()) for g in gu if g.numel()), default=0.0))
+    deviation = max(mix.max, at_zero.max)
+    if deviation <= 1e-9 * scale:
+        return Row(
+            "linearity",
+            PASS,
+            f"linear in the upstream: grad_fn({a:g}u {b:+g}v) = {a:g} grad_fn(u) "
+            f"{b:+g} grad_fn(v), and grad_fn(0) = 0",
+            figure,
+            deviation,
+        )
+    if mix.max >= at_zero.max:
+        assert mix.at is not None
+        where = s.element(mix.at[0], mix.at[1], gm[mix.at[0]].shape)
+        what = (
+            f"grad_fn({a:g}u {b:+g}v) is {mix.got_value:.4g} at {where}, not {a:g} grad_fn(u) "
+            f"{b:+g} grad_fn(v) = {mix.want_value:.4g}"
+        )
+    else:
+        assert at_zero.at is not None
+        where = s.element(at_zero.at[0], at_zero.at[1], g0[at_zero.at[0]].shape)
+        what = f"grad_fn(0) is {at_zero.got_value:.4g} at {where}, not 0"
+    return Row(
+        "linearity",
+        WARN,
+        f"not linear in the upstream gradient ({what}): loss scaling (AMP's "
+        "GradScaler), gradient accumulation and mean-vs-sum losses will change its gradients; "
+        "if not intended, make every value it returns proportional to the upstream "
+        "(`-0.5 * dy`, not `-0.5`)",
+        figure,
+        deviation,
+    )
+
+
+def _check_determinism(s: _Subject) -> Row:
+    with s.cast(F64):
+        with _seeded(7):
+            inputs, outputs, upstreams = _forward_f64(s)
+            first = _vjp(outputs, upstreams, inputs.targets, retain_graph=True)
+            try:
+                second = _vjp(outputs, upstreams, inputs.targets)
+            except RuntimeError as error:
+                return Row(
+                    "determinism", FAIL, f"a second backward pass raises {_first_line(error)}"
+                )
+        with _seeded(7):
+            again = _Inputs(s, F64)
+            third = _vjp(_float_outputs(again.call()), upstreams, again.targets)
+    same_graph = _Diff(second, first)
+    fresh = _Diff(third, first)
+    figure = f"max difference {_fmt(max(same_graph.max, fresh.max))}"
+    for diff, what in (
+        (same_graph, "two backward passes through one forward"),
+        (fresh, "a second forward and backward with the same inputs and random seed"),
+    ):
+        nan_mismatch = diff.n_bad_got or diff.n_bad_want
+        if nan_mismatch or not diff.within(rtol=1e-12, atol=1e-12):
+            where = ""
+            if diff.at is not None and not nan_mismatch:
+                i, k = diff.at
+                where = f" at {s.element(i, k, first[i].shape)} ({diff.want_value:.6g} then {diff.got_value:.6g})"
+            return Row(
+                "determinism",
+                FAIL,
+                f"{what} give different gradients{where}: grad_fn depends on "
+                "something besides the upstream and what f computed (random numbers, state "
+                "changed between calls, an in-place edit of the upstream or of a saved tensor)",
+                figure,
+                max(diff.max, float(nan_mismatch)),
+            )
+    return Row(
+        "determinism",
+        PASS,
+        "two backward passes, and a fresh forward with the same seed, give identical gradients",
+        figure,
+        max(same_graph.max, fresh.max),
+    )
+
+
+def _check_second_order(s: _Subject) -> Row:
+    with s.cast(F64):
+        inputs = _Inputs(s, F64)
+        targets = inputs.targets
+        outputs = _float_outputs(inputs.call())
+        upstreams = _upstreams(outputs, 0)
+        weights = _like(targets, 3)
+        try:
+            grads = _vjp(outputs, upstreams, targets, create_graph=True)
+            total = sum(
+                ((g * w).sum() for g, w in zip(grads, weights, strict=True)),
+                torch.zeros((), dtype=F64),
+            )
+            graph = total.requires_grad
+            analytic = (
+                _vjp([total], [torch.ones((), dtype=F64)], targets)
+                if graph
+                else [torch.zeros_like(t) for t in targets]
+            )
+        except Exception as error:
+            return Row("second_order", WARN, f"double backward raises {_first_line(error)}")
+
+        def evaluate() -> float:
+            with torch.enable_grad():
+                g = _vjp(_float_outputs(inputs.call()), upstreams, targets)
+            return float(sum(float((gi * wi).sum()) for gi, wi in zip(g, weights, strict=True)))
+
+        numerical = _Numerical(evaluate, targets, analytic)
+    diff = _Diff(*numerical.compared())
+    figure = f"max |double backward - numerical| {_fmt(diff.max)}"
+    kinks = numerical.kinks(s)
+    if diff.bad_got is not None:
+        i, k, got, want = diff.bad_got
+        return Row(
+            "second_order",
+            FAIL,
+            f"double backward gives {got} at {numerical.where(s, i, k)} "
+            f"where the gradient's finite differences give {want:.4g}",
+            figure,
+            diff.max,
+        )
+    if not numerical.compared_count:
+        return Row(
+            "second_order",
+            WARN,
+            _nothing_compared(kinks, "the second derivative"),
+            figure,
+            diff.max,
+        )
+    if not diff.within(rtol=1e-4, atol=1e-5):
+        assert diff.at is not None
+        where = numerical.where(s, *diff.at)
+        if not graph:
+            why = (
+                "the gradient has no autograd graph, so its second derivative comes out as "
+                "zero, yet it changes with the inputs: grad_fn computes it outside autograd "
+                "(.detach(), .item(), numpy, no_grad, or a tensor f computed under no_grad)"
+            )
+        else:
+            why = "grad_fn's ops lose a dependence on the inputs (a detached or stale tensor?)"
+        return Row(
+            "second_order",
+            FAIL,
+            f"the second derivative is wrong: double backward gives "
+            f"{diff.got_value:.4g} at {where}, finite differences of the gradient give "
+            f"{diff.want_value:.4g}; {why}{f'; {kinks}' if kinks else ''}",
+            figure,
+            diff.max,
+        )
+    reason = "double backward matches finite differences of the gradient"
+    if not graph:
+        reason = "the gradient does not depend on the inputs: the second derivative is zero"
+    if kinks:
+        return Row(
+            "second_order",
+            WARN,
+            f"{reason} at the other {numerical.compared_count} {numerical.unit}; {kinks}",
+            figure,
+            diff.max,
+        )
+    if s.true_gradient and not s.variables and graph:
+        if not _gradgradcheck(s):
+            return Row(
+                "second_order",
+                FAIL,
+                "torch.autograd.gradgradcheck fails although the gradient is the true one",
+                figure,
+                diff.max,
+            )
+        reason += "; gradgradcheck passes"
+    return Row("second_order", PASS, reason, figure, diff.max)
+
+
+def _gradgradcheck(s: _Subject) -> bool:
+    inputs = _Inputs(s, F64)
+    if sum(t.numel() for t in inputs.inputs) > 16:
+        return True  # too slow to be worth it; the finite differences above cover it
+    floats = [i for i, p in enumerate(s.tensor_positions) if p in s.float_positions]
+
+    def h(*xs: _Tensor) -> tuple[_Tensor, ...]:
+        tensors = list(inputs.tensors)
+        for i, x in zip(floats, xs, strict=True):
+            tensors[i] = x
+        return tuple(_float_outputs(inputs.call_with(tensors)))
+
+    return bool(torch.autograd.gradgradcheck(h, tuple(inputs.inputs), raise_exception=False))

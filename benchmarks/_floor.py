@@ -26,8 +26,9 @@ import _timing
 import torch
 from _cases import Log1pexpFunction, log1pexp
 
-from tf_compat_grad._function import eager_apply, node_class
-from tf_compat_grad._reach import ParameterReach
+from tf_compat_grad._eager import eager_apply
+from tf_compat_grad._parameters import ParameterReach
+from tf_compat_grad._record import node_class
 
 Tensor = torch.Tensor
 

@@ -139,12 +139,12 @@ def test_parameter_reached_through_a_keyword_argument_is_watched():
 
 @pytest.mark.parametrize("fn", [pure, log1pexp], ids=["pure", "log1pexp"])
 def test_pure_functions_are_not_watched(fn):
-    assert not fn._reach.possible(())
+    assert not fn._eager.reach.possible(())
 
 
 @pytest.mark.parametrize("fn", [via_global, via_helper, via_list], ids=["global", "helper", "list"])
 def test_functions_that_can_reach_a_parameter_are_watched(fn):
-    assert fn._reach.possible(())
+    assert fn._eager.reach.possible(())
 
 
 def test_function_without_module_name_is_analysed():
@@ -207,7 +207,7 @@ def test_a_module_imported_inside_f_is_watched():
 def test_importing_torch_inside_f_stays_unwatched():
     namespace: dict = {}
     exec("def pure(x):\n    import torch\n    return torch.exp(x), lambda dy: dy\n", namespace)
-    assert not custom_gradient(namespace["pure"])._reach.possible(())
+    assert not custom_gradient(namespace["pure"])._eager.reach.possible(())
 
 
 def test_only_names_looked_up_as_globals_are_read_from_the_globals():
@@ -215,7 +215,7 @@ def test_only_names_looked_up_as_globals_are_read_from_the_globals():
     not what f reads, while a class body inside f reads its free names from the globals."""
     namespace = {"torch": torch, "exp": torch.nn.Parameter(torch.ones(3, dtype=DT))}
     exec("def attribute(x):\n    return torch.exp(x), lambda dy: dy\n", namespace)
-    assert not custom_gradient(namespace["attribute"])._reach.possible(())
+    assert not custom_gradient(namespace["attribute"])._eager.reach.possible(())
     namespace = {"_grad": _grad_with_variables, "SCALE": W}
     exec(
         "def class_body(x):\n"
@@ -357,5 +357,5 @@ def calls_decorated_reader(x):
 def test_a_decorated_function_called_inside_f_is_analysed_through():
     """What a decorated function runs is what it reads: `pure` keeps the caller unwatched,
     `via_global` (which reads W) does not."""
-    assert not calls_decorated_pure._reach.possible(())
-    assert calls_decorated_reader._reach.possible(())
+    assert not calls_decorated_pure._eager.reach.possible(())
+    assert calls_decorated_reader._eager.reach.possible(())

@@ -35,14 +35,15 @@ import torch
 
 from . import _run, _structure
 from ._errors import PREFIX, describe
-from ._function import Record, node_class
+from ._parameters import run_watched
+from ._record import Record, node_class
 from ._run import UNBOUND
 
 # (bound is not UNBOUND, arg_spec, number of flattened arguments, tensor positions, variables)
 _Layout = tuple[bool, _structure.Spec, int, Sequence[int], list[torch.nn.Parameter]]
 
 
-def call(
+def call_compiled(
     node: type[torch.autograd.Function],
     f: Callable[..., Any],
     bound: Any,
@@ -52,7 +53,7 @@ def call(
     """Call f through `node`, the class `make_compile_node` made for it."""
     flat_args, arg_spec, positions, inputs = _run.inputs(f, bound, args)
     with torch.no_grad():
-        result, grad_fn, variables = _run.run(f, bound, args, kwargs, flat_args)
+        result, grad_fn, variables = run_watched(f, bound, args, kwargs, flat_args)
     outputs, out_spec = _run.outputs(f, result)
     if not variables and not any(t.requires_grad for t in inputs):
         return _structure.unflatten(out_spec, outputs)

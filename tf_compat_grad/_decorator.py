@@ -9,34 +9,28 @@ import functools
 import pickle
 import sys
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Concatenate, Generic, TypeVar, overload
 
 import torch
-from torch.autograd import forward_ad as _forward_ad
 from typing_extensions import ParamSpec
 
-from . import _compile, _run, _structure, _transforms
-from ._closure import capture
+from . import _compile
 from ._compile import make_compile_node
+from ._eager import EagerPath
 from ._errors import (
     PREFIX,
-    CustomGradientNotImplementedError,
     CustomGradientTypeError,
     describe,
     describe_value,
 )
-from ._function import Record, eager_apply, make_node
-from ._reach import ParameterReach
 from ._run import UNBOUND
 from ._torch_internals import (
     DYNAMO_TRACES_WATCHER,
     functorch_transforms_active,
-    jit_tracing_state,
     older_torch_reason,
     outside_compile,
 )
-from ._transforms import make_transform_node
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -61,15 +55,11 @@ class CustomGradient(Generic[P, R]):
     def __init__(self, f: Callable[P, tuple[R, Callable[..., Any]]]) -> None:
         functools.update_wrapper(self, f)
         self._f = f  # what is called; `__wrapped__` may name another (recompute_grad's f)
-        self._node = make_node(f)
-        self._apply = eager_apply(self._node)
-        self._transform_node = make_transform_node(f)
+        self._eager = EagerPath(f, self.__wrapped__)
+        self._call_eager = self._eager.call  # every call outside torch.compile
         self._compile_node = make_compile_node(f)
         self._outside_compile = outside_compile(_compile.under_transform_reason(f))
         self._outside_older_compile = outside_compile(older_torch_reason(f))
-        self._inside = getattr(f, "__qualname__", "") + ".<locals>."
-        self._checked = False  # a call has passed the `variables` check (item 33)
-        self._reach = ParameterReach(f)
         self.example: Any = None  # example inputs for the checker (`custom_gradient(example=)`)
         # The decorator that made this wrapper of `__wrapped__`: a pickle not by reference
         # remakes it (`recompute_grad` sets itself here).
@@ -84,7 +74,7 @@ class CustomGradient(Generic[P, R]):
         self._method = method
 
     def __tf_compat_grad_calls__(self) -> Callable[..., Any]:
-        """The function a call runs, for the proof that it reads no Parameter (`_reach.py`)."""
+        """The function a call runs, for the proof that it reads no Parameter (`_parameters.py`)."""
         return self._f
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -146,7 +136,7 @@ class CustomGradient(Generic[P, R]):
             )
         return _remake, (self._made_by, f, self.example)
 
-    # Note [where f runs] (in _function.py) explains the order of the steps below.
+    # Note [where f runs] (in _eager.py) explains the order of the steps below.
     def _call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if _is_compiling():
             # First: torch < 2.13 cannot trace the functorch query either. The call outside
@@ -155,53 +145,8 @@ class CustomGradient(Generic[P, R]):
                 return self._outside_older_compile(self._call_eager, bound, args, kwargs)
             if functorch_transforms_active():  # Note [compile under torch.func]
                 return self._outside_compile(self._call_eager, bound, args, kwargs)
-            return _compile.call(self._compile_node, self._f, bound, args, kwargs)
+            return _compile.call_compiled(self._compile_node, self._f, bound, args, kwargs)
         return self._call_eager(bound, args, kwargs)
-
-    def _call_eager(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        f = self._f
-        if jit_tracing_state() is not None:
-            raise _jit_trace_error(self)
-        if functorch_transforms_active():
-            return _transforms.call(self._transform_node, f, bound, args, kwargs)
-        flat_args, arg_spec, positions, inputs = _run.inputs(f, bound, args)
-        if _forward_ad._current_level >= 0 and _transforms.any_dual(inputs):
-            return _transforms.call(self._transform_node, f, bound, args, kwargs, dual=True)
-        if not _grad_enabled():
-            return self._call_without_grad(bound, args, kwargs, flat_args)
-        result, grad_fn, variables = _run.run(f, bound, args, kwargs, flat_args, self._reach)
-        self._checked = True
-        if not variables:
-            for tensor in inputs:
-                if tensor.requires_grad:
-                    break
-            else:
-                return _run.fresh(f, result)  # nothing to record: f's own autodiff (item 39)
-        record = Record(
-            f, bound is not UNBOUND, arg_spec, len(flat_args), positions, inputs, variables
-        )
-        record.captured, record.saved = capture(grad_fn, self._inside)
-        if type(result) is _Tensor:  # one output: the node returns it as it is
-            record.outputs = result.detach()
-            return self._apply(record, *inputs, *variables)
-        record.outputs, out_spec = _run.outputs(f, result)
-        return _structure.unflatten(out_spec, self._apply(record, *inputs, *variables))
-
-    def _call_without_grad(
-        self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any], flat_args: Sequence[Any]
-    ) -> Any:
-        """No gradient can be asked for: f's outputs, no node (item 9).
-
-        TensorFlow checks grad_fn's `variables` parameter even without a tape (item 33). Finding
-        the Parameters f reads costs a watch over every op of f, so in this mode it is done
-        only until one call of this function has passed the check.
-        """
-        f = self._f
-        if self._checked:
-            return _run.fresh(f, _run.split(f, _run.call_f(f, bound, args, kwargs))[0])
-        result, _, _ = _run.run(f, bound, args, kwargs, flat_args, self._reach)
-        self._checked = True
-        return _run.fresh(f, result)
 
 
 def _lookup(obj: object) -> Any:
@@ -221,20 +166,6 @@ def _remake(
     wrapped = made_by(f)
     wrapped.example = example
     return wrapped
-
-
-def _jit_trace_error(wrapped: CustomGradient[Any, Any]) -> CustomGradientNotImplementedError:
-    """`torch.jit.trace` records the ops f runs and replays the node with this call's record:
-    the graph would return this call's outputs again, or (no input requiring grad, so no node)
-    autograd would differentiate f's own ops (docs/torch_facts.md, "torch.jit.trace and
-    torch.export")."""
-    return CustomGradientNotImplementedError(
-        f"{PREFIX}torch.jit.trace cannot trace {describe(wrapped.__wrapped__)}: a traced graph "
-        "keeps the ops the decorated function runs but not its grad_fn, so a gradient through "
-        "the graph would not be the custom one. To deploy the model, export it with "
-        "`torch.export.export(model, args)` instead (the exported program computes the "
-        "outputs, and no gradient)."
-    )
 
 
 @overload

@@ -9,11 +9,9 @@ Item numbers refer to docs/tensorflow_semantics.md.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import sys
-import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,11 +25,8 @@ from ._errors import (
     CustomGradientValueError,
     describe,
     describe_value,
-    fn_name,
     plural,
 )
-from ._reach import ParameterReach
-from ._variables import ParameterWatcher
 
 UNBOUND: Any = object()  # the `bound` of a call that is not a method call
 
@@ -86,39 +81,6 @@ def inputs(
     return flat_args, arg_spec, positions, [flat_args[i] for i in positions]
 
 
-def run(
-    f: Callable[..., Any],
-    bound: Any,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    flat_args: Sequence[Any],
-    reach: ParameterReach | None = None,
-) -> tuple[Any, Callable[..., Any], list[torch.nn.Parameter]]:
-    """Call f once, watching for Parameters unless `reach` proves f reads none (Note [watching
-    only when needed]): its outputs, grad_fn and variables."""
-    if reach is not None and not reach.possible(
-        kwargs.values() if bound is UNBOUND else (*kwargs.values(), bound)
-    ):
-        result, grad_fn = split(f, call_f(f, bound, args, kwargs))
-        return result, grad_fn, []
-    watcher = ParameterWatcher()
-    with watcher:
-        out = call_f(f, bound, args, kwargs)
-    result, grad_fn = split(f, out)
-    variables = watcher.variables(
-        exclude=[*flat_args, *_structure.leaves(kwargs)] if kwargs else flat_args
-    )
-    if variables and not accepts_variables(grad_fn):
-        raise CustomGradientTypeError(
-            f"{PREFIX}grad_fn of {describe(f)} must accept keyword argument 'variables', since "
-            f"function uses variables: {fn_name(f)} reads {plural(len(variables), 'trainable Parameter')} "
-            f"that it is not passed ({parameter_names(variables, f, bound)}). Define "
-            "`def grad_fn(*upstream, variables=None)` and return `(input_grads, [one gradient "
-            "per variable])`, or pass the Parameters as positional arguments."
-        ) from None
-    return result, grad_fn, variables
-
-
 def split(f: Callable[..., Any], out: Any) -> tuple[Any, Callable[..., Any]]:
     """f's `(outputs, grad_fn)`, with the error types of TensorFlow's unpacking (items 6, 7)."""
     if isinstance(out, (tuple, list)) and len(out) == 2:
@@ -152,43 +114,6 @@ def split(f: Callable[..., Any], out: Any) -> tuple[Any, Callable[..., Any]]:
             "inside f."
         ) from None
     return result, grad_fn
-
-
-def accepts_variables(grad_fn: Callable[..., Any]) -> bool:
-    """Whether grad_fn can be called with `variables=` (item 33)."""
-    code = getattr(grad_fn, "__code__", None)
-    if type(grad_fn) is types.FunctionType and code is not None:
-        if code.co_flags & _CO_VARKEYWORDS:
-            return True
-        first, last = code.co_posonlyargcount, code.co_argcount + code.co_kwonlyargcount
-        return "variables" in code.co_varnames[first:last]
-    try:
-        parameters = inspect.signature(grad_fn).parameters.values()
-    except (TypeError, ValueError):
-        return True  # unreadable signature: let the call itself tell
-    return any(
-        p.kind is p.VAR_KEYWORD
-        or (p.name == "variables" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
-        for p in parameters
-    )
-
-
-def parameter_names(variables: list[torch.nn.Parameter], f: Callable[..., Any], bound: Any) -> str:
-    """Name Parameters the way the user's code reaches them: `self.weight`, `w`, or by shape."""
-    known: dict[int, str] = {}
-    if isinstance(bound, torch.nn.Module):
-        known.update((id(p), f"self.{name}") for name, p in bound.named_parameters())
-    if isinstance(f, types.FunctionType) and f.__closure__:
-        for name, cell in zip(f.__code__.co_freevars, f.__closure__, strict=True):
-            with contextlib.suppress(ValueError):  # an empty cell
-                known.setdefault(id(cell.cell_contents), name)
-    for name, value in getattr(f, "__globals__", {}).items():
-        if isinstance(value, torch.nn.Parameter):
-            known.setdefault(id(value), name)
-    return ", ".join(
-        f"`{known[id(v)]}`" if id(v) in known else f"a Parameter of shape {list(v.shape)}"
-        for v in variables
-    )
 
 
 def outputs(f: Callable[..., Any], result: Any) -> tuple[tuple[_Tensor, ...], Any]:

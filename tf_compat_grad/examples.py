@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
+from ._checker.report import Example
 from ._decorator import custom_gradient
-from .testing import Example
 
 Grad = Callable[..., Any]
 

@@ -24,6 +24,7 @@ from typing import Any
 # looks that function's globals (`torch`) up on the module itself.
 import torch  # noqa: F401
 
+from ._checker import runner
 from ._checker.report import CHECKS, Example, Report, Row, Status
 from ._checker.subject import decorated
 
@@ -108,6 +109,4 @@ def run_checks(
     Raises:
         ValueError: `only` names an unknown check.
     """
-    from ._checker.runner import run
-
-    return run(fn, example, only=only, name=name, progress=progress)
+    return runner.run_checks(fn, example, only=only, name=name, progress=progress)

@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
-from .. import _gradients, _run, _structure
-from .._variables import ParameterWatcher
+from .. import _record, _run, _structure
+from .._parameters import ParameterWatcher, run_watched
 from .finite_differences import _Numerical
 from .numerics import (
     DIRECTIONS,
@@ -134,7 +134,7 @@ def _raw_gradient_notes(s: _Subject) -> list[str]:
     positional = inputs.args[1:] if s.self_arg else inputs.args
     flat_args, *_ = _run.inputs(f, s.bound, positional)
     with torch.enable_grad():
-        result, grad_fn, variables = _run.run(f, s.bound, positional, inputs.kwargs, flat_args)
+        result, grad_fn, variables = run_watched(f, s.bound, positional, inputs.kwargs, flat_args)
     outputs, _ = _run.outputs(f, result)
     upstreams = [
         u if o.is_floating_point() else torch.zeros_like(o)
@@ -146,10 +146,10 @@ def _raw_gradient_notes(s: _Subject) -> list[str]:
         )
     variable_grads: Sequence[Any] = ()
     if variables:
-        returned, variable_grads = _gradients.split_variable_grads(returned, variables, f)
+        returned, variable_grads = _record.split_variable_grads(returned, variables, f)
     flat = _structure.leaves(returned)
     if len(flat) != len(flat_args):
-        raise _gradients.count_error(len(flat), len(flat_args), f, ", ".join(s.names))
+        raise _record.count_error(len(flat), len(flat_args), f, ", ".join(s.names))
     notes: list[str] = []
     pairs = [(s.names[i] or "x", flat[i], flat_args[i]) for i in s.float_positions]
     pairs += [

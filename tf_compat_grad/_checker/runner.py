@@ -84,7 +84,7 @@ assert list(_CHECK_FUNCTIONS) == list(CHECKS)
 # --- running them -------------------------------------------------------------------------
 
 
-def run(
+def run_checks(
     fn: Callable[..., Any],
     example: Any,
     *,

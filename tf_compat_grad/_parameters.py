@@ -1,7 +1,17 @@
-"""Proving that f cannot read an `nn.Parameter`, so the Parameter watcher can be skipped.
+"""`variables=`: the `nn.Parameter`s that f reads without being passed them (items 32-37),
+found by a watcher while f runs, unless a proof from f's code shows that it reads none.
+
+# Note [the Parameter watcher]
+TensorFlow's `VariableWatcher` records every trainable variable accessed while f runs. The torch
+analogue is a `TorchFunctionMode` that sees every torch call made inside f and keeps the
+`nn.Parameter`s with `requires_grad=True` among its arguments, in order of first use. An autograd
+graph walk would miss a Parameter that is read but does not reach the output.
+
+Torch keeps the mode stack per thread, so two threads running decorated functions at once never
+see each other's Parameters.
 
 # Note [watching only when needed]
-The watcher of `_variables.py` sees every torch call inside f, which costs a Python call per op:
+The watcher sees every torch call inside f, which costs a Python call per op:
 for a small op that is most of the decorator's overhead. Most custom gradients are pure
 functions of their arguments, and whether f can reach a Parameter at all can be read from what
 its code names: its globals, its closure, the attributes it looks up on modules, and the same
@@ -18,16 +28,160 @@ gets new code, new default values or new attributes. Relative imports, introspec
 Not seen, on purpose: a Parameter stored as a Python attribute of a plain tensor, put into
 `builtins`, or set as a new attribute of torch or of a standard-library module. Those modules
 and tensors are trusted as they come.
+
+Item numbers refer to docs/tensorflow_semantics.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dis
+import inspect
 import types
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
+from torch.nn import Parameter
+from torch.overrides import TorchFunctionMode
+
+from . import _structure
+from ._errors import PREFIX, CustomGradientTypeError, describe, fn_name, plural
+from ._run import UNBOUND, call_f, split
+
+_Tensor = torch.Tensor
+_CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
+
+
+def run_watched(
+    f: Callable[..., Any],
+    bound: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    flat_args: Sequence[Any],
+    reach: ParameterReach | None = None,
+) -> tuple[Any, Callable[..., Any], list[torch.nn.Parameter]]:
+    """Call f once, watching for Parameters unless `reach` proves f reads none (Note [watching
+    only when needed]): its outputs, grad_fn and variables."""
+    if reach is not None and not reach.possible(
+        kwargs.values() if bound is UNBOUND else (*kwargs.values(), bound)
+    ):
+        result, grad_fn = split(f, call_f(f, bound, args, kwargs))
+        return result, grad_fn, []
+    watcher = ParameterWatcher()
+    with watcher:
+        out = call_f(f, bound, args, kwargs)
+    result, grad_fn = split(f, out)
+    variables = watcher.variables(
+        exclude=[*flat_args, *_structure.leaves(kwargs)] if kwargs else flat_args
+    )
+    if variables and not accepts_variables(grad_fn):
+        raise CustomGradientTypeError(
+            f"{PREFIX}grad_fn of {describe(f)} must accept keyword argument 'variables', since "
+            f"function uses variables: {fn_name(f)} reads {plural(len(variables), 'trainable Parameter')} "
+            f"that it is not passed ({parameter_names(variables, f, bound)}). Define "
+            "`def grad_fn(*upstream, variables=None)` and return `(input_grads, [one gradient "
+            "per variable])`, or pass the Parameters as positional arguments."
+        ) from None
+    return result, grad_fn, variables
+
+
+def accepts_variables(grad_fn: Callable[..., Any]) -> bool:
+    """Whether grad_fn can be called with `variables=` (item 33)."""
+    code = getattr(grad_fn, "__code__", None)
+    if type(grad_fn) is types.FunctionType and code is not None:
+        if code.co_flags & _CO_VARKEYWORDS:
+            return True
+        first, last = code.co_posonlyargcount, code.co_argcount + code.co_kwonlyargcount
+        return "variables" in code.co_varnames[first:last]
+    try:
+        parameters = inspect.signature(grad_fn).parameters.values()
+    except (TypeError, ValueError):
+        return True  # unreadable signature: let the call itself tell
+    return any(
+        p.kind is p.VAR_KEYWORD
+        or (p.name == "variables" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+        for p in parameters
+    )
+
+
+def parameter_names(variables: list[torch.nn.Parameter], f: Callable[..., Any], bound: Any) -> str:
+    """Name Parameters the way the user's code reaches them: `self.weight`, `w`, or by shape."""
+    known: dict[int, str] = {}
+    if isinstance(bound, torch.nn.Module):
+        known.update((id(p), f"self.{name}") for name, p in bound.named_parameters())
+    if isinstance(f, types.FunctionType) and f.__closure__:
+        for name, cell in zip(f.__code__.co_freevars, f.__closure__, strict=True):
+            with contextlib.suppress(ValueError):  # an empty cell
+                known.setdefault(id(cell.cell_contents), name)
+    for name, value in getattr(f, "__globals__", {}).items():
+        if isinstance(value, torch.nn.Parameter):
+            known.setdefault(id(value), name)
+    return ", ".join(
+        f"`{known[id(v)]}`" if id(v) in known else f"a Parameter of shape {list(v.shape)}"
+        for v in variables
+    )
+
+
+# --- the watcher ---------------------------------------------------------------------------
+
+
+# Reading a Parameter's metadata is not reading the Parameter (TF: `v.shape` is no read).
+_METADATA_PROPERTIES = (
+    "shape", "dtype", "device", "requires_grad", "grad", "grad_fn", "is_leaf", "ndim",
+    "layout", "is_cuda", "is_sparse", "is_quantized", "is_meta", "_version",
+)  # fmt: skip
+_METADATA: frozenset[Any] = frozenset(
+    [getattr(_Tensor, name).__get__ for name in _METADATA_PROPERTIES if hasattr(_Tensor, name)]
+    + [_Tensor.size, _Tensor.dim, _Tensor.numel, _Tensor.stride, _Tensor.element_size]
+    + [_Tensor.is_contiguous, _Tensor.is_floating_point, _Tensor.is_complex, _Tensor.data_ptr]
+    + [_Tensor.__len__, _Tensor.__hash__, _Tensor.requires_grad_]
+)
+
+
+class ParameterWatcher(TorchFunctionMode):
+    """Records the trainable Parameters used by torch calls made while the mode is active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: dict[int, Parameter] = {}
+
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        if kwargs is None:
+            kwargs = {}
+        if func not in _METADATA:
+            self._scan(args)
+            if kwargs:
+                self._scan(kwargs.values())
+        return func(*args, **kwargs)
+
+    def _scan(self, values: Iterable[Any]) -> None:
+        for value in values:
+            kind = type(value)
+            if kind is _Tensor:  # the common case; Parameter's isinstance check is slow
+                continue
+            if kind is Parameter or isinstance(value, Parameter):
+                if value.requires_grad:
+                    self.found.setdefault(id(value), value)
+            elif kind is list or kind is tuple:
+                self._scan(value)
+
+    def variables(self, exclude: Iterable[Any]) -> list[Parameter]:
+        """The Parameters found, first use first, less those passed as arguments."""
+        if not self.found:
+            return []
+        passed = {id(x) for x in exclude if isinstance(x, Parameter)}
+        return [p for key, p in self.found.items() if key not in passed]
+
+
+# --- the proof that f reads no Parameter -------------------------------------------------
+
 
 _SAFE_MODULES = frozenset(
     {"torch", "math", "cmath", "numpy", "operator", "functools", "itertools", "builtins",

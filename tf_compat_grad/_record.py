@@ -1,4 +1,6 @@
-"""Checking and repairing what grad_fn returns (items 26-31, 34, 36).
+"""What the nodes of every path share: the record of one call, which the node's backward
+reads, checking and repairing what grad_fn returns (items 21-31, 34, 36), and the node classes
+named after the user's function.
 
 TensorFlow passes whatever grad_fn returns straight through; torch's engine rejects Python
 numbers, gradients on another device and shapes it cannot sum down. Here a gradient becomes a
@@ -17,6 +19,8 @@ from typing import Any, NoReturn
 
 import torch
 
+from . import _autocast, _run, _structure
+from ._closure import Captured
 from ._errors import (
     PREFIX,
     CustomGradientTypeError,
@@ -27,6 +31,8 @@ from ._errors import (
     plural,
 )
 from ._run import is_numpy
+
+_Tensor = torch.Tensor
 
 # What a gradient for one tensor input must look like: the input's shape, dtype and device.
 InputMeta = tuple[torch.Size, torch.dtype, torch.device]
@@ -148,3 +154,113 @@ def count_error(
 
 def _parameter_names(variables: Sequence[torch.nn.Parameter]) -> str:
     return ", ".join(f"Parameter of shape {list(v.shape)}" for v in variables)
+
+
+class Record:
+    """What one call hands to its node's backward: how the arguments were laid out and which
+    Parameters f read. Holds no tensor of the call's own."""
+
+    __slots__ = (
+        "arg_spec",
+        "autocast",
+        "bound",
+        "captured",
+        "f",
+        "metas",
+        "n_args",
+        "outputs",
+        "positions",
+        "saved",
+        "variables",
+    )
+
+    def __init__(
+        self,
+        f: Callable[..., Any],
+        bound: bool,
+        arg_spec: _structure.Spec,
+        n_args: int,
+        positions: Sequence[int],
+        inputs: Sequence[torch.Tensor],
+        variables: list[torch.nn.Parameter],
+    ) -> None:
+        self.f = f
+        self.bound = bound  # called as a method: `self` is not among the arguments
+        self.arg_spec = arg_spec
+        self.n_args = n_args  # flattened positional arguments, tensors or not (item 11)
+        self.positions = positions  # where each tensor input stands among them
+        # One `InputMeta` per tensor input, then per variable.
+        self.metas = [(t.shape, t.dtype, t.device) for t in inputs]
+        if variables:
+            self.metas.extend((v.shape, v.dtype, v.device) for v in variables)
+        self.variables = variables
+        self.autocast = _autocast.current()  # grad_fn runs in the forward's autocast state
+        # Handed over to the eager node's forward, which empties them (Note [saved closures]);
+        # `outputs` is one tensor when f returned one tensor.
+        self.captured: Captured | None = None
+        self.saved: list[torch.Tensor] | None = None
+        self.outputs: torch.Tensor | tuple[torch.Tensor, ...] | None = None
+
+    def arg_names(self) -> str:
+        return ", ".join(self._paths()) or "none"
+
+    def _paths(self) -> list[str]:
+        return _structure.leaf_paths(self.arg_spec, _run.positional_names(self.f, self.bound))
+
+    def gradients(
+        self, grad_fn: Callable[..., Any], upstream: Sequence[Any], needs: Sequence[bool]
+    ) -> list[torch.Tensor | None]:
+        """Call grad_fn; one checked gradient per tensor input, then per variable (item 21 on).
+
+        `needs[i]` False gives None for that input without looking at what grad_fn returned.
+        """
+        f = self.f
+        variables = self.variables
+        if self.autocast:
+            grad_fn = functools.partial(_autocast.call_in, self.autocast, grad_fn)
+        if variables:
+            returned = grad_fn(*upstream, variables=list(variables))
+            input_grads, variable_grads = split_variable_grads(returned, variables, f)
+        else:
+            input_grads, variable_grads = grad_fn(*upstream), ()
+        # One gradient per flattened argument; a single bare tensor is the usual case.
+        flat = [input_grads] if type(input_grads) is _Tensor else _structure.leaves(input_grads)
+        positions = self.positions
+        if len(flat) != self.n_args:
+            raise count_error(len(flat), self.n_args, f, self.arg_names())
+        if len(positions) != len(flat):  # not every argument is a tensor
+            flat = [flat[p] for p in positions]
+        if variable_grads:
+            flat.extend(variable_grads)
+        metas = self.metas
+        for i, grad in enumerate(flat):
+            if type(grad) is not _Tensor or (grad.shape, grad.dtype, grad.device) != metas[i]:
+                flat[i] = self._repair(grad, i, needs)
+        return flat
+
+    def _repair(self, grad: Any, i: int, needs: Sequence[bool]) -> torch.Tensor | None:
+        """A gradient that is not already a tensor like its input: None when none is
+        wanted or returned, else converted, moved, cast or reshaped, or an error."""
+        if grad is None or not needs[i]:
+            return None
+        return repair(grad, self.metas[i], self.f, self._input_name, i)
+
+    def _input_name(self, i: int) -> str:
+        if i < len(self.positions):
+            return f"argument `{self._paths()[self.positions[i]]}`"
+        k = i - len(self.positions)
+        return f"`variables[{k}]` (Parameter of shape {list(self.variables[k].shape)})"
+
+
+def node_class(f: Callable[..., Any], **methods: Any) -> type[torch.autograd.Function]:
+    """A Function class named after f, so torch shows `log1pexpBackward`."""
+    name = getattr(f, "__name__", "") or "custom_gradient"
+    if name == "<lambda>":
+        name = "lambda"
+    namespace: dict[str, Any] = {
+        **methods,
+        "__qualname__": name,
+        "__module__": getattr(f, "__module__", __name__),
+        "__doc__": f"The autograd node of {name}, generated by tf_compat_grad.",
+    }
+    return type(name, (torch.autograd.Function,), namespace)

@@ -37,7 +37,8 @@ from torch.autograd import forward_ad
 
 from . import _autocast, _run, _structure
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
-from ._function import Record, node_class
+from ._parameters import parameter_names, run_watched
+from ._record import Record, node_class
 from ._rng import RngState
 from ._run import UNBOUND
 from ._torch_internals import never_compiled
@@ -65,14 +66,14 @@ class _Call:
         # `Function.apply` runs forward under no_grad; f runs with the caller's mode instead.
         self.grad_enabled = torch.is_grad_enabled()
 
-    def run(
+    def run_f(
         self, f: Callable[..., Any], inputs: Sequence[torch.Tensor]
     ) -> tuple[Any, Callable[..., Any], list[Any]]:
         leaves = list(self.flat_args)
         for position, tensor in zip(self.positions, inputs, strict=True):
             leaves[position] = tensor
         args = _structure.unflatten(self.arg_spec, leaves)
-        return _run.run(f, self.bound, args, self.kwargs, leaves)
+        return run_watched(f, self.bound, args, self.kwargs, leaves)
 
 
 class _Aux:
@@ -93,7 +94,7 @@ class _Aux:
         self.rng = rng
 
 
-def call(
+def call_under_transform(
     node: type[torch.autograd.Function],
     f: Callable[..., Any],
     bound: Any,
@@ -111,7 +112,7 @@ def call(
         raise CustomGradientNotImplementedError(
             f"{PREFIX}{describe(f)} was called with dual tensors of `torch.autograd.forward_ad` "
             f"and reads trainable Parameters that it is not passed "
-            f"({_run.parameter_names(aux.variables, f, bound)}). The tangents follow "
+            f"({parameter_names(aux.variables, f, bound)}). The tangents follow "
             "the custom rule, but the Parameters' gradients in a later backward would be lost, "
             "so this is refused rather than computed wrong. Compute the tangents under "
             "`torch.no_grad()`, pass the Parameters as positional arguments, or use "
@@ -126,7 +127,7 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
     def forward(call: _Call, *inputs: torch.Tensor) -> tuple[Any, ...]:
         rng = RngState()
         with torch.set_grad_enabled(call.grad_enabled):
-            result, grad_fn, variables = call.run(f, inputs)
+            result, grad_fn, variables = call.run_f(f, inputs)
         outputs, out_spec = _run.outputs(f, result)
         return (*outputs, _Aux(grad_fn, out_spec, variables, rng))
 
@@ -167,7 +168,7 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
             call: _Call = ctx.call
             state = ctx.record.autocast
             rerun: tuple[Any, Callable[..., Any], Any] = aux.rng.rerun(
-                lambda: _autocast.call_in(state, call.run, f, inputs)
+                lambda: _autocast.call_in(state, call.run_f, f, inputs)
             )
             return rerun[1]
         return aux.grad_fn

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import D
 
 from tf_compat_grad import (
     CustomGradientError,
@@ -24,7 +25,6 @@ from tf_compat_grad import (
     custom_gradient,
 )
 
-D = torch.float64
 PREFIX = "tf_compat_grad: "
 TORCH_DIR = Path(torch.__file__).resolve().parent
 LIBRARY_DIR = Path(custom_gradient.__code__.co_filename).resolve().parent

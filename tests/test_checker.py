@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 import torch
+from helpers import D
 
 import tf_compat_grad._checker.torch_checks
 from tf_compat_grad import custom_gradient, examples
 from tf_compat_grad.testing import CHECKS, Example, Report, Status, check, run_checks
 
-D = torch.float64
 Grad = Callable[..., Any]
 KEPT: list[torch.Tensor] = []  # what the leaking functions below keep alive
 

@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch._dynamo
 import torch.nn.functional as F
+from helpers import D
 from torch import nn
 from torch._dynamo.utils import counters
 from torch.utils.checkpoint import checkpoint
@@ -24,8 +25,6 @@ import tf_compat_grad._autocast
 import tf_compat_grad._decorator
 from tf_compat_grad import custom_gradient, examples, recompute_grad
 from tf_compat_grad._torch_internals import DYNAMO_TRACES_WATCHER
-
-D = torch.float64
 
 
 @custom_gradient

@@ -14,11 +14,10 @@ import warnings
 
 import pytest
 import torch
+from helpers import D
 from torch.overrides import TorchFunctionMode
 
 from tf_compat_grad import CustomGradientTypeError, CustomGradientValueError, custom_gradient
-
-D = torch.float64
 
 
 class Interrupt(BaseException):

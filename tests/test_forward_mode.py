@@ -12,6 +12,7 @@ import re
 import pytest
 import torch
 import torch.autograd.forward_ad as fwAD
+from helpers import D, where
 from torch import nn
 from torch._dynamo.utils import counters
 from torch.func import grad, jacfwd, jvp, vjp
@@ -21,14 +22,8 @@ from tf_compat_grad._errors import CustomGradientNotImplementedError
 from tf_compat_grad._torch_internals import DYNAMO_TRACES_WATCHER, older_torch_reason
 from tf_compat_grad.examples import log1pexp
 
-D = torch.float64
 X = torch.tensor([-1.5, -0.3, 0.4, 1.0, 2.2], dtype=D)
 V = torch.tensor([0.5, -2.0, 1.5, 3.0, -0.7], dtype=D)
-
-
-def _where(fn):
-    code = fn.__code__
-    return f"`{fn.__qualname__}` ({code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno})"
 
 
 @custom_gradient
@@ -179,7 +174,7 @@ class Scale(nn.Module):
 def test_dual_with_variables_is_refused_while_grad_mode_is_on():
     scale = Scale()
     message = (
-        f"tf_compat_grad: {_where(Scale.forward.__wrapped__)} was called with dual tensors of "
+        f"tf_compat_grad: {where(Scale.forward.__wrapped__)} was called with dual tensors of "
         "`torch.autograd.forward_ad` and reads trainable Parameters that it is not passed "
         "(`self.weight`). The tangents follow the custom rule, but the Parameters' gradients in a "
         "later backward would be lost, so this is refused rather than computed wrong."
@@ -294,7 +289,7 @@ def test_compiled_func_grad_follows_the_custom_rule(dynamo, backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_compiled_func_grad_fullgraph_is_refused_naming_the_function(dynamo, backend):
     message = (
-        f"tf_compat_grad: {_where(sin_twice.__wrapped__)} is called under a torch.func "
+        f"tf_compat_grad: {where(sin_twice.__wrapped__)} is called under a torch.func "
         "transform (grad, vjp, jvp, jacrev, vmap, ...) inside torch.compile, which would "
         "differentiate its forward instead of its grad_fn"
         if DYNAMO_TRACES_WATCHER

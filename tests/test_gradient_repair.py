@@ -1,24 +1,14 @@
 """What grad_fn returns is repaired into a gradient like its input, or rejected by name."""
 
-import os
 import re
 
 import numpy as np
 import pytest
 import torch
+from helpers import D, where
 from torch import nn
 
 from tf_compat_grad import CustomGradientTypeError, CustomGradientValueError, custom_gradient
-
-D = torch.float64
-
-
-def where(decorated):
-    """How messages name a decorated function: `qualname` (file:line)."""
-    code = decorated.__wrapped__.__code__
-    return (
-        f"`{decorated.__qualname__}` ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
-    )
 
 
 def returning(grad):

@@ -7,19 +7,19 @@ import types
 
 import pytest
 import torch
+from helpers import D
 
 from tf_compat_grad import custom_gradient
 from tf_compat_grad.examples import log1pexp
 
-DT = torch.float64
-W = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
-PLAIN = torch.full((3,), 2.0, dtype=DT)
+W = torch.nn.Parameter(torch.full((3,), 2.0, dtype=D))
+PLAIN = torch.full((3,), 2.0, dtype=D)
 HOLDER = [W]
-REBOUND = torch.full((3,), 2.0, dtype=DT)
+REBOUND = torch.full((3,), 2.0, dtype=D)
 
 
 def _grad_with_variables(dy, variables=None):
-    return dy * 2, [dy.sum() * torch.ones(3, dtype=DT) for _ in variables or ()]
+    return dy * 2, [dy.sum() * torch.ones(3, dtype=D) for _ in variables or ()]
 
 
 def _helper_reading_w(x):
@@ -52,7 +52,7 @@ def pure(x):
 
 
 def _closure():
-    v = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    v = torch.nn.Parameter(torch.full((3,), 2.0, dtype=D))
 
     @custom_gradient
     def via_closure(x):
@@ -63,7 +63,7 @@ def _closure():
 
 def _user_module():
     module = types.ModuleType("user_params")
-    module.V = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    module.V = torch.nn.Parameter(torch.full((3,), 2.0, dtype=D))
     sys.modules["user_params"] = module
     namespace = {"user_params": module, "_grad_with_variables": _grad_with_variables}
     exec(
@@ -76,7 +76,7 @@ def _user_module():
 class Scale(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.weight = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+        self.weight = torch.nn.Parameter(torch.full((3,), 2.0, dtype=D))
 
     @custom_gradient
     def forward(self, x):
@@ -84,15 +84,15 @@ class Scale(torch.nn.Module):
 
 
 def _x():
-    return torch.ones(3, dtype=DT, requires_grad=True)
+    return torch.ones(3, dtype=D, requires_grad=True)
 
 
 def _check_variable_gradient(fn, parameter):
     parameter.grad = None
     x = _x()
     fn(x).sum().backward()
-    torch.testing.assert_close(x.grad, torch.full((3,), 2.0, dtype=DT))
-    torch.testing.assert_close(parameter.grad, torch.full((3,), 3.0, dtype=DT))
+    torch.testing.assert_close(x.grad, torch.full((3,), 2.0, dtype=D))
+    torch.testing.assert_close(parameter.grad, torch.full((3,), 3.0, dtype=D))
 
 
 @pytest.mark.parametrize(
@@ -119,9 +119,9 @@ def test_rebinding_a_global_to_a_parameter_is_noticed():
     global REBOUND
     x = _x()
     via_rebound_global(x).sum().backward()  # a plain tensor: no variables
-    torch.testing.assert_close(x.grad, torch.full((3,), 2.0, dtype=DT))
+    torch.testing.assert_close(x.grad, torch.full((3,), 2.0, dtype=D))
     saved = REBOUND
-    REBOUND = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    REBOUND = torch.nn.Parameter(torch.full((3,), 2.0, dtype=D))
     try:
         _check_variable_gradient(via_rebound_global, REBOUND)
     finally:
@@ -159,18 +159,18 @@ def test_function_without_module_name_is_analysed():
 
     x = _x()
     f(x).sum().backward()
-    torch.testing.assert_close(x.grad, torch.full((3,), 3.0, dtype=DT))
+    torch.testing.assert_close(x.grad, torch.full((3,), 3.0, dtype=D))
 
 
 def test_a_global_defined_after_the_first_call_is_noticed():
     namespace = {"_grad_with_variables": _grad_with_variables, "torch": torch}
     exec("def later(x):\n    return x * LATER, _grad_with_variables\n", namespace)
     fn = custom_gradient(namespace["later"])
-    namespace["LATER"] = torch.full((3,), 2.0, dtype=DT)  # a plain tensor first
+    namespace["LATER"] = torch.full((3,), 2.0, dtype=D)  # a plain tensor first
     x = _x()
     fn(x).sum().backward()
-    torch.testing.assert_close(x.grad, torch.full((3,), 2.0, dtype=DT))
-    parameter = namespace["LATER"] = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    torch.testing.assert_close(x.grad, torch.full((3,), 2.0, dtype=D))
+    parameter = namespace["LATER"] = torch.nn.Parameter(torch.full((3,), 2.0, dtype=D))
     _check_variable_gradient(fn, parameter)
 
 
@@ -183,16 +183,16 @@ def test_a_global_missing_at_the_first_analysis_is_watched_once_defined():
     fn = custom_gradient(namespace["maybe"])
     x = _x()
     fn(x, use=False).sum().backward()  # LATE is not defined yet: the analysis saw it missing
-    parameter = namespace["LATE"] = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    parameter = namespace["LATE"] = torch.nn.Parameter(torch.full((3,), 2.0, dtype=D))
     parameter.grad = None
     x = _x()
     fn(x, use=True).sum().backward()
-    torch.testing.assert_close(parameter.grad, torch.full((3,), 3.0, dtype=DT))
+    torch.testing.assert_close(parameter.grad, torch.full((3,), 3.0, dtype=D))
 
 
 def test_a_module_imported_inside_f_is_watched():
     module = types.ModuleType("user_params_imported")
-    module.V = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    module.V = torch.nn.Parameter(torch.full((3,), 2.0, dtype=D))
     sys.modules["user_params_imported"] = module
     namespace = {"_grad_with_variables": _grad_with_variables}
     exec(
@@ -213,7 +213,7 @@ def test_importing_torch_inside_f_stays_unwatched():
 def test_only_names_looked_up_as_globals_are_read_from_the_globals():
     """`exp` in `torch.exp(x)` is an attribute of torch: a global `exp` holding a Parameter is
     not what f reads, while a class body inside f reads its free names from the globals."""
-    namespace = {"torch": torch, "exp": torch.nn.Parameter(torch.ones(3, dtype=DT))}
+    namespace = {"torch": torch, "exp": torch.nn.Parameter(torch.ones(3, dtype=D))}
     exec("def attribute(x):\n    return torch.exp(x), lambda dy: dy\n", namespace)
     assert not custom_gradient(namespace["attribute"])._eager.reach.possible(())
     namespace = {"_grad": _grad_with_variables, "SCALE": W}
@@ -259,8 +259,8 @@ def test_rebinding_what_an_analysed_function_holds_is_noticed(source, rebind):
     fn = custom_gradient(namespace["f"])
     x = _x()
     fn(x).sum().backward()  # a plain tensor: no variables
-    torch.testing.assert_close(x.grad, torch.full((3,), 2.0, dtype=DT))
-    parameter = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    torch.testing.assert_close(x.grad, torch.full((3,), 2.0, dtype=D))
+    parameter = torch.nn.Parameter(torch.full((3,), 2.0, dtype=D))
     rebind(fn, parameter)
     _check_variable_gradient(fn, parameter)
 
@@ -274,13 +274,13 @@ def _module(name, source, **names):
 
 
 def _own_module_by_introspection():
-    parameter = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    parameter = torch.nn.Parameter(torch.full((3,), 2.0, dtype=D))
     source = "def h(): pass\ndef f(x):\n    return x * torch.inspect.getmodule(h).W, _grad\n"
     return _module("reach_introspection", source, W=parameter).f, parameter
 
 
 def _relative_import():
-    parameter = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    parameter = torch.nn.Parameter(torch.full((3,), 2.0, dtype=D))
     package = _module("reach_package", "")
     package.__path__ = []
     _module("reach_package.math", "", W=parameter)
@@ -291,7 +291,7 @@ def _relative_import():
 
 def _object_array():
     numpy = pytest.importorskip("numpy")
-    parameter = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    parameter = torch.nn.Parameter(torch.full((3,), 2.0, dtype=D))
     held = numpy.empty(1, dtype=object)
     held[0] = parameter
     return _module(
@@ -300,7 +300,7 @@ def _object_array():
 
 
 def _base_of_a_view():
-    parameter = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    parameter = torch.nn.Parameter(torch.full((3,), 2.0, dtype=D))
     source = "def f(x):\n    return x * VIEW._base, _grad\n"
     return _module("reach_base", source, VIEW=parameter[:]).f, parameter
 
@@ -327,8 +327,8 @@ def test_an_attribute_rebound_to_a_parameter_after_the_first_call_is_noticed(hol
     target.scale = PLAIN
     x = _x()
     fn(x).sum().backward()  # a plain tensor: no variables
-    torch.testing.assert_close(x.grad, torch.full((3,), 2.0, dtype=DT))
-    target.scale = parameter = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    torch.testing.assert_close(x.grad, torch.full((3,), 2.0, dtype=D))
+    target.scale = parameter = torch.nn.Parameter(torch.full((3,), 2.0, dtype=D))
     _check_variable_gradient(fn, parameter)
 
 
@@ -338,10 +338,10 @@ def test_a_module_attribute_missing_at_the_first_analysis_is_watched_once_define
     exec("def f(x, use):\n    return (x * HOLDER.late if use else x * 2), _grad\n", module.__dict__)
     fn = custom_gradient(module.f)
     fn(_x(), use=False).sum().backward()  # `late` is not defined yet: the analysis saw it missing
-    holder.late = parameter = torch.nn.Parameter(torch.full((3,), 2.0, dtype=DT))
+    holder.late = parameter = torch.nn.Parameter(torch.full((3,), 2.0, dtype=D))
     x = _x()
     fn(x, use=True).sum().backward()
-    torch.testing.assert_close(parameter.grad, torch.full((3,), 3.0, dtype=DT))
+    torch.testing.assert_close(parameter.grad, torch.full((3,), 3.0, dtype=D))
 
 
 @custom_gradient

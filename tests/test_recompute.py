@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import torch
 import torch._dynamo
+from helpers import D, where
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
@@ -21,19 +22,12 @@ from torch._dynamo.utils import counters
 
 from tf_compat_grad import grad_pass_through, recompute_grad
 
-D = torch.float64
 X = torch.tensor([-1.5, -0.3, 0.4, 1.0, 2.2], dtype=D)
 W = torch.tensor([0.5, -2.0, 1.5, 3.0, -0.7], dtype=D)
 
 
 def _leaf(t: torch.Tensor = X) -> torch.Tensor:
     return t.detach().clone().requires_grad_()
-
-
-def _where(fn: Callable[..., Any]) -> str:
-    """How the library names a user's function in its messages: `name` (file:line)."""
-    code = fn.__code__
-    return f"`{fn.__qualname__}` ({code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno})"
 
 
 def sin_times(x):
@@ -564,7 +558,7 @@ def product(p, q):
 def test_pass_through_output_count_must_match_inputs():
     y = grad_pass_through(product)(_leaf(), _leaf(W))
     message = (
-        f"tf_compat_grad: grad_fn of {_where(product)} returned 1 gradient, but `product` was "
+        f"tf_compat_grad: grad_fn of {where(product)} returned 1 gradient, but `product` was "
         "called with 2 positional inputs (p, q). Return one gradient per positional input "
         "(None for one that needs none), in the order of the flattened arguments."
     )

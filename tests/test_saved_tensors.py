@@ -14,10 +14,9 @@ from typing import Any
 
 import pytest
 import torch
+from helpers import D
 
 from tf_compat_grad import custom_gradient
-
-D = torch.float64
 
 
 def over_input(store, calls):

@@ -18,10 +18,10 @@ import os
 
 import pytest
 import torch
+from helpers import D
 
 from tf_compat_grad import custom_gradient
 
-D = torch.float64
 N = 2048  # 16 KiB of float64 per tensor
 ITERATIONS = 10_000
 WARMUP = 500

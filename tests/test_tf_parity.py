@@ -15,11 +15,11 @@ import weakref
 import numpy as np
 import pytest
 import torch
+from helpers import D, named, where
 
 import tf_compat_grad
 from tf_compat_grad import CustomGradientTypeError, CustomGradientValueError, custom_gradient
 
-DT = torch.float64
 PREFIX = "tf_compat_grad: "
 
 Point = collections.namedtuple("Point", ["c", "a", "b"])  # field order is not alphabetical
@@ -27,18 +27,7 @@ Pair = collections.namedtuple("Pair", ["first", "second"])
 
 
 def tensor(*values, requires_grad=True):
-    return torch.tensor(values, dtype=DT, requires_grad=requires_grad)
-
-
-def where(fn):
-    """How a message first names a decorated function: `qualname` (file:line)."""
-    f = fn.__wrapped__
-    return f"{named(fn)} (test_tf_parity.py:{f.__code__.co_firstlineno})"
-
-
-def named(fn):
-    """How a message names a decorated function after the first time: `qualname`."""
-    return f"`{fn.__wrapped__.__qualname__}`"
+    return torch.tensor(values, dtype=D, requires_grad=requires_grad)
 
 
 @custom_gradient
@@ -91,7 +80,7 @@ def test_decorator_forms_are_equivalent(decorate):  # item 1
     y = fn(x)
     torch.testing.assert_close(y, torch.log1p(torch.exp(x)))
     (dx,) = torch.autograd.grad(y.sum(), x)
-    torch.testing.assert_close(dx, torch.tensor([0.5, 1.0], dtype=DT))
+    torch.testing.assert_close(dx, torch.tensor([0.5, 1.0], dtype=D))
 
 
 def _smooth_round(x, alpha=10.0, *, beta=1):
@@ -147,19 +136,19 @@ def test_method_binds_self_and_self_is_not_an_input():  # item 4
     x = tensor(1.0, 2.0)
     y = Scaler(3.0).scale(x)
     y.sum().backward()
-    torch.testing.assert_close(x.grad, torch.tensor([3.0, 3.0], dtype=DT))
+    torch.testing.assert_close(x.grad, torch.tensor([3.0, 3.0], dtype=D))
 
 
 def test_staticmethod_above_custom_gradient():  # item 4
     x = tensor(1.0)
     Scaler.double(x).backward()
-    torch.testing.assert_close(x.grad, torch.tensor([2.0], dtype=DT))
+    torch.testing.assert_close(x.grad, torch.tensor([2.0], dtype=D))
 
 
 class ScaledLog1pExp(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.w = torch.nn.Parameter(torch.tensor([2.0], dtype=DT))
+        self.w = torch.nn.Parameter(torch.tensor([2.0], dtype=D))
 
     @custom_gradient
     def forward(self, x):
@@ -230,7 +219,7 @@ def _three_item_list(x):
 
 
 def _length_two_tensor(x):
-    return torch.zeros(2, dtype=DT)
+    return torch.zeros(2, dtype=D)
 
 
 def _grad_fn_none(x):
@@ -238,7 +227,7 @@ def _grad_fn_none(x):
 
 
 def _length_three_tensor(x):
-    return torch.zeros(3, dtype=DT)
+    return torch.zeros(3, dtype=D)
 
 
 NO_GRAD_PATHS = [
@@ -318,7 +307,7 @@ def test_f_may_return_a_two_item_list():  # item 6
 
     x = tensor(1.0)
     f(x).backward()
-    torch.testing.assert_close(x.grad, torch.tensor([2.0], dtype=DT))
+    torch.testing.assert_close(x.grad, torch.tensor([2.0], dtype=D))
 
 
 LIBRARY_ERRORS = [
@@ -345,7 +334,7 @@ def test_intermediates_of_f_are_differentiable_wrt_inputs():  # item 8
     x = tensor(2.0)
     f(x)
     (dh,) = torch.autograd.grad(inside[0], x)
-    torch.testing.assert_close(dh, torch.tensor([4.0], dtype=DT))
+    torch.testing.assert_close(dh, torch.tensor([4.0], dtype=D))
 
 
 def test_custom_output_is_not_connected_to_intermediates_of_f():  # item 8
@@ -369,7 +358,7 @@ def test_gradient_goes_only_through_grad_fn():  # item 38
 
     x = tensor(3.0)
     f(x).backward()
-    torch.testing.assert_close(x.grad, torch.tensor([5.0], dtype=DT))
+    torch.testing.assert_close(x.grad, torch.tensor([5.0], dtype=D))
 
 
 # ---------------------------------------------------------------- B. no gradient work (item 9)
@@ -474,7 +463,7 @@ def test_output_is_a_new_tensor_when_f_returns_its_input():  # item 10
     assert y is not x
     torch.testing.assert_close(y, x)
     y.sum().backward()
-    torch.testing.assert_close(x.grad, torch.tensor([3.0, 3.0], dtype=DT))
+    torch.testing.assert_close(x.grad, torch.tensor([3.0, 3.0], dtype=D))
 
 
 def test_python_float_output_becomes_a_tensor():  # item 10
@@ -539,7 +528,7 @@ def test_python_float_argument_needs_a_gradient_slot():  # items 11, 12
 
     x = tensor(1.0, 2.0)
     clip(x, 1.5).sum().backward()
-    torch.testing.assert_close(x.grad, torch.ones(2, dtype=DT))
+    torch.testing.assert_close(x.grad, torch.ones(2, dtype=D))
 
 
 def test_missing_slot_for_python_float_raises_at_backward():  # items 12, 26
@@ -585,7 +574,7 @@ def test_non_tensor_positional_leaf_takes_none(leaf):  # item 12
 
     x = tensor(1.0)
     f(x, leaf).backward()
-    torch.testing.assert_close(x.grad, torch.tensor([2.0], dtype=DT))
+    torch.testing.assert_close(x.grad, torch.tensor([2.0], dtype=D))
 
 
 def test_none_argument_raises_at_call_time_naming_the_argument():  # item 13
@@ -628,7 +617,7 @@ def test_empty_containers_are_zero_inputs():  # items 13, 26
 
     x = tensor(1.0)
     f((), x).backward()
-    torch.testing.assert_close(x.grad, torch.tensor([2.0], dtype=DT))
+    torch.testing.assert_close(x.grad, torch.tensor([2.0], dtype=D))
 
 
 SMOOTH_ROUND_CALLS = [
@@ -650,7 +639,7 @@ def _smooth_round_needing(n_grads):
 def test_only_positionally_passed_arguments_are_inputs(call, n_inputs):  # items 14, 15
     x = tensor(0.4)
     call(_smooth_round_needing(n_inputs), x).backward()
-    torch.testing.assert_close(x.grad, torch.tensor([1.0], dtype=DT))
+    torch.testing.assert_close(x.grad, torch.tensor([1.0], dtype=D))
 
 
 @pytest.mark.parametrize(("call", "n_inputs"), SMOOTH_ROUND_CALLS)
@@ -671,7 +660,7 @@ def test_keyword_argument_reaches_f_and_is_not_counted():  # item 15
     x = tensor(1.0)
     f(x, scale=4.0).backward()
     assert seen == [4.0]
-    torch.testing.assert_close(x.grad, torch.tensor([4.0], dtype=DT))
+    torch.testing.assert_close(x.grad, torch.tensor([4.0], dtype=D))
 
 
 def test_tensor_passed_by_keyword_gets_no_gradient():  # item 15
@@ -697,7 +686,7 @@ def test_all_tensors_by_keyword_gives_autodiff_of_f():  # item 39
 
     x = tensor(3.0)
     f(x=x).backward()
-    torch.testing.assert_close(x.grad, torch.tensor([6.0], dtype=DT))
+    torch.testing.assert_close(x.grad, torch.tensor([6.0], dtype=D))
     assert calls == []
 
 
@@ -714,7 +703,7 @@ def test_only_closure_tensor_requiring_grad_gives_autodiff_of_f():  # item 39
         return x * c * c, grad
 
     f(tensor(2.0, requires_grad=False)).backward()
-    torch.testing.assert_close(c.grad, torch.tensor([12.0], dtype=DT))
+    torch.testing.assert_close(c.grad, torch.tensor([12.0], dtype=D))
     assert calls == []
 
 
@@ -746,12 +735,12 @@ INPUT_STRUCTURES = [
 def test_gradients_follow_flattened_input_order(pack, order):  # items 11, 16, 27
     @custom_gradient
     def f(arg):
-        return torch.zeros((), dtype=DT), lambda dy: (dy * 1, dy * 2, dy * 3)
+        return torch.zeros((), dtype=D), lambda dy: (dy * 1, dy * 2, dy * 3)
 
     leaves = {name: tensor(0.0) for name in "abc"}
     f(pack(leaves)).backward()
     for k, name in enumerate(order, start=1):
-        torch.testing.assert_close(leaves[name].grad, torch.tensor([float(k)], dtype=DT))
+        torch.testing.assert_close(leaves[name].grad, torch.tensor([float(k)], dtype=D))
 
 
 def test_count_error_names_nested_arguments():  # item 26
@@ -776,7 +765,7 @@ def test_same_tensor_twice_gets_the_sum():  # item 17
 
     x = tensor(1.0)
     f(x, x).backward()
-    torch.testing.assert_close(x.grad, torch.tensor([7.0], dtype=DT))
+    torch.testing.assert_close(x.grad, torch.tensor([7.0], dtype=D))
 
 
 def test_int_tensor_input_with_none_gradient():  # item 18
@@ -786,7 +775,7 @@ def test_int_tensor_input_with_none_gradient():  # item 18
 
     x = tensor(1.0, 2.0, 3.0)
     gather(x, torch.tensor([2, 2])).sum().backward()
-    torch.testing.assert_close(x.grad, torch.tensor([0.0, 0.0, 2.0], dtype=DT))
+    torch.testing.assert_close(x.grad, torch.tensor([0.0, 0.0, 2.0], dtype=D))
 
 
 def test_closure_tensor_gets_no_gradient_through_the_custom_op():  # item 20
@@ -815,9 +804,9 @@ def test_single_output_gives_one_upstream():  # item 21
         return x * 2, grad
 
     x = tensor(1.0, 2.0)
-    f(x).backward(torch.tensor([3.0, 4.0], dtype=DT))
+    f(x).backward(torch.tensor([3.0, 4.0], dtype=D))
     assert len(seen[0]) == 1
-    torch.testing.assert_close(seen[0][0], torch.tensor([3.0, 4.0], dtype=DT))
+    torch.testing.assert_close(seen[0][0], torch.tensor([3.0, 4.0], dtype=D))
 
 
 def test_dict_output_upstreams_come_in_sorted_key_order():  # item 21
@@ -834,8 +823,8 @@ def test_dict_output_upstreams_come_in_sorted_key_order():  # item 21
     out = f(tensor(1.0))
     (3 * out["a"] + 5 * out["b"]).backward()
     da, db = seen[0]
-    torch.testing.assert_close(da, torch.tensor([3.0], dtype=DT))
-    torch.testing.assert_close(db, torch.tensor([5.0], dtype=DT))
+    torch.testing.assert_close(da, torch.tensor([3.0], dtype=D))
+    torch.testing.assert_close(db, torch.tensor([5.0], dtype=D))
 
 
 def test_namedtuple_output_upstreams_come_in_field_order():  # item 21
@@ -851,7 +840,7 @@ def test_namedtuple_output_upstreams_come_in_field_order():  # item 21
 
     out = f(tensor(1.0))
     (out.a + 2 * out.b + 3 * out.c).backward()
-    expected = [torch.tensor([k], dtype=DT) for k in (3.0, 1.0, 2.0)]
+    expected = [torch.tensor([k], dtype=D) for k in (3.0, 1.0, 2.0)]
     torch.testing.assert_close(list(seen[0]), expected)
 
 
@@ -868,7 +857,7 @@ def test_unused_output_gets_zeros():  # item 22
 
     a, _ = f(tensor(1.0, 2.0, 3.0))
     a.sum().backward()
-    torch.testing.assert_close(seen[0], torch.zeros(2, dtype=DT))
+    torch.testing.assert_close(seen[0], torch.zeros(2, dtype=D))
 
 
 def test_unused_int_output_gets_int_zeros():  # item 22
@@ -902,7 +891,7 @@ def test_output_used_twice_calls_grad_fn_once_with_the_sum():  # item 23
     y = f(tensor(1.0))
     (2 * y + 3 * y).backward()
     assert len(seen) == 1
-    torch.testing.assert_close(seen[0], torch.tensor([5.0], dtype=DT))
+    torch.testing.assert_close(seen[0], torch.tensor([5.0], dtype=D))
 
 
 def test_each_gradient_computation_calls_grad_fn_again():  # item 23
@@ -936,8 +925,8 @@ def test_grad_outputs_reach_grad_fn():  # item 24
         return x * 2, grad
 
     x = tensor(1.0, 2.0)
-    torch.autograd.grad(f(x), x, grad_outputs=torch.tensor([7.0, 8.0], dtype=DT))
-    torch.testing.assert_close(seen[0], torch.tensor([7.0, 8.0], dtype=DT))
+    torch.autograd.grad(f(x), x, grad_outputs=torch.tensor([7.0, 8.0], dtype=D))
+    torch.testing.assert_close(seen[0], torch.tensor([7.0, 8.0], dtype=D))
 
 
 def test_without_variables_grad_fn_gets_no_variables_keyword():  # item 25
@@ -1012,7 +1001,7 @@ def test_single_input_gradient_forms(pack):  # item 26
 
     x = tensor(1.0)
     f(x).backward()
-    torch.testing.assert_close(x.grad, torch.tensor([2.0], dtype=DT))
+    torch.testing.assert_close(x.grad, torch.tensor([2.0], dtype=D))
 
 
 NESTED_RETURNS = [
@@ -1033,7 +1022,7 @@ def test_structured_gradients_are_flattened(pack):  # items 26, 27
     x, p, q = tensor(0.0), tensor(0.0), tensor(0.0)
     f(x, {"q": q, "p": p}).backward()
     grads = [x.grad, p.grad, q.grad]
-    torch.testing.assert_close(grads, [torch.tensor([k], dtype=DT) for k in (1.0, 2.0, 3.0)])
+    torch.testing.assert_close(grads, [torch.tensor([k], dtype=D) for k in (1.0, 2.0, 3.0)])
 
 
 def test_none_gradient_leaves_grad_unset():  # item 28
@@ -1044,7 +1033,7 @@ def test_none_gradient_leaves_grad_unset():  # item 28
     x, z = tensor(1.0), tensor(2.0)
     f(x, z).backward()
     assert z.grad is None
-    torch.testing.assert_close(x.grad, torch.tensor([2.0], dtype=DT))
+    torch.testing.assert_close(x.grad, torch.tensor([2.0], dtype=D))
 
 
 def test_none_gradient_keeps_the_other_path():  # item 28
@@ -1054,7 +1043,7 @@ def test_none_gradient_keeps_the_other_path():  # item 28
 
     x = tensor(1.0)
     (f(x) + 3 * x).backward()
-    torch.testing.assert_close(x.grad, torch.tensor([3.0], dtype=DT))
+    torch.testing.assert_close(x.grad, torch.tensor([3.0], dtype=D))
 
 
 WRONG_COUNTS = [
@@ -1082,9 +1071,9 @@ def test_wrong_gradient_count_raises_at_backward(grad, n, returned):  # item 26
 
 # Items 29, 30 are deliberate divergences: the library repairs what torch's engine would not take.
 REPAIRED_GRADIENTS = [
-    pytest.param(lambda dy: torch.tensor(2.0, dtype=DT), [2.0, 2.0], id="0-d-expanded"),
-    pytest.param(lambda dy: torch.full((1,), 2.0, dtype=DT), [2.0, 2.0], id="broadcast-expanded"),
-    pytest.param(lambda dy: torch.ones(3, 2, dtype=DT), [3.0, 3.0], id="larger-summed"),
+    pytest.param(lambda dy: torch.tensor(2.0, dtype=D), [2.0, 2.0], id="0-d-expanded"),
+    pytest.param(lambda dy: torch.full((1,), 2.0, dtype=D), [2.0, 2.0], id="broadcast-expanded"),
+    pytest.param(lambda dy: torch.ones(3, 2, dtype=D), [3.0, 3.0], id="larger-summed"),
     pytest.param(lambda dy: torch.ones(2, dtype=torch.float32), [1.0, 1.0], id="float32-cast"),
     pytest.param(lambda dy: 2.0, [2.0, 2.0], id="python-float"),
     pytest.param(lambda dy: np.array([1.0, 2.0]), [1.0, 2.0], id="ndarray"),
@@ -1099,14 +1088,14 @@ def test_gradient_is_repaired_to_the_input(grad, expected):  # items 29, 30
 
     x = tensor(1.0, 1.0)
     (dx,) = torch.autograd.grad(f(x).sum(), x)
-    assert dx.dtype == DT
-    torch.testing.assert_close(dx, torch.tensor(expected, dtype=DT))
+    assert dx.dtype == D
+    torch.testing.assert_close(dx, torch.tensor(expected, dtype=D))
 
 
 def test_gradient_of_unfixable_shape_raises():  # item 29
     @custom_gradient
     def f(x):
-        return x * 2, lambda dy: torch.ones(3, dtype=DT)
+        return x * 2, lambda dy: torch.ones(3, dtype=D)
 
     y = f(tensor(1.0, 1.0))
     message = (
@@ -1149,8 +1138,8 @@ def test_variable_gets_the_returned_gradient():  # item 34
 
     x = tensor(2.0)
     f(x).backward()
-    torch.testing.assert_close(x.grad, torch.tensor([3.0], dtype=DT))
-    torch.testing.assert_close(w.grad, torch.tensor([10.0], dtype=DT))
+    torch.testing.assert_close(x.grad, torch.tensor([3.0], dtype=D))
+    torch.testing.assert_close(w.grad, torch.tensor([10.0], dtype=D))
 
 
 def _read_in_output(x, w):
@@ -1191,7 +1180,7 @@ def test_accessed_parameter_is_a_variable(body):  # item 32
     f(tensor(1.0)).backward()
     assert len(seen[0]) == 1
     assert seen[0][0] is w
-    torch.testing.assert_close(w.grad, torch.tensor([4.0], dtype=DT))
+    torch.testing.assert_close(w.grad, torch.tensor([4.0], dtype=D))
 
 
 def test_parameter_created_inside_f_is_a_variable():  # item 32
@@ -1199,12 +1188,12 @@ def test_parameter_created_inside_f_is_a_variable():  # item 32
 
     @custom_gradient
     def f(x):
-        w = torch.nn.Parameter(torch.full((1,), 3.0, dtype=DT))
+        w = torch.nn.Parameter(torch.full((1,), 3.0, dtype=D))
         created.append(w)
         return x * w, lambda dy, variables=None: (dy * w, [dy * 0 + 4])
 
     f(tensor(1.0)).backward()
-    torch.testing.assert_close(created[0].grad, torch.tensor([4.0], dtype=DT))
+    torch.testing.assert_close(created[0].grad, torch.tensor([4.0], dtype=D))
 
 
 NOT_VARIABLES = [
@@ -1235,7 +1224,7 @@ def test_parameter_passed_positionally_is_an_ordinary_input():  # item 19
 
     x = tensor(2.0)
     f(x, w).backward()
-    torch.testing.assert_close(w.grad, torch.tensor([10.0], dtype=DT))
+    torch.testing.assert_close(w.grad, torch.tensor([10.0], dtype=D))
 
 
 def test_parameter_passed_by_keyword_is_not_a_variable():  # items 15, 32
@@ -1247,7 +1236,7 @@ def test_parameter_passed_by_keyword_is_not_a_variable():  # items 15, 32
 
     x = tensor(2.0)
     f(x, w=w).backward()
-    torch.testing.assert_close(x.grad, torch.tensor([3.0], dtype=DT))
+    torch.testing.assert_close(x.grad, torch.tensor([3.0], dtype=D))
     assert w.grad is None
 
 
@@ -1270,7 +1259,7 @@ def test_grad_fn_without_variables_raises_at_call_time(mode, requires_grad):  # 
         f(tensor(2.0, requires_grad=requires_grad))
 
 
-GLOBAL_W = torch.nn.Parameter(torch.tensor([3.0], dtype=DT))
+GLOBAL_W = torch.nn.Parameter(torch.tensor([3.0], dtype=D))
 
 
 class _Affine(torch.nn.Module):
@@ -1307,7 +1296,7 @@ def _module_call():
 
 
 def _unnamed_call():
-    ws = [torch.nn.Parameter(torch.ones(2, 1, dtype=DT))]  # reached through a list
+    ws = [torch.nn.Parameter(torch.ones(2, 1, dtype=D))]  # reached through a list
 
     @custom_gradient
     def f(x):
@@ -1366,7 +1355,7 @@ def test_grad_fn_signatures_accepting_variables(grad):  # item 33
         return x * w, grad
 
     f(tensor(2.0)).backward()
-    torch.testing.assert_close(w.grad, torch.tensor([1.0], dtype=DT))
+    torch.testing.assert_close(w.grad, torch.tensor([1.0], dtype=D))
 
 
 def test_variables_get_gradients_when_no_input_requires_grad():  # item 37
@@ -1383,7 +1372,7 @@ def test_variables_get_gradients_when_no_input_requires_grad():  # item 37
 
     f(tensor(2.0, requires_grad=False)).backward()
     assert len(calls) == 1
-    torch.testing.assert_close(w.grad, torch.tensor([2.0], dtype=DT))
+    torch.testing.assert_close(w.grad, torch.tensor([2.0], dtype=D))
 
 
 def test_wrong_number_of_variable_gradients_raises():  # item 34
@@ -1449,7 +1438,7 @@ def test_none_variable_gradient_leaves_grad_unset():  # item 36
     x = tensor(2.0)
     f(x).backward()
     assert w.grad is None
-    torch.testing.assert_close(x.grad, torch.tensor([3.0], dtype=DT))
+    torch.testing.assert_close(x.grad, torch.tensor([3.0], dtype=D))
 
 
 def test_variables_come_in_order_of_first_use():  # item 35
@@ -1490,7 +1479,7 @@ def test_second_derivative_flows_through_a_closure_over_the_input():  # item 40
     x = tensor(2.0)
     (dx,) = torch.autograd.grad(cube(x), x, create_graph=True)
     (d2x,) = torch.autograd.grad(dx, x)
-    torch.testing.assert_close(d2x, torch.tensor([12.0], dtype=DT))
+    torch.testing.assert_close(d2x, torch.tensor([12.0], dtype=D))
 
 
 def test_upstream_depending_on_x_goes_through_grad_fn_again():  # item 40
@@ -1519,15 +1508,15 @@ def test_nested_custom_gradient_in_grad_fn_defines_the_second_derivative():  # i
     x = tensor(1.5)
     (dx,) = torch.autograd.grad(square_fused_backprop(x), x, create_graph=True)
     (d2x,) = torch.autograd.grad(dx, x)
-    torch.testing.assert_close(dx.detach(), torch.tensor([3.0], dtype=DT))
-    torch.testing.assert_close(d2x, torch.tensor([7.0], dtype=DT))  # the true value is 2
+    torch.testing.assert_close(dx.detach(), torch.tensor([3.0], dtype=D))
+    torch.testing.assert_close(d2x, torch.tensor([7.0], dtype=D))  # the true value is 2
 
 
 def test_gradcheck_log1pexp():
-    x = torch.linspace(-5, 5, 7, dtype=DT, requires_grad=True)
+    x = torch.linspace(-5, 5, 7, dtype=D, requires_grad=True)
     assert torch.autograd.gradcheck(log1pexp, (x,))
 
 
 def test_gradgradcheck_log1pexp():
-    x = torch.linspace(-5, 5, 7, dtype=DT, requires_grad=True)
+    x = torch.linspace(-5, 5, 7, dtype=D, requires_grad=True)
     assert torch.autograd.gradgradcheck(log1pexp, (x,))

@@ -12,11 +12,11 @@ from collections import namedtuple
 
 import pytest
 import torch
+from helpers import D
 from torch import nn
 
 from tf_compat_grad import custom_gradient
 
-D = torch.float64
 THREADS = 8
 ITERATIONS = 250
 Pair = namedtuple("Pair", ["main", "aux"])

@@ -9,10 +9,10 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
 import torch
+from helpers import D, where
 from torch import nn
 from torch.func import functional_call, grad, hessian, jacfwd, jacrev, jvp, vjp, vmap
 
@@ -20,15 +20,8 @@ from tf_compat_grad import CustomGradientValueError, custom_gradient
 from tf_compat_grad._errors import CustomGradientNotImplementedError
 from tf_compat_grad.examples import clipped_relu, log1pexp
 
-D = torch.float64
 X = torch.tensor([-1.5, -0.3, 0.4, 1.0, 2.2], dtype=D)
 V = torch.tensor([0.5, -2.0, 1.5, 3.0, -0.7], dtype=D)
-
-
-def _where(fn: Callable[..., Any]) -> str:
-    """How the library names a user's function in its messages: `name` (file:line)."""
-    code = fn.__code__
-    return f"`{fn.__qualname__}` ({code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno})"
 
 
 # --- elementwise functions: value, first and second derivative ------------------------------
@@ -363,7 +356,7 @@ def test_random_f_eager_create_graph_matches_plain_backward():
 def test_forward_over_forward_is_refused(case):
     message = (
         "tf_compat_grad: forward mode over forward mode (e.g. `jacfwd(jacfwd(f))`) through "
-        f"{_where(case.fn.__wrapped__)} would lose the second-order terms of the tensors its "
+        f"{where(case.fn.__wrapped__)} would lose the second-order terms of the tensors its "
         "grad_fn closes over, so it is refused rather than computed wrong. Use "
         "`torch.func.hessian` (forward over reverse) or `jacrev(jacrev(f))` instead."
     )
@@ -391,7 +384,7 @@ def too_many_grads(x):
 def test_wrong_gradient_count_is_a_value_error(transform):
     # Pinned in parts: the function with its place, both counts and the argument's name.
     message = (
-        re.escape(f"tf_compat_grad: grad_fn of {_where(too_many_grads.__wrapped__)} returned ")
+        re.escape(f"tf_compat_grad: grad_fn of {where(too_many_grads.__wrapped__)} returned ")
         + re.escape("2 gradients, but `too_many_grads`")
         + ".*"
         + re.escape("called with 1 positional input (x). Return one gradient per positional")

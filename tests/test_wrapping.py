@@ -15,11 +15,10 @@ from typing import Any
 
 import pytest
 import torch
+from helpers import D
 from torch import nn
 
 from tf_compat_grad import CustomGradientTypeError, CustomGradientValueError, custom_gradient
-
-D = torch.float64
 
 
 def triple(dy):

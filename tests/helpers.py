@@ -1,0 +1,23 @@
+"""What many test files share: the dtype they compute in, and how the library's messages name a
+user's function (one place, so a change of that format is one edit)."""
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+D = torch.float64
+
+
+def named(fn: Callable[..., Any]) -> str:
+    """How a message names a function after the first time: `qualname`. For a decorated
+    function, the function it decorates."""
+    return f"`{getattr(fn, '__wrapped__', fn).__qualname__}`"
+
+
+def where(fn: Callable[..., Any]) -> str:
+    """How a message first names a function: `qualname` (file:line). For a decorated function,
+    the function it decorates."""
+    code = getattr(fn, "__wrapped__", fn).__code__
+    return f"{named(fn)} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"

@@ -144,6 +144,28 @@ def comparisons(x, y):
     return tf.cast(tf.equal(x, y), x.dtype) + tf.cast(tf.greater(x, y), x.dtype) * x
 
 
+def where_one_argument(x):
+    return tf.where(x > 0.5)
+
+
+def minimum_number_first(x):
+    return tf.minimum(1.0, x)
+
+
+def maximum_nan(x, y):
+    return tf.maximum(x, y)
+
+
+def constant_literals(x):
+    ints = tf.constant([1, 2])
+    floats = tf.constant([0.5, 1.25])
+    return tf.cast(ints, x.dtype) * x + tf.cast(floats, tf.float64), ints, floats
+
+
+def annotated(x: tf.Tensor) -> tf.Tensor:
+    return tf.expand_dims(x, 0)[:, tf.newaxis]
+
+
 EXAMPLES = {
     "reduce_sum_all": ([[1.0, 2.0], [3.0, -4.0]],),
     "reduce_sum_axis_keepdims": ([[1.0, 2.0, 0.5], [3.0, -4.0, 1.0]],),
@@ -180,4 +202,9 @@ EXAMPLES = {
     "shape_index": ([[1.0, 2.0, 3.0]],),
     "constants": ([1.0, 2.0],),
     "comparisons": ([1.0, 2.0, 3.0], [1.0, 0.0, 4.0]),
+    "where_one_argument": ([[0.0, 1.0], [2.0, 0.25]],),
+    "minimum_number_first": ([0.5, 1.0, 2.0],),
+    "maximum_nan": ([float("nan"), 1.0, 2.0], [1.0, float("nan"), 2.0]),
+    "constant_literals": ([1.0, -2.0],),
+    "annotated": ([1.0, 2.0],),
 }

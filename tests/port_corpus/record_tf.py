@@ -5,7 +5,7 @@ Run with a Python that has TensorFlow (the tests themselves never need it):
     python tests/port_corpus/record_tf.py
 
 For each function of each corpus file's EXAMPLES, at float64 inputs (a list is a tensor,
-`{"py": v}` a Python number), it records the flattened outputs, the gradient of
+`{"py": v}` a Python number), it records the flattened outputs and their dtypes, the gradient of
 `sum(output_i * upstream_i)` with respect to the tensor inputs and then the module's
 tf.Variables (by name), and, where TensorFlow defines it, the second order: the gradient of
 `sum(grad_j * vector_j)` through nested GradientTapes. The upstreams and vectors are recorded
@@ -65,10 +65,12 @@ def record(fn: Any, spec: tuple[Any, ...], variables: list[tf.Variable]) -> dict
                 for i, f in enumerate(flat)
             ]
             terms = [
-                tf.reduce_sum(f * u) for f, u in zip(flat, upstream, strict=True) if u is not None
+                tf.cast(tf.reduce_sum(f * u), tf.float64)
+                for f, u in zip(flat, upstream, strict=True)
+                if u is not None
             ]
-            loss = tf.add_n(terms)
-        grads = inner.gradient(loss, sources)
+            loss = tf.add_n(terms) if terms else None
+        grads = inner.gradient(loss, sources) if loss is not None else [None for _ in sources]
         vectors = [pattern(tuple(s.shape), 10 + j) for j, s in enumerate(sources)]
         second_terms = [
             tf.reduce_sum(g * v) for g, v in zip(grads, vectors, strict=True) if g is not None
@@ -83,6 +85,7 @@ def record(fn: Any, spec: tuple[Any, ...], variables: list[tf.Variable]) -> dict
     return {
         "args": list(spec),
         "outputs": [as_list(f) for f in flat],
+        "dtypes": [f.dtype.name for f in flat],
         "upstream": [as_list(u) for u in upstream],
         "grads": [as_list(g) for g in grads],
         "vectors": [as_list(v) for v in vectors],

@@ -187,6 +187,8 @@ RULES: tuple[Rule, ...] = (
         otherwise="`tf.shape(x)` is translated only when indexed (`tf.shape(x)[i]` -> "
         "`x.shape[i]`): a whole `torch.Size` is a tuple, not a tensor (`* 2` repeats it)",
     ),
+    Rule(("Tensor",), value="torch.Tensor", note="In annotations and `isinstance`."),
+    Rule(("newaxis",), value="None", note="`x[:, tf.newaxis]` -> `x[:, None]`."),
     # --- dtypes -------------------------------------------------------------------------
     *(
         _dtype(name)
@@ -223,8 +225,8 @@ RULES: tuple[Rule, ...] = (
             _v("torch.prod({input_tensor})"),
         ),
         flags={"keepdims": False},
-        note="Zeros in the input get the exact gradient in both. Second derivatives over a "
-        "slice with two zeros: TF gives 0, torch the true value.",
+        note="Zeros in the input get the exact gradient in both. The second derivative at "
+        "a zero: TF gives 0, torch the true value.",
         otherwise="`torch.prod` reduces one literal int axis at a time; `keepdims=True` needs "
         "an axis",
     ),
@@ -267,7 +269,8 @@ RULES: tuple[Rule, ...] = (
             _v("torch.where({x} >= {y}, {x}, {y})", "x:number"),
             _v("torch.where(({x} >= {y}) | {x}.isnan(), {x}, {y})"),
         ),
-        note="On ties TF gives the whole gradient to x; `torch.maximum` would split it.",
+        note="On ties TF gives the whole gradient to x; `torch.maximum` would split it. A NaN "
+        "in x or y gives NaN, as in TF; the gradient at a NaN x goes to x here, to y in TF.",
     ),
     Rule(
         ("minimum", "math.minimum"),
@@ -277,7 +280,8 @@ RULES: tuple[Rule, ...] = (
             _v("torch.where({x} <= {y}, {x}, {y})", "x:number"),
             _v("torch.where(({x} <= {y}) | {x}.isnan(), {x}, {y})"),
         ),
-        note="On ties TF gives the whole gradient to x; `torch.minimum` would split it.",
+        note="On ties TF gives the whole gradient to x; `torch.minimum` would split it. NaN: "
+        "as for `tf.maximum`.",
     ),
     *(
         Rule((tf_name, f"math.{tf_name}"), ("x", "y", "name"), (_v(f"torch.{op}({{x}}, {{y}})"),))

@@ -264,13 +264,16 @@ class _Porter(cst.CSTTransformer):
                 _dotted(a.name).split(".")[0] == "tensorflow" for a in small.names
             ):
                 plain = [_dotted(a.name) == "tensorflow" for a in small.names]
-                if len(original_node.body) == 1 and len(plain) == 1 and plain[0]:
+                alone = len(original_node.body) == 1 and plain == [True]
+                at_top = len(self.statements) == 1  # this statement's own entry
+                if alone and at_top and self.tf_import is None:
                     self.tf_import = original_node  # replaced in leave_Module
                 else:
                     self.flag(
                         original_node,
                         "this import",
-                        "only a statement of its own `import tensorflow as tf` is translated",
+                        "only one `import tensorflow as tf`, a statement of its own at module "
+                        "level, is translated",
                     )
             elif isinstance(small, cst.ImportFrom) and _dotted(small.module).startswith(
                 "tensorflow"
@@ -343,11 +346,12 @@ class _Porter(cst.CSTTransformer):
         shown = f"{_root(updated_node)}.{name}"
         rule = TABLE.get(name)
         if rule is None or not rule.value:
-            why = (
-                "not in the translation table"
-                if rule is None
-                else "used as a value, not called: only its calls are translated"
-            )
+            if rule is None:
+                why = "not in the translation table"
+            elif rule.variants:
+                why = "used as a value, not called: only its calls are translated"
+            else:
+                why = rule.otherwise
             self.flag(original_node, shown, why)
             return updated_node
         self.translated(original_node, shown, rule.value)

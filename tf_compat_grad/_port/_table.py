@@ -377,8 +377,8 @@ RULES: tuple[Rule, ...] = (
     # --- not translated, with the reason ----------------------------------------------------
     _flagged(
         ("GradientTape",),
-        "tf.GradientTape has no torch counterpart: call `loss.backward()` or "
-        "`torch.autograd.grad` (see the guide's op translations)",
+        "torch records the ops of tensors that require grad without a tape: call "
+        "`loss.backward()` or `torch.autograd.grad` (see the guide's op translations)",
     ),
     _flagged(("function",), "use `torch.compile(fn, fullgraph=True)` instead of tf.function"),
     _flagged(

@@ -300,17 +300,15 @@ class _Porter(cst.CSTTransformer):
         if lines:
             self.translated(self.tf_import, statement, "; ".join(lines))
         new = [cst.parse_statement(text) for text in lines]
-        if new:  # the first takes the import's own comments
-            new[0] = old.with_changes(body=cst.ensure_type(new[0], cst.SimpleStatementLine).body)
-        if remaining:
+        if remaining:  # kept first, with its comments (formatters keep that order as it is)
             why = f"kept: {remaining} untranslated use(s) of tensorflow remain, marked '{MARK}'"
             self.entries.append(
                 Entry(self.line(self.tf_import), "<module>", "flagged", statement, why=why)
             )
             above = cst.EmptyLine(comment=cst.Comment(f"{MARK} import tensorflow {why}"))
-            leading = [above] if new else [*old.leading_lines, above]
-            trailing = cst.TrailingWhitespace() if new else old.trailing_whitespace
-            new.append(old.with_changes(leading_lines=leading, trailing_whitespace=trailing))
+            new.insert(0, old.with_changes(leading_lines=[*old.leading_lines, above]))
+        elif new:  # the first import takes the TF import's comments
+            new[0] = old.with_changes(body=cst.ensure_type(new[0], cst.SimpleStatementLine).body)
         body[index : index + 1] = new
         return updated_node.with_changes(body=body)
 
@@ -380,7 +378,7 @@ class _Porter(cst.CSTTransformer):
         lost = [c for c in _comments(updated_node) if c not in _comments(result)]
         for comment in lost:
             self.comment_above(comment)
-        self.translated(original_node, shown, _display(variant.template))
+        self.translated(original_node, shown, _code(result))
         self.needed |= _roots(variant.template)
         return result
 
@@ -439,8 +437,10 @@ def _choose(
     raise _Untranslated(rule.otherwise or "this combination of arguments is not translated")
 
 
-def _display(template: str) -> str:
-    return template.replace("{", "").replace("}", "")
+def _code(node: cst.CSTNode, limit: int = 80) -> str:
+    """An expression's code on one line, shortened for the report."""
+    text = " ".join(cst.Module([]).code_for_node(node).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _dotted(node: cst.BaseExpression | None) -> str:

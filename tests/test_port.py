@@ -226,6 +226,7 @@ def test_untranslatable_constructs_are_flagged_at_their_line() -> None:
     assert "import torch\n" in result.code and "\nimport tensorflow as tf\n" in result.code
     text = result.text("step.py")
     assert "NOT TRANSLATED" in text and "train_step" in text
+    compile(result.code, "step.py", "exec")  # the comments leave valid Python
 
 
 def test_imports_it_cannot_place_and_tf_function_are_flagged() -> None:
@@ -246,10 +247,16 @@ def test_imports_it_cannot_place_and_tf_function_are_flagged() -> None:
         (1, "import tensorflow as tf"),
         (2, "from tensorflow import ..."),
         (5, "tf.function"),
-        (7, "this import"),
+        (7, "import tensorflow as tf2"),
     }
     assert "torch.compile" in next(e.why for e in result.flagged if e.tf == "tf.function")
     assert "return torch.exp(x)" in result.code
+
+
+def test_a_combined_tensorflow_import_binds_nothing() -> None:
+    result = port_source("import numpy as np, tensorflow as tf\n\ny = tf.exp(np.ones(2))\n")
+    assert [(e.line, e.tf) for e in result.entries] == [(1, "import numpy as np, tensorflow as tf")]
+    assert result.flagged and "tf.exp" in result.code and "import torch" not in result.code
 
 
 def test_translated_report_lists_each_op_by_function() -> None:

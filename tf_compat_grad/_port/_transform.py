@@ -247,14 +247,17 @@ class _Porter(cst.CSTTransformer):
     # --- imports
 
     def visit_Module(self, node: cst.Module) -> None:
+        """Find the names bound to tensorflow by `import tensorflow [as NAME]` statements of
+        their own at module level, before their uses are visited (other imports are flagged)."""
         for statement in node.body:
-            if not isinstance(statement, cst.SimpleStatementLine):
-                continue
-            for small in statement.body:
-                if isinstance(small, cst.Import) and not isinstance(small.names, cst.ImportStar):
-                    for alias in small.names:
-                        if _dotted(alias.name) == "tensorflow":
-                            self.aliases.add(_alias_name(alias))
+            if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+                small = statement.body[0]
+                if (
+                    isinstance(small, cst.Import)
+                    and len(small.names) == 1
+                    and _dotted(small.names[0].name) == "tensorflow"
+                ):
+                    self.aliases.add(_alias_name(small.names[0]))
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
@@ -271,7 +274,7 @@ class _Porter(cst.CSTTransformer):
                 else:
                     self.flag(
                         original_node,
-                        "this import",
+                        _code(small),
                         "only one `import tensorflow as tf`, a statement of its own at module "
                         "level, is translated",
                     )

@@ -296,7 +296,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Check ported custom gradients: the gradient against finite differences "
         "and autodiff, linearity in the upstream, determinism, second order, torch.func, "
         "torch.compile, autocast, no_grad, in-place safety and memory. With no command, "
-        "checks the bundled gallery (tf_compat_grad.examples).",
+        "checks the bundled gallery (tf_compat_grad.examples). `port` translates TensorFlow "
+        "custom-gradient source into code that uses this library.",
     )
     commands = parser.add_subparsers(dest="command", metavar="{check,port}")
     check = commands.add_parser(

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 
 def reduce_sum_all(x):
-    return tf.reduce_sum(x)
+    return tf.reduce_sum(x, name="total")  # name= is dropped
 
 
 def reduce_sum_axis_keepdims(x):
@@ -125,7 +125,7 @@ def transpose_reverse(x):
 
 
 def concat_stack(x, y):
-    return tf.concat([x, y], axis=0), tf.stack([x, y], axis=1)
+    return tf.concat([x, y], axis=0), tf.stack([x, y], 1)  # axis given by position
 
 
 def expand_squeeze(x):

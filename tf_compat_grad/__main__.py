@@ -1,4 +1,5 @@
-"""`python -m tf_compat_grad [check [TARGET ...] [--json FILE] [--only NAME]]`.
+"""`python -m tf_compat_grad [check [TARGET ...] [--json FILE] [--only NAME]]` and
+`python -m tf_compat_grad port INPUT [-o OUTPUT] [--report REPORT] [--json]`.
 
 With no arguments it checks the bundled gallery, `tf_compat_grad.examples`; see `_cli.py`.
 """
@@ -10,7 +11,7 @@ from collections.abc import Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the checker's command line; returns the exit status."""
+    """Run the command line (the checker, or the translator); returns the exit status."""
     from ._cli import main as cli_main
 
     return cli_main(argv)

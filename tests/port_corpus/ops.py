@@ -1,0 +1,210 @@
+"""One function per translated op, differentiated by autodiff: the op's value and its
+gradients (TF's gradient rules against torch's) must agree, ties and zeros included."""
+
+import tensorflow as tf
+
+
+def reduce_sum_all(x):
+    return tf.reduce_sum(x, name="total")  # name= is dropped
+
+
+def reduce_sum_axis_keepdims(x):
+    return tf.reduce_sum(x, axis=1, keepdims=True)
+
+
+def reduce_mean_axes(x):
+    return tf.math.reduce_mean(x, axis=[0, 1])
+
+
+def reduce_mean_keepdims_all(x):
+    return tf.reduce_mean(x, keepdims=True)
+
+
+def reduce_max_ties(x):
+    return tf.reduce_max(x, axis=-1)
+
+
+def reduce_min_all(x):
+    return tf.reduce_min(x)
+
+
+def reduce_prod_with_zero(x):
+    return tf.reduce_prod(x, axis=0)
+
+
+def cast_roundtrip(x):
+    return tf.cast(tf.cast(x, tf.float32), tf.float64) * x
+
+
+def where_three(x, y):
+    return tf.where(x > y, x * y, y - x)
+
+
+def where_number(x):
+    return tf.where(x > 0, x, 0.0)
+
+
+def clip_by_value_ties(x):
+    return tf.clip_by_value(x, -1.0, 1.0)
+
+
+def clip_by_norm_all(x):
+    return tf.clip_by_norm(x, 2.0)
+
+
+def clip_by_norm_small(x):
+    return tf.clip_by_norm(x, 100.0)
+
+
+def divide_no_nan_zero(x, y):
+    return tf.math.divide_no_nan(x, y)
+
+
+def identity_and_stop(x):
+    return tf.identity(x) * tf.stop_gradient(x)
+
+
+def ones_and_zeros_like(x):
+    return x * tf.ones_like(x) + tf.zeros_like(x, dtype=tf.float64)
+
+
+def maximum_number(x):
+    return tf.maximum(x, 0.0)
+
+
+def maximum_number_first(x):
+    return tf.maximum(0.0, x)
+
+
+def maximum_tensors(x, y):
+    return tf.maximum(x, y)
+
+
+def minimum_number(x):
+    return tf.minimum(x, 0.5)
+
+
+def minimum_tensors(x, y):
+    return tf.math.minimum(x, y)
+
+
+def activations(x):
+    return tf.nn.relu(x) + tf.sigmoid(x) + tf.tanh(x) + tf.nn.softplus(x)
+
+
+def softplus_large(x):
+    return tf.nn.softplus(x)
+
+
+def sign_round_abs(x):
+    return tf.sign(x) + tf.round(x) + tf.abs(x)
+
+
+def exp_logs(x):
+    return tf.exp(x) + tf.math.log(x) + tf.math.log1p(x) + tf.math.expm1(x)
+
+
+def sqrt_square(x):
+    return tf.sqrt(x) + tf.square(x)
+
+
+def matmul_plain(a, b):
+    return tf.matmul(a, b)
+
+
+def matmul_transposed(a, b):
+    return tf.matmul(a, b, transpose_a=True, transpose_b=True)
+
+
+def reshape_transpose(x):
+    return tf.transpose(tf.reshape(x, [3, 2]), perm=[1, 0])
+
+
+def transpose_reverse(x):
+    return tf.transpose(x)
+
+
+def concat_stack(x, y):
+    return tf.concat([x, y], axis=0), tf.stack([x, y], 1)  # axis given by position
+
+
+def expand_squeeze(x):
+    return tf.squeeze(tf.expand_dims(x, 0) * 2.0, axis=0)
+
+
+def shape_index(x):
+    return x * tf.cast(tf.shape(x)[1], tf.float64)
+
+
+def constants(x):
+    return x * tf.constant([1.5, -2.0], dtype=tf.float64) + tf.constant(0.25, dtype=x.dtype)
+
+
+def comparisons(x, y):
+    return tf.cast(tf.equal(x, y), x.dtype) + tf.cast(tf.greater(x, y), x.dtype) * x
+
+
+def where_one_argument(x):
+    return tf.where(x > 0.5)
+
+
+def minimum_number_first(x):
+    return tf.minimum(1.0, x)
+
+
+def maximum_nan(x, y):
+    return tf.maximum(x, y)
+
+
+def constant_literals(x):
+    ints = tf.constant([1, 2])
+    floats = tf.constant([0.5, 1.25])
+    return tf.cast(ints, x.dtype) * x + tf.cast(floats, tf.float64), ints, floats
+
+
+def annotated(x: tf.Tensor) -> tf.Tensor:
+    return tf.expand_dims(x, 0)[:, tf.newaxis]
+
+
+EXAMPLES = {
+    "reduce_sum_all": ([[1.0, 2.0], [3.0, -4.0]],),
+    "reduce_sum_axis_keepdims": ([[1.0, 2.0, 0.5], [3.0, -4.0, 1.0]],),
+    "reduce_mean_axes": ([[[1.0, 2.0], [3.0, -4.0]], [[0.5, 0.25], [-1.0, 2.0]]],),
+    "reduce_mean_keepdims_all": ([[1.0, 2.0], [3.0, -4.0]],),
+    "reduce_max_ties": ([[1.0, 3.0, 3.0], [2.0, -1.0, 0.0]],),
+    "reduce_min_all": ([[1.0, -3.0], [-3.0, 2.0]],),
+    "reduce_prod_with_zero": ([[1.0, 2.0, 0.0], [3.0, 0.0, 0.0], [0.5, -1.0, 2.0]],),
+    "cast_roundtrip": ([0.1, 1.0 / 3.0, -2.5],),
+    "where_three": ([1.0, 2.0, -1.0, 0.5], [0.5, 2.0, 1.0, -0.5]),
+    "where_number": ([-1.0, 0.0, 2.0],),
+    "clip_by_value_ties": ([-2.0, -1.0, 0.0, 1.0, 1.5],),
+    "clip_by_norm_all": ([[3.0, 4.0], [0.0, 1.0]],),
+    "clip_by_norm_small": ([[3.0, 4.0], [0.0, 1.0]],),
+    "divide_no_nan_zero": ([1.0, 2.0, -3.0], [0.0, 4.0, 0.5]),
+    "identity_and_stop": ([1.0, -2.0, 3.0],),
+    "ones_and_zeros_like": ([1.0, -2.0],),
+    "maximum_number": ([-1.0, 0.0, 2.0],),
+    "maximum_number_first": ([-1.0, 0.0, 2.0],),
+    "maximum_tensors": ([1.0, 2.0, -1.0], [1.0, 0.0, 3.0]),
+    "minimum_number": ([-1.0, 0.5, 2.0],),
+    "minimum_tensors": ([1.0, 2.0, -1.0], [1.0, 0.0, 3.0]),
+    "activations": ([-2.0, 0.0, 0.5, 3.0],),
+    "softplus_large": ([-50.0, 15.0, 21.0, 30.0, 40.0],),
+    "sign_round_abs": ([-1.5, -0.5, 0.0, 0.5, 2.5, 3.7],),
+    "exp_logs": ([0.5, 1.0, 2.0],),
+    "sqrt_square": ([0.25, 1.0, 4.0],),
+    "matmul_plain": ([[1.0, 2.0], [3.0, 4.0]], [[0.5, -1.0, 2.0], [1.0, 0.0, 1.0]]),
+    "matmul_transposed": ([[1.0, 2.0], [3.0, 4.0]], [[0.5, -1.0], [2.0, 1.0], [0.0, 1.0]]),
+    "reshape_transpose": ([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]],),
+    "transpose_reverse": ([[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]],),
+    "concat_stack": ([1.0, 2.0], [3.0, -4.0]),
+    "expand_squeeze": ([1.0, -2.0, 3.0],),
+    "shape_index": ([[1.0, 2.0, 3.0]],),
+    "constants": ([1.0, 2.0],),
+    "comparisons": ([1.0, 2.0, 3.0], [1.0, 0.0, 4.0]),
+    "where_one_argument": ([[0.0, 1.0], [2.0, 0.25]],),
+    "minimum_number_first": ([0.5, 1.0, 2.0],),
+    "maximum_nan": ([float("nan"), 1.0, 2.0], [1.0, float("nan"), 2.0]),
+    "constant_literals": ([1.0, -2.0],),
+    "annotated": ([1.0, 2.0],),
+}

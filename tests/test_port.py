@@ -1,0 +1,399 @@
+"""`python -m tf_compat_grad port`: translations proved numerically against TensorFlow.
+
+Each file of tests/port_corpus is TensorFlow source; it is ported with `port_source`, executed
+with torch, and its outputs, gradients and second-order gradients are compared with the numbers
+TensorFlow 2.21 gave for the same computation (tests/port_corpus/tf_reference.json, written by
+tests/port_corpus/record_tf.py). TensorFlow itself is not needed here.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+pytest.importorskip("libcst")
+
+from tf_compat_grad import _cli
+from tf_compat_grad._port._table import RULES, with_guide_table
+from tf_compat_grad.port import MARK, PortResult, port_source
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "tests" / "port_corpus"
+REFERENCE = json.loads((CORPUS / "tf_reference.json").read_text(encoding="utf-8"))
+CASES = [(file, name) for file, functions in REFERENCE["files"].items() for name in functions]
+RTOL, ATOL = 1e-10, 1e-12
+
+
+@functools.cache
+def ported(file: str) -> tuple[PortResult, types.ModuleType]:
+    result = port_source((CORPUS / file).read_text(encoding="utf-8"), file)
+    module = types.ModuleType(f"ported_{Path(file).stem}")
+    exec(compile(result.code, f"<ported {file}>", "exec"), module.__dict__)
+    return result, module
+
+
+def flatten(value: Any) -> list[Any]:
+    """As `tf.nest.flatten`: dicts in sorted key order, lists and tuples in order."""
+    if isinstance(value, dict):
+        return [leaf for key in sorted(value) for leaf in flatten(value[key])]
+    if isinstance(value, (list, tuple)):
+        return [leaf for item in value for leaf in flatten(item)]
+    return [value]
+
+
+def assert_matches(
+    actual: torch.Tensor | None, expected: Any, what: str, differs: list[int] | None = None
+) -> None:
+    if differs is not None:  # a known difference: exactly these elements differ
+        assert actual is not None and expected is not None
+        want = torch.tensor(expected, dtype=actual.dtype)
+        same = torch.isclose(actual.detach(), want, rtol=RTOL, atol=ATOL, equal_nan=True)
+        found = torch.nonzero(~same.flatten()).flatten().tolist()
+        assert found == differs, f"{what}: torch {actual}, TF {want}: update KNOWN_DIFFERENCES"
+        return
+    if expected is None:  # TF: no gradient, which is a zero gradient
+        assert actual is None or not actual.any(), f"{what}: TF has no gradient, torch {actual}"
+        return
+    assert actual is not None, f"{what}: torch has no gradient, TF {expected}"
+    want = torch.tensor(expected, dtype=actual.dtype)
+    torch.testing.assert_close(
+        actual.detach(), want, rtol=RTOL, atol=ATOL, equal_nan=True, msg=lambda m: f"{what}: {m}"
+    )
+
+
+# Where TF's own gradient rules and torch's differ, not the port (the table's notes say so):
+# (file, function, which gradient) -> (why, the flat indices of the elements that differ).
+# The test checks that exactly these elements differ and that every other one matches.
+KNOWN_DIFFERENCES = {
+    ("custom_norm.py", "safe_norm", "second-order gradient 0"): (
+        "tf.sqrt at 0 with a zero upstream: TF's gradient is 0 (its SqrtGrad returns 0 for a "
+        "zero upstream), torch's NaN (0 * inf)",
+        [2, 3],
+    ),
+    ("safe_sqrt.py", "safe_sqrt", "second-order gradient 0"): ("the same tf.sqrt at 0", [0]),
+    ("ops.py", "reduce_prod_with_zero", "second-order gradient 0"): (
+        "reduce_prod's second derivative at the zeros of a slice: TF gives 0, torch the true "
+        "value (products of the other elements)",
+        [2, 4, 5],
+    ),
+    ("ops.py", "maximum_nan", "gradient 0"): (
+        "the gradient at a NaN x goes to y in TF (x >= y is false), to x here",
+        [0],
+    ),
+    ("ops.py", "maximum_nan", "gradient 1"): ("the same, seen from y", [0]),
+}
+
+
+@pytest.mark.parametrize(("file", "name"), CASES, ids=[f"{f}::{n}" for f, n in CASES])
+def test_port_matches_tensorflow(file: str, name: str) -> None:
+    """The ported function gives TF's outputs, gradients and second-order gradients."""
+    case = REFERENCE["files"][file][name]
+    _, module = ported(file)
+    args = [
+        a["py"] if isinstance(a, dict) else torch.tensor(a, dtype=torch.float64, requires_grad=True)
+        for a in case["args"]
+    ]
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    parameters = [v for _, v in sorted(vars(module).items()) if isinstance(v, nn.Parameter)]
+    sources = [*tensors, *parameters]
+
+    outputs = flatten(getattr(module, name)(*args))
+    assert len(outputs) == len(case["outputs"])
+    for i, (output, expected) in enumerate(zip(outputs, case["outputs"], strict=True)):
+        assert_matches(output, expected, f"output {i}")
+    assert [str(o.dtype).removeprefix("torch.") for o in outputs] == case["dtypes"]
+
+    terms = [
+        (o * torch.tensor(u, dtype=torch.float64)).sum()
+        for o, u in zip(outputs, case["upstream"], strict=True)
+        if u is not None and o.requires_grad
+    ]
+    if not terms:  # no output depends on the inputs (integer outputs, constants)
+        assert all(g is None for g in case["grads"])
+        return
+    grads = torch.autograd.grad(sum(terms), sources, allow_unused=True, create_graph=True)
+    for j, (grad, expected) in enumerate(zip(grads, case["grads"], strict=True)):
+        what = f"gradient {j}"
+        assert_matches(
+            grad, expected, what, KNOWN_DIFFERENCES.get((file, name, what), ("", None))[1]
+        )
+
+    if case["second"] is None:
+        return
+    terms = [
+        (g * torch.tensor(v, dtype=torch.float64)).sum()
+        for g, v in zip(grads, case["vectors"], strict=True)
+        if g is not None and g.requires_grad
+    ]
+    if terms:
+        second = torch.autograd.grad(sum(terms), sources, allow_unused=True)
+    else:  # the gradient does not depend on the inputs
+        second = tuple(None for _ in sources)
+    for j, (grad, expected) in enumerate(zip(second, case["second"], strict=True)):
+        what = f"second-order gradient {j}"
+        assert_matches(
+            grad, expected, what, KNOWN_DIFFERENCES.get((file, name, what), ("", None))[1]
+        )
+
+
+@pytest.mark.parametrize("file", sorted(REFERENCE["files"]))
+def test_corpus_ports_completely(file: str) -> None:
+    result, module = ported(file)
+    assert not result.flagged, result.text(file)
+    assert "import tensorflow" not in result.code and "tf" not in vars(module)
+    assert MARK not in result.code
+
+
+def test_corpus_covers_the_patterns_and_every_recorded_function() -> None:
+    custom = [(f, n) for f, n in CASES if f != "ops.py"]
+    assert len(custom) >= 12
+    recorded = {p.name for p in CORPUS.glob("*.py")} - {"record_tf.py"}
+    assert recorded == set(REFERENCE["files"]), "re-record: tests/port_corpus/record_tf.py"
+
+
+def test_variables_grad_fn_signature_kept() -> None:
+    result, _ = ported("variable_read.py")
+    assert "def grad_fn(dpoly, variables):" in result.code
+    assert "weights = nn.Parameter(torch.tensor([0.5, -1.5], dtype=torch.float64))" in result.code
+    assert "from torch import nn" in result.code
+
+
+UNTRANSLATABLE = """\
+import tensorflow as tf
+
+
+def train_step(x, axis, a, b, n):
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf.foo(x)
+    q = tf.math.floordiv(n, 2)
+    z = tf.nn.conv2d(x, x, strides=1, padding="SAME")
+    s = tf.reduce_sum(x, axis=axis)
+    c = tf.constant(n)
+    d = tf.clip_by_norm(a + b, 1.0)
+    m = tf.matmul(a, b, adjoint_a=True)
+    e = tf.reduce_sum(x, axis=[])
+    f = tf.reduce_sum
+    g = tf.exp(x)
+    return tape.gradient(y, x), q, z, s, c, d, m, e, f(x), g, tf.shape(x) * 2
+"""
+
+
+def test_untranslatable_constructs_are_flagged_at_their_line() -> None:
+    result = port_source(UNTRANSLATABLE, "step.py")
+    flagged = {(e.line, e.tf) for e in result.flagged}
+    assert flagged == {
+        (1, "import tensorflow as tf"),
+        (5, "tf.GradientTape"),
+        (7, "tf.foo"),
+        (8, "tf.math.floordiv"),
+        (9, "tf.nn.conv2d"),
+        (10, "tf.reduce_sum"),
+        (11, "tf.constant"),
+        (12, "tf.clip_by_norm"),
+        (13, "tf.matmul"),
+        (14, "tf.reduce_sum"),
+        (15, "tf.reduce_sum"),
+        (17, "tf.shape"),
+    }
+    why = {e.tf + str(e.line): e.why for e in result.flagged}
+    assert "loss.backward()" in why["tf.GradientTape5"]
+    assert "integer division" in why["tf.math.floordiv8"]
+    assert "NHWC" in why["tf.nn.conv2d9"]
+    assert "literal int" in why["tf.reduce_sum10"]
+    assert "dtype=" in why["tf.constant11"]
+    assert "evaluated twice" in why["tf.clip_by_norm12"]
+    assert "adjoint_a" in why["tf.matmul13"]
+    assert "used as a value" in why["tf.reduce_sum15"]
+    assert "only when indexed" in why["tf.shape17"]
+    # Each untranslated line keeps its TF code, under a comment saying why.
+    lines = result.code.splitlines()
+    for code in ("y = tf.foo(x)", "q = tf.math.floordiv(n, 2)", "e = tf.reduce_sum(x, axis=[])"):
+        index = next(i for i, line in enumerate(lines) if line.strip() == code)
+        assert lines[index - 1].strip().startswith(MARK), lines[index - 1]
+    # The import stays, since untranslated uses remain; the translated ones need torch.
+    assert "import torch\n" in result.code and "\nimport tensorflow as tf\n" in result.code
+    text = result.text("step.py")
+    assert "NOT TRANSLATED" in text and "train_step" in text
+    compile(result.code, "step.py", "exec")  # the comments leave valid Python
+
+
+def test_imports_it_cannot_place_and_tf_function_are_flagged() -> None:
+    source = textwrap.dedent(
+        """\
+        import tensorflow as tf
+        from tensorflow import keras
+
+
+        @tf.function
+        def f(x):
+            import tensorflow as tf2
+            return tf.exp(x)
+        """
+    )
+    result = port_source(source)
+    assert {(e.line, e.tf) for e in result.flagged} == {
+        (1, "import tensorflow as tf"),
+        (2, "from tensorflow import ..."),
+        (5, "tf.function"),
+        (7, "import tensorflow as tf2"),
+    }
+    assert "torch.compile" in next(e.why for e in result.flagged if e.tf == "tf.function")
+    assert "return torch.exp(x)" in result.code
+
+
+def test_a_combined_tensorflow_import_binds_nothing() -> None:
+    result = port_source("import numpy as np, tensorflow as tf\n\ny = tf.exp(np.ones(2))\n")
+    assert [(e.line, e.tf) for e in result.entries] == [(1, "import numpy as np, tensorflow as tf")]
+    assert result.flagged and "tf.exp" in result.code and "import torch" not in result.code
+
+
+def test_translated_report_lists_each_op_by_function() -> None:
+    result, _ = ported("logsumexp.py")
+    by_line = {(e.line, e.tf, e.function) for e in result.translated}
+    assert (8, "tf.reduce_max", "logsumexp") in by_line
+    assert (13, "tf.exp", "logsumexp.grad") in by_line
+    assert any(e.tf == "import tensorflow as tf" for e in result.translated)
+    text = result.text("logsumexp.py")
+    assert text.startswith("logsumexp.py: ") and "0 flagged" in text
+    assert "line 8: tf.reduce_max -> torch.amax(" in text
+
+
+def test_comments_and_formatting_survive() -> None:
+    source = textwrap.dedent(
+        """\
+        # A header comment.
+        import tensorflow as tf  # the framework
+
+
+        @tf.custom_gradient  # decorated
+        def f(x):  # signature comment
+            # before the body
+            y = tf.reduce_sum(x,  # inside a call
+                              axis=0)
+            z = (x *   2)  # odd spacing is kept
+
+            def grad(dy):
+                return dy  # identity
+            return y + tf.reduce_sum(z), grad
+        """
+    )
+    result = port_source(source)
+    assert not result.flagged
+    for comment in (
+        "# A header comment.",
+        "# the framework",
+        "# decorated",
+        "# signature comment",
+        "# before the body",
+        "# inside a call",
+        "# odd spacing is kept",
+        "# identity",
+    ):
+        assert comment in result.code
+    assert "z = (x *   2)" in result.code
+    assert "import torch  # the framework" in result.code
+    assert "@custom_gradient  # decorated" in result.code
+
+
+def test_guide_table_is_the_rendering_of_the_table() -> None:
+    guide = (ROOT / "docs" / "migrating_from_tensorflow.md").read_text(encoding="utf-8")
+    assert with_guide_table(guide) == guide, "regenerate it: python3 .ci/port_table.py"
+    for rule in RULES:
+        assert f"`tf.{rule.names[0]}`" in guide
+
+
+def test_syntax_error_names_the_file_and_line() -> None:
+    with pytest.raises(ValueError, match=r"bad\.py:2:.*cannot parse"):
+        port_source("import tensorflow as tf\ndef (:\n", "bad.py")
+
+
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+
+
+def test_import_does_not_import_libcst() -> None:
+    done = _python(
+        "import sys, tf_compat_grad, tf_compat_grad.port, tf_compat_grad._cli\n"
+        "assert 'libcst' not in sys.modules, 'libcst imported'\n"
+        f"assert tf_compat_grad.__file__.startswith({str(ROOT)!r}), tf_compat_grad.__file__\n"
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_missing_libcst_says_how_to_install_it() -> None:
+    done = _python(
+        "import sys\n"
+        "sys.modules['libcst'] = None  # as if not installed\n"
+        "from tf_compat_grad.port import PortDependencyError, port_source\n"
+        "try:\n"
+        "    port_source('import tensorflow as tf\\n')\n"
+        "except PortDependencyError as error:\n"
+        "    print(error)\n"
+    )
+    assert done.returncode == 0, done.stderr
+    assert 'pip install "tf-compat-grad[port]"' in done.stdout
+
+
+# --- the command line ------------------------------------------------------------------------
+
+
+def test_cli_writes_the_port_and_the_report(tmp_path: Path) -> None:
+    output, report = tmp_path / "ported.py", tmp_path / "report.txt"
+    status = _cli.main(
+        ["port", str(CORPUS / "log1pexp.py"), "-o", str(output), "--report", str(report)]
+    )
+    assert status == 0
+    assert output.read_text(encoding="utf-8") == ported("log1pexp.py")[0].code
+    assert "0 flagged" in report.read_text(encoding="utf-8")
+
+
+def test_cli_json_report_and_exit_status_1_when_flagged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "step.py"
+    source.write_text(UNTRANSLATABLE, encoding="utf-8")
+    output = tmp_path / "out.py"
+    status = _cli.main(["port", str(source), "-o", str(output), "--json"])
+    assert status == 1
+    document = json.loads(capsys.readouterr().out)
+    assert document["flagged"] == 12 and document["input"] == str(source)
+    assert MARK in output.read_text(encoding="utf-8")
+
+
+def test_cli_prints_the_port_to_stdout_and_the_report_to_stderr(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert _cli.main(["port", str(CORPUS / "gradient_reversal.py")]) == 0
+    out, err = capsys.readouterr()
+    assert out == ported("gradient_reversal.py")[0].code
+    assert "gradient_reversal.py: " in err and "translated" in err
+
+
+def test_cli_missing_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _cli.main(["port", str(tmp_path / "absent.py")]) == 2
+    assert "absent.py" in capsys.readouterr().err
+
+
+def test_readme_example_is_what_port_prints() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Porting TensorFlow code") : readme.index("## What it does")]
+    tf_code, torch_code = (b.split("```")[0] for b in section.split("```python\n")[1:3])
+    report = section.split("```text\n")[1].split("```")[0]
+    result = port_source(tf_code, "grads.py")
+    assert result.code == torch_code
+    assert result.text("grads.py") + "\n" == report

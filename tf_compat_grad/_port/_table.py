@@ -1,0 +1,498 @@
+"""The translation table of `python -m tf_compat_grad port`: one `Rule` per TensorFlow name.
+
+A rule is data. A call `tf.NAME(...)` has its arguments bound to `params` (TensorFlow's
+parameter order, so positional arguments land where TensorFlow puts them); the first `Variant`
+whose template uses exactly the arguments given (less those in `drop` and the literal booleans
+of `flags`) and whose `when` facts all hold is instantiated, with each `{param}` replaced by the
+argument's (already translated) source. A call no variant fits is left as it is and flagged with
+`otherwise`. A rule without `params` names a value: `tf.NAME` becomes `value`, and a call of it
+keeps its arguments.
+
+The facts a variant can require, besides which arguments are given:
+
+- `P=True` / `P=False`: the flag P is that literal (a literal equal to its default counts as
+  not given; a flag that is not a literal is flagged);
+- `P:number`: P is a literal number (`2`, `-0.5`);
+- `P:literal`: P is a literal number or a nested list/tuple of them;
+- `P:ints`: P is a literal int or a nested list/tuple of literal ints only;
+- `P:axes`: P is a literal int or a non-empty list/tuple of literal ints;
+- `P:axis`: P is a literal int;
+- `P:size`: P is an indexed `.shape` (a Python int in torch), as `tf.shape(x)[0]` becomes;
+- `subscripted`: the call is indexed, as in `tf.shape(x)[0]`.
+
+`guide_table()` renders the table for docs/migrating_from_tensorflow.md (see
+`.ci/port_table.py`; `tests/test_port.py` checks that the guide holds this rendering).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One translation: a Python expression with `{param}` placeholders, and the facts it needs."""
+
+    template: str
+    when: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Rule:
+    names: tuple[str, ...]  # relative to the tensorflow module: "reduce_sum", "math.reduce_sum"
+    params: tuple[str, ...] | None = None  # TensorFlow's parameter order; None: a value
+    variants: tuple[Variant, ...] = ()
+    value: str = ""  # the translation of the bare name (a value rule, or a function passed along)
+    flags: Mapping[str, bool] = field(default_factory=dict)  # literal booleans and their defaults
+    drop: tuple[str, ...] = ("name",)  # arguments without effect in torch
+    refuse: Mapping[str, str] = field(default_factory=dict)  # fact -> why it is not translated
+    note: str = ""  # semantics worth knowing, in the guide
+    otherwise: str = ""  # why a call that no variant fits is left untranslated
+
+
+def _v(template: str, *when: str) -> Variant:
+    return Variant(template, frozenset(when))
+
+
+def _unary(names: tuple[str, ...], param: str, target: str, note: str = "") -> Rule:
+    """An elementwise function with the same semantics (gradient included) under both names."""
+    return Rule(names, (param, "name"), (_v(f"{target}({{{param}}})"),), value=target, note=note)
+
+
+def _reduction(name: str, target: str, note: str) -> Rule:
+    """`tf.reduce_*`: `axis` -> `dim` (literal ints only: an empty list reduces nothing in TF
+    but everything in torch), `keepdims` -> `keepdim`, no axis: over all elements."""
+    x = "{input_tensor}"
+    return Rule(
+        (f"reduce_{name}", f"math.reduce_{name}"),
+        ("input_tensor", "axis", "keepdims", "name"),
+        (
+            _v(f"{target}({x}, dim={{axis}}, keepdim=True)", "keepdims=True", "axis:axes"),
+            _v(f"{target}({x}, dim=None, keepdim=True)", "keepdims=True"),
+            _v(f"{target}({x}, dim={{axis}})", "axis:axes"),
+            _v(f"{target}({x})"),
+        ),
+        flags={"keepdims": False},
+        note=note,
+        otherwise="`axis` must be a literal int or a non-empty list of literal ints (an empty "
+        "list reduces nothing in TF but every dimension in torch); give it literally",
+    )
+
+
+def _like(name: str) -> Rule:
+    return Rule(
+        (name,),
+        ("input", "dtype", "name"),
+        (
+            _v(f"torch.{name}({{input}}, dtype={{dtype}})"),
+            _v(f"torch.{name}({{input}})"),
+        ),
+    )
+
+
+def _dtype(tf_name: str, torch_name: str = "") -> Rule:
+    return Rule((tf_name,), value=f"torch.{torch_name or tf_name}")
+
+
+def _flagged(names: tuple[str, ...], why: str) -> Rule:
+    return Rule(names, (), otherwise=why)
+
+
+_INTEGER_DIVISION = (
+    "integer division and remainder: TF and torch differ in rounding and result dtypes for "
+    "integer tensors; translate it by hand for the dtypes you use"
+)
+_NHWC = (
+    "NHWC layout: TF's default data_format is channels-last, torch's convolutions and pools "
+    "are channels-first; permute the tensors and the filter explicitly"
+)
+
+RULES: tuple[Rule, ...] = (
+    # --- the library's decorators -------------------------------------------------------
+    Rule(
+        ("custom_gradient",),
+        value="custom_gradient",
+        note="f and grad_fn are kept as they are, `variables=` signatures included.",
+    ),
+    Rule(("recompute_grad",), value="recompute_grad"),
+    Rule(("grad_pass_through",), value="grad_pass_through"),
+    # --- tensors and variables ----------------------------------------------------------
+    Rule(
+        ("constant",),
+        ("value", "dtype", "shape", "name"),
+        (
+            _v("torch.tensor({value}, dtype={dtype})", "value:literal"),
+            _v("torch.tensor({value}, dtype=torch.int32)", "value:ints"),
+            _v("torch.tensor({value})", "value:literal"),
+            _v("torch.as_tensor({value}, dtype={dtype})"),
+        ),
+        note="Literal ints get `dtype=torch.int32`, TF's choice (torch's is int64); literal "
+        "floats get torch's default dtype (float32 unless changed; TF: float32).",
+        otherwise="`tf.constant` of a non-literal needs `dtype=` (TF infers int32 for Python "
+        "ints, torch int64); `shape=` is not translated",
+    ),
+    Rule(
+        ("Variable",),
+        (
+            "initial_value",
+            "trainable",
+            "validate_shape",
+            "caching_device",
+            "name",
+            "variable_def",
+            "dtype",
+        ),
+        (
+            _v(
+                "nn.Parameter(torch.tensor({initial_value}, dtype={dtype}))",
+                "initial_value:literal",
+            ),
+            _v("nn.Parameter(torch.tensor({initial_value}))", "initial_value:literal"),
+            _v("nn.Parameter(torch.as_tensor({initial_value}, dtype={dtype}))"),
+            _v("nn.Parameter({initial_value})"),
+        ),
+        flags={"trainable": True},
+        note="A trainable Parameter, found by `variables=` as TF finds the variable. "
+        "`trainable=False` is not translated (use a buffer or a plain tensor).",
+        otherwise="only `initial_value` and `dtype` are translated",
+    ),
+    Rule(
+        ("cast", "dtypes.cast"),
+        ("x", "dtype", "name"),
+        (_v("torch.tensor({x}, dtype={dtype})", "x:size"), _v("{x}.to({dtype})")),
+        note="Float to int truncates toward zero in both. The gradient is cast back, as in TF. "
+        "A size (`tf.shape(x)[i]`, now a Python int) becomes a tensor.",
+    ),
+    Rule(
+        ("identity",),
+        ("input", "name"),
+        (_v("{input}.clone()"),),
+        note="A new tensor; the gradient passes through.",
+    ),
+    Rule(
+        ("stop_gradient",),
+        ("input", "name"),
+        (_v("{input}.detach()"),),
+        note="Inside grad_fn this also cuts the second derivative, as in TF.",
+    ),
+    _like("ones_like"),
+    _like("zeros_like"),
+    Rule(
+        ("shape",),
+        ("input", "out_type", "name"),
+        (_v("{input}.shape", "subscripted"),),
+        note="Only indexed: `tf.shape(x)[i]` -> `x.shape[i]`, a Python int.",
+        otherwise="`tf.shape(x)` is translated only when indexed (`tf.shape(x)[i]` -> "
+        "`x.shape[i]`): a whole `torch.Size` is a tuple, not a tensor (`* 2` repeats it)",
+    ),
+    Rule(("Tensor",), value="torch.Tensor", note="In annotations and `isinstance`."),
+    Rule(("newaxis",), value="None", note="`x[:, tf.newaxis]` -> `x[:, None]`."),
+    # --- dtypes -------------------------------------------------------------------------
+    *(
+        _dtype(name)
+        for name in (
+            "float16",
+            "bfloat16",
+            "float32",
+            "float64",
+            "int8",
+            "int16",
+            "int32",
+            "int64",
+            "uint8",
+            "bool",
+            "complex64",
+            "complex128",
+        )
+    ),
+    _dtype("half", "float16"),
+    _dtype("double", "float64"),
+    # --- reductions ---------------------------------------------------------------------
+    _reduction("sum", "torch.sum", "No axis: the sum of all elements."),
+    _reduction("mean", "torch.mean", "Integer tensors: TF divides in integers, torch refuses."),
+    _reduction("max", "torch.amax", "Ties share the gradient equally, in both."),
+    _reduction("min", "torch.amin", "Ties share the gradient equally, in both."),
+    Rule(
+        ("reduce_prod", "math.reduce_prod"),
+        ("input_tensor", "axis", "keepdims", "name"),
+        (
+            _v(
+                "torch.prod({input_tensor}, dim={axis}, keepdim=True)", "keepdims=True", "axis:axis"
+            ),
+            _v("torch.prod({input_tensor}, dim={axis})", "axis:axis"),
+            _v("torch.prod({input_tensor})"),
+        ),
+        flags={"keepdims": False},
+        note="Zeros in the input get the exact gradient in both. The second derivative at "
+        "a zero: TF gives 0, torch the true value.",
+        otherwise="`torch.prod` reduces one literal int axis at a time; `keepdims=True` needs "
+        "an axis",
+    ),
+    # --- elementwise ---------------------------------------------------------------------
+    _unary(("exp", "math.exp"), "x", "torch.exp"),
+    _unary(("math.log", "log"), "x", "torch.log"),
+    _unary(("math.log1p",), "x", "torch.log1p"),
+    _unary(("math.expm1",), "x", "torch.expm1"),
+    _unary(
+        ("sqrt", "math.sqrt"),
+        "x",
+        "torch.sqrt",
+        "At x = 0 with a zero upstream gradient TF's gradient is 0, torch's NaN (0 * inf): "
+        "it shows in second derivatives through a sqrt at 0.",
+    ),
+    _unary(("square", "math.square"), "x", "torch.square"),
+    _unary(("abs", "math.abs"), "x", "torch.abs", "The gradient at 0 is 0 in both."),
+    _unary(("sign", "math.sign"), "x", "torch.sign", "sign(0) = 0; the gradient is 0, in both."),
+    _unary(
+        ("round", "math.round"),
+        "x",
+        "torch.round",
+        "Half to even in both (`round(2.5) = 2`); no gradient (TF: None, torch: zeros).",
+    ),
+    _unary(("tanh", "math.tanh", "nn.tanh"), "x", "torch.tanh"),
+    _unary(("nn.relu",), "features", "torch.relu", "The gradient at 0 is 0 in both."),
+    _unary(("sigmoid", "math.sigmoid", "nn.sigmoid"), "x", "torch.sigmoid"),
+    Rule(
+        ("nn.softplus", "math.softplus"),
+        ("features", "name"),
+        (_v("torch.logaddexp({features}, torch.zeros_like({features}))"),),
+        note="`log(1 + exp(x))` for every x: `torch.nn.functional.softplus` returns x above 20, "
+        "where TF's float64 softplus still adds `exp(-x)`.",
+    ),
+    Rule(
+        ("maximum", "math.maximum"),
+        ("x", "y", "name"),
+        (
+            _v("torch.clamp({x}, min={y})", "y:number"),
+            _v("torch.where({x} >= {y}, {x}, {y})", "x:number"),
+            _v("torch.where(({x} >= {y}) | {x}.isnan(), {x}, {y})"),
+        ),
+        note="On ties TF gives the whole gradient to x; `torch.maximum` would split it. A NaN "
+        "in x or y gives NaN, as in TF; the gradient at a NaN x goes to x here, to y in TF.",
+    ),
+    Rule(
+        ("minimum", "math.minimum"),
+        ("x", "y", "name"),
+        (
+            _v("torch.clamp({x}, max={y})", "y:number"),
+            _v("torch.where({x} <= {y}, {x}, {y})", "x:number"),
+            _v("torch.where(({x} <= {y}) | {x}.isnan(), {x}, {y})"),
+        ),
+        note="On ties TF gives the whole gradient to x; `torch.minimum` would split it. NaN: "
+        "as for `tf.maximum`.",
+    ),
+    *(
+        Rule((tf_name, f"math.{tf_name}"), ("x", "y", "name"), (_v(f"torch.{op}({{x}}, {{y}})"),))
+        for tf_name, op in (
+            ("equal", "eq"),
+            ("not_equal", "ne"),
+            ("less", "lt"),
+            ("less_equal", "le"),
+            ("greater", "gt"),
+            ("greater_equal", "ge"),
+        )
+    ),
+    Rule(
+        ("clip_by_value",),
+        ("t", "clip_value_min", "clip_value_max", "name"),
+        (_v("torch.clamp({t}, min={clip_value_min}, max={clip_value_max})"),),
+        note="The gradient passes at the bounds, in both.",
+    ),
+    Rule(
+        ("clip_by_norm",),
+        ("t", "clip_norm", "axes", "name"),
+        (
+            _v(
+                "{t} * {clip_norm} / torch.linalg.vector_norm({t}, dim={axes}, keepdim=True)"
+                ".clamp(min={clip_norm})",
+                "axes:axes",
+            ),
+            _v("{t} * {clip_norm} / torch.linalg.vector_norm({t}).clamp(min={clip_norm})"),
+        ),
+        note="TF's formula, `t * clip_norm / max(norm, clip_norm)`, with the L2 norm over all "
+        "elements (or `axes`); an all-zero t stays zero.",
+        otherwise="`axes` must be a literal int or a non-empty list of literal ints",
+    ),
+    Rule(
+        ("math.divide_no_nan", "div_no_nan"),
+        ("x", "y", "name"),
+        (_v("torch.where({y} == 0, 0.0, {x} / torch.where({y} == 0, 1.0, {y}))"),),
+        note="0 where y == 0, with a zero (not NaN) gradient there.",
+    ),
+    Rule(
+        ("where",),
+        ("condition", "x", "y", "name"),
+        (
+            _v("torch.where({condition}, {x}, {y})"),
+            _v("torch.nonzero({condition})"),
+        ),
+        note="One argument: the coordinates of the true elements, `[N, rank]` int64, in both.",
+    ),
+    # --- shapes and linear algebra ----------------------------------------------------------
+    Rule(
+        ("matmul", "linalg.matmul"),
+        ("a", "b", "transpose_a", "transpose_b"),
+        (
+            _v("torch.matmul({a}.mT, {b}.mT)", "transpose_a=True", "transpose_b=True"),
+            _v("torch.matmul({a}.mT, {b})", "transpose_a=True"),
+            _v("torch.matmul({a}, {b}.mT)", "transpose_b=True"),
+            _v("torch.matmul({a}, {b})"),
+        ),
+        flags={"transpose_a": False, "transpose_b": False},
+        note="`transpose_a`/`transpose_b` transpose the last two dimensions (`.mT`).",
+        otherwise="only `transpose_a` and `transpose_b` are translated (not `adjoint_*`, "
+        "`*_is_sparse`, `output_type`)",
+    ),
+    Rule(("reshape",), ("tensor", "shape", "name"), (_v("torch.reshape({tensor}, {shape})"),)),
+    Rule(
+        ("transpose",),
+        ("a", "perm", "conjugate", "name"),
+        (
+            _v("torch.permute({a}, {perm})"),
+            _v("{a}.permute(*range({a}.dim() - 1, -1, -1))"),
+        ),
+        flags={"conjugate": False},
+        note="Without `perm`, all dimensions are reversed, as in TF.",
+        otherwise="`conjugate=True` is not translated",
+    ),
+    Rule(("concat",), ("values", "axis", "name"), (_v("torch.cat({values}, dim={axis})"),)),
+    Rule(
+        ("stack",),
+        ("values", "axis", "name"),
+        (_v("torch.stack({values}, dim={axis})"), _v("torch.stack({values})")),
+    ),
+    Rule(
+        ("expand_dims",),
+        ("input", "axis", "name"),
+        (_v("torch.unsqueeze({input}, {axis})"),),
+    ),
+    Rule(
+        ("squeeze",),
+        ("input", "axis", "name"),
+        (_v("torch.squeeze({input}, dim={axis})"), _v("torch.squeeze({input})")),
+        note="TF raises for an axis whose size is not 1; torch leaves it.",
+    ),
+    # --- not translated, with the reason ----------------------------------------------------
+    _flagged(
+        ("GradientTape",),
+        "torch records the ops of tensors that require grad without a tape: call "
+        "`loss.backward()` or `torch.autograd.grad` (see the guide's op translations)",
+    ),
+    _flagged(("function",), "use `torch.compile(fn, fullgraph=True)` instead of tf.function"),
+    _flagged(
+        (
+            "math.floordiv",
+            "math.floormod",
+            "math.truncatediv",
+            "math.truncatemod",
+            "math.mod",
+            "math.divide",
+            "math.truediv",
+            "realdiv",
+            "floordiv",
+            "truediv",
+        ),
+        _INTEGER_DIVISION,
+    ),
+    _flagged(
+        (
+            "nn.conv1d",
+            "nn.conv2d",
+            "nn.conv3d",
+            "nn.depthwise_conv2d",
+            "nn.max_pool",
+            "nn.max_pool1d",
+            "nn.max_pool2d",
+            "nn.avg_pool",
+            "nn.avg_pool1d",
+            "nn.avg_pool2d",
+            "nn.bias_add",
+        ),
+        _NHWC,
+    ),
+)
+
+TABLE: dict[str, Rule] = {name: rule for rule in RULES for name in rule.names}
+
+# The names a template may use and the import each one needs.
+IMPORTS: dict[str, str] = {
+    "torch": "import torch",
+    "nn": "from torch import nn",
+    "custom_gradient": "from tf_compat_grad import custom_gradient",
+    "recompute_grad": "from tf_compat_grad import recompute_grad",
+    "grad_pass_through": "from tf_compat_grad import grad_pass_through",
+}
+
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def placeholders(template: str) -> list[str]:
+    """The parameters a template uses, once per use.
+
+    >>> placeholders("torch.clamp({x}, min={y})")
+    ['x', 'y']
+    """
+    return _PLACEHOLDER.findall(template)
+
+
+def _shown(template: str) -> str:
+    return "`" + _PLACEHOLDER.sub(r"\1", template) + "`"
+
+
+_FACT_WORDS = {
+    "number": "a literal number",
+    "literal": "a literal",
+    "ints": "literal ints",
+    "axes": "literal int(s)",
+    "axis": "a literal int",
+    "size": "an indexed shape",
+}
+
+
+def _condition(variant: Variant) -> str:
+    """When a variant applies, in words: `if axis is literal int(s), keepdims=True`."""
+    words = []
+    for fact in sorted(variant.when - {"subscripted"}):
+        param, _, kind = fact.partition(":")
+        words.append(f"{param} is {_FACT_WORDS[kind]}" if kind else fact)
+    return f" if {', '.join(words)}" if words else ""
+
+
+GUIDE_START = (
+    "<!-- port-table:start (generated by .ci/port_table.py from tf_compat_grad/_port/_table.py) -->"
+)
+GUIDE_END = "<!-- port-table:end -->"
+
+
+def guide_table() -> str:
+    """The table as Markdown, one row per rule: TensorFlow names, PyTorch, note."""
+    rows = ["| TensorFlow | PyTorch | Note |", "|---|---|---|"]
+    for rule in RULES:
+        names = ", ".join(f"`tf.{name}`" for name in rule.names)
+        if rule.params is None:
+            torch = f"`{rule.value}`"
+        elif not rule.variants:
+            torch = "not translated: " + rule.otherwise
+        else:
+            shown = [_shown(v.template) + _condition(v) for v in rule.variants]
+            torch = "<br>".join(shown)
+        rows.append(f"| {names} | {torch} | {rule.note} |")
+    return "\n".join(rows)
+
+
+def with_guide_table(guide: str) -> str:
+    """The guide's text with the generated table between the markers.
+
+    >>> text = with_guide_table(GUIDE_START + "old" + GUIDE_END)
+    >>> "old" in text, "`torch.sum(input_tensor)`" in text
+    (False, True)
+    """
+    start, end = guide.find(GUIDE_START), guide.find(GUIDE_END)
+    if start < 0 or end < start:
+        raise ValueError(
+            f"the guide has no '{GUIDE_START}' ... '{GUIDE_END}' markers: add them where the "
+            "table goes"
+        )
+    return guide[: start + len(GUIDE_START)] + "\n" + guide_table() + "\n" + guide[end:]

@@ -25,7 +25,11 @@ def terminal_report(request):
 
 def pytest_collection_modifyitems(config, items):
     """Version-dependent expectations in one place: `@pytest.mark.traced_compile` tests need a
-    torch whose Dynamo traces a decorated call in one graph (Note [compile on older torch])."""
+    torch whose Dynamo traces a decorated call in one graph (Note [compile on older torch]).
+    Also the doctest of `testing.check`, which runs every check, is `slow`."""
+    for item in items:
+        if item.nodeid.endswith("testing.py::tf_compat_grad.testing.check"):
+            item.add_marker(pytest.mark.slow)
     if DYNAMO_TRACES_WATCHER:
         return
     skip = pytest.mark.skip(

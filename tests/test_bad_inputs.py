@@ -579,6 +579,7 @@ def test_decorated_builtin_names_it():
     assert_clear(excinfo, CustomGradientTypeError, "len", "must return a pair", "2 (int)")
 
 
+@pytest.mark.slow
 def test_decorated_coroutine_function_names_it():
     async def scale(x):
         return x * 2, lambda dy: dy

@@ -382,6 +382,7 @@ BROKEN = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("fn", "args", "name", "status", "words"), BROKEN)
 def test_broken_function_is_reported(
     fn: Callable[..., Any], args: tuple[Any, ...], name: str, status: Status, words: str
@@ -424,6 +425,7 @@ def reverse_gradient(x: torch.Tensor) -> Any:
     return x, lambda dy: -dy
 
 
+@pytest.mark.slow
 def test_an_output_that_is_the_input_passes_no_grad() -> None:
     """Under no_grad the input returned as it is still requires grad, as with `lambda x: x`;
     that is no graph recorded."""
@@ -626,6 +628,7 @@ class Scale(torch.nn.Module):
         return y, grad
 
 
+@pytest.mark.slow
 def test_module_forward_with_variables_passes_and_is_restored() -> None:
     module = Scale()
     before = module.weight.detach().clone()
@@ -637,6 +640,7 @@ def test_module_forward_with_variables_passes_and_is_restored() -> None:
     assert torch.equal(module.weight.detach(), before)
 
 
+@pytest.mark.slow
 def test_method_taken_from_the_class_uses_its_example() -> None:
     report = check(Scale.forward)
     assert report.function == "Scale.forward"
@@ -703,6 +707,7 @@ def test_unknown_check_is_refused() -> None:
         run_checks(examples.log1pexp, Example(_x()), only=["speed"])
 
 
+@pytest.mark.slow
 def test_keyword_arguments_reach_the_function() -> None:
     report = check(examples.smooth_round, torch.rand(4, dtype=D), alpha=3.0)
     assert report.example == "Example(<tensor [4] float64>, alpha=3.0)"

@@ -134,6 +134,7 @@ def _run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str
     )
 
 
+@pytest.mark.slow
 def test_gallery_in_a_fresh_process() -> None:
     result = _run()
     assert result.returncode == 0, result.stdout + result.stderr
@@ -147,6 +148,7 @@ def test_gallery_in_a_fresh_process() -> None:
     assert "checking [1/13] log1pexp" in result.stderr  # the progress line
 
 
+@pytest.mark.slow
 def test_failing_target_exits_1_and_writes_json(tmp_path: Path) -> None:
     target = _write(tmp_path, "broken_grads.py", BROKEN)
     report = tmp_path / "report.json"
@@ -165,6 +167,7 @@ def test_failing_target_exits_1_and_writes_json(tmp_path: Path) -> None:
     assert first["checks"][1]["status"] == "FAIL"
 
 
+@pytest.mark.slow
 def test_target_that_does_not_import_exits_2() -> None:
     result = _run("check", "no_such_module_for_tf_compat_grad")
     assert result.returncode == 2
@@ -290,6 +293,7 @@ def test_functions_without_example_get_generated_inputs(
     assert [f.get("generated_example") for f in data["functions"]] == [True] * 3 + [None, True]
 
 
+@pytest.mark.slow
 def test_nothing_to_check_is_not_ok(tmp_path: Path) -> None:
     target = _write(tmp_path, "nothing_to_build.py", NOTHING_TO_BUILD)
     report = tmp_path / "report.json"

@@ -100,6 +100,7 @@ def dynamo():
     counters.clear()
 
 
+@pytest.mark.slow
 @pytest.mark.traced_compile
 @pytest.mark.parametrize(("case", "backend"), COMPILE_CASES)
 def test_compile_matches_eager_in_one_graph(dynamo, case, backend):
@@ -149,6 +150,7 @@ def scaled_by_global_with_break(x):
     return x * SCALE + shift, _grad_with_scale(x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "graph_break",
     [pytest.param(False, marks=pytest.mark.traced_compile), True],
@@ -182,6 +184,7 @@ def older_torch(monkeypatch):
 
 
 # Dynamo reads `.grad` of the non-leaf tensors live across a graph break (torch's own warning).
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf Tensor")
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_compile_on_older_torch_matches_eager_with_graph_breaks(dynamo, older_torch, backend):
@@ -220,6 +223,7 @@ def test_fullgraph_on_older_torch_names_the_version_and_leaves_no_mode(dynamo, o
         assert torch._C._len_torch_function_stack() == depth
 
 
+@pytest.mark.slow
 def test_importing_the_library_does_not_import_dynamo():
     code = "import sys, tf_compat_grad; assert 'torch._dynamo' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -409,6 +413,7 @@ def test_jit_trace_is_refused_by_name(make, name, requires_grad):
 
 # torch 2.15's strict export warns that the traced forward had side effects (the Parameter
 # watcher's list of what f read, made and dropped inside the call).
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:While compiling, we found certain side effects")
 @pytest.mark.parametrize("strict", [False, pytest.param(True, marks=pytest.mark.traced_compile)])
 @pytest.mark.parametrize("make", [Softplus, Scale])

@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.distributed,
     pytest.mark.skipif(
         not dist.is_available() or not dist.is_gloo_available(),

@@ -262,6 +262,7 @@ def test_fault_in_grad_fn_restores_autocast_of_the_backward_caller():
     check_next_call_works()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("where", "exc"), [("f_after_ops", Boom), ("grad_fn", Interrupt)])
 @pytest.mark.parametrize("transform", ["grad", "vmap_grad", "grad_grad", "jacrev", "jvp"])
 def test_fault_inside_a_torch_func_transform(transform, where, exc):

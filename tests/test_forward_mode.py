@@ -278,6 +278,7 @@ def dynamo():
     counters.clear()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_compiled_func_grad_follows_the_custom_rule(dynamo, backend):
     x = torch.tensor(0.5, dtype=D)
@@ -286,6 +287,7 @@ def test_compiled_func_grad_follows_the_custom_rule(dynamo, backend):
     assert counters["graph_break"], "the decorated call runs outside the compiled graph"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_compiled_func_grad_fullgraph_is_refused_naming_the_function(dynamo, backend):
     message = (
@@ -301,6 +303,7 @@ def test_compiled_func_grad_fullgraph_is_refused_naming_the_function(dynamo, bac
         compiled(torch.tensor(0.5, dtype=D))
 
 
+@pytest.mark.slow
 def test_compiled_jvp_follows_the_custom_rule(dynamo):
     result = torch.compile(lambda x, v: jvp(cube, (x,), (v,))[1], backend="eager")(X, V)
     torch.testing.assert_close(result, 7 * X**2 * V)

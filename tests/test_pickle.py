@@ -158,6 +158,7 @@ def spawn_cases():
     ]
 
 
+@pytest.mark.slow
 def test_spawned_worker_computes_the_custom_gradients(monkeypatch):
     monkeypatch.syspath_prepend(str(Path(__file__).parent))  # sys.path the worker starts with
     context = multiprocessing.get_context("spawn")
@@ -170,6 +171,7 @@ def test_spawned_worker_computes_the_custom_gradients(monkeypatch):
         torch.testing.assert_close(grads, expected, msg=name)
 
 
+@pytest.mark.slow
 def test_dataloader_spawned_worker_computes_the_custom_gradients(monkeypatch):
     """`DataLoader(num_workers=1)` with spawn pickles the dataset, decorated functions and
     modules in it, to its worker."""

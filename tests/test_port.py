@@ -326,6 +326,7 @@ def _python(code: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_import_does_not_import_libcst() -> None:
     done = _python(
         "import sys, tf_compat_grad, tf_compat_grad.port, tf_compat_grad._cli\n"

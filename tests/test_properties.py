@@ -542,6 +542,7 @@ def _differential(case):
     run_case(case)
 
 
+@pytest.mark.slow
 def test_differential_against_the_tf_rule_oracle():
     before = COUNTS["cases"]
     _differential()
@@ -605,6 +606,7 @@ def _differential_under_grad(case):
     run_case_under_grad(case)
 
 
+@pytest.mark.slow
 def test_torch_func_grad_against_the_tf_rule_oracle():
     before = COUNTS["func_grad_cases"]
     _differential_under_grad()

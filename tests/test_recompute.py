@@ -476,6 +476,7 @@ def _graph_gradients(graph, recompute: bool) -> list[list[torch.Tensor]]:
     return [*first, g, second]
 
 
+@pytest.mark.slow
 @GRAPH_SETTINGS
 @given(input_graphs())
 def test_random_input_graphs_match_plain_autograd(graph):
@@ -614,6 +615,7 @@ def _compiled_gradient(backend: str) -> tuple[torch.Tensor, int]:
 
 # Resuming after a graph break, Dynamo reads `.grad` of the non-leaf tensors it carries over
 # (`x * 2` here), which warns; a plain function with `torch._dynamo.graph_break()` does the same.
+@pytest.mark.slow
 @pytest.mark.filterwarnings(
     "ignore:The .grad attribute of a Tensor that is not a leaf Tensor:UserWarning"
 )
@@ -636,6 +638,7 @@ def rounded_model(x):
     return (ROUND(x * 3) * W).sum()
 
 
+@pytest.mark.slow
 @pytest.mark.traced_compile
 def test_compiled_pass_through_fullgraph():
     torch._dynamo.reset()

@@ -449,6 +449,7 @@ def test_closed_over_dict_holds_the_very_tensors_f_put_there():
     torch.testing.assert_close(x.grad, torch.exp(x.detach()) + torch.cos(x.detach()))
 
 
+@pytest.mark.slow
 def test_closed_over_dict_tensors_live_as_long_as_the_node():
     made = []
 

@@ -22,6 +22,8 @@ from helpers import D
 
 from tf_compat_grad import custom_gradient
 
+pytestmark = pytest.mark.slow
+
 N = 2048  # 16 KiB of float64 per tensor
 ITERATIONS = 10_000
 WARMUP = 500

@@ -389,6 +389,7 @@ def test_no_grad_path_returns_outputs_without_a_node(mode, requires_grad):  # it
     assert y.grad_fn is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("mode", "requires_grad"), NO_GRAD_PATHS)
 def test_no_grad_path_never_calls_grad_fn(mode, requires_grad):  # item 9
     calls = []

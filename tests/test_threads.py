@@ -142,12 +142,14 @@ def step(case, i, barrier):
     assert torch._C._len_torch_function_stack() == 0
 
 
+@pytest.mark.slow
 def test_eight_threads_different_functions_own_parameters():
     cases = [Case(k) for k in range(THREADS)]
     run_threads(cases, step)
     assert torch._C._len_torch_function_stack() == 0
 
 
+@pytest.mark.slow
 def test_eight_threads_share_one_decorated_function():
     """One decorated object called from every thread, each with its own Parameters (read in f
     through a keyword argument, so they are variables, not inputs)."""
@@ -167,6 +169,7 @@ def test_eight_threads_share_one_decorated_function():
     run_threads(cases, step)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("grad_enabled", [False, True], ids=["no_grad", "grad"])
 def test_eight_threads_first_calls_race(grad_enabled):
     """Fresh decorated functions whose first calls (the `variables` check, the no_grad cache)

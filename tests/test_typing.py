@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).parent.parent
 TYPING = Path(__file__).with_name("typing")
 CHECKED = TYPING / "check_types.py"

@@ -424,6 +424,7 @@ def shared_affine(x, *, layer, seen):
     return y, grad
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shared", [False, True], ids=["own function", "shared function"])
 @pytest.mark.parametrize("n_threads", [2, 8])
 def test_threads_each_get_their_own_variables(n_threads, shared):

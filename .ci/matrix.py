@@ -253,9 +253,20 @@ def update_readme(report: Path) -> None:
     data = json.loads(report.read_text())
     text = README.read_text()
     start, end = text.index(TABLE_START) + len(TABLE_START), text.index(TABLE_END)
-    body = f"\n{table(data['results'])}\n\nMeasured {data['date']} on {data['machine']}.\n"
+    commit = f" at commit {data['commit']}" if data.get("commit") else ""
+    body = f"\n{table(data['results'])}\n\nMeasured {data['date']}{commit} on {data['machine']}.\n"
     README.write_text(text[:start] + body + text[end:])
     print(f"matrix: README's support table rewritten from {report}")
+
+
+def _commit() -> str:
+    """The checkout's commit (with `+changes` when the tree differs from it), or ''."""
+    git = ["git", "-C", str(ROOT)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    if head.returncode:
+        return ""
+    dirty = subprocess.run([*git, "status", "--porcelain"], capture_output=True, text=True)
+    return head.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
 
 
 def main() -> int:
@@ -279,6 +290,7 @@ def main() -> int:
                 json.dumps(
                     {
                         "date": time.strftime("%Y-%m-%d"),
+                        "commit": _commit(),
                         "machine": f"{platform.machine()}, {os.cpu_count()} cores, CPU only",
                         "results": [asdict(r) for r in results],
                     },

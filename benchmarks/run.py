@@ -20,6 +20,7 @@ import random
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import _memory
@@ -129,6 +130,16 @@ def run(mode: str, keys: list[str] | None, compile_: bool, seed: int) -> dict[st
     return {"meta": meta, "targets": _report.targets(results), "cases": results}
 
 
+def _rewrite_readme(json_path: str) -> None:
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    with open(json_path) as file:
+        table = _report.readme(json.load(file))
+    text = readme.read_text()
+    start = text.index(_report.README_START) + len(_report.README_START)
+    readme.write_text(text[:start] + "\n" + table + "\n" + text[text.index(_report.README_END) :])
+    print(f"README.md's benchmark table rewritten from {json_path}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions, aot_eager")
@@ -156,7 +167,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only log1pexp n=100 against the bare layout and a minimal decorator",
     )
+    parser.add_argument(
+        "--readme",
+        metavar="JSON",
+        help="only rewrite README.md's benchmark table from a run's JSON (e.g. results.json)",
+    )
     args = parser.parse_args(argv)
+    if args.readme:
+        _rewrite_readme(args.readme)
+        return 0
     if args.profile:
         import _profile
 

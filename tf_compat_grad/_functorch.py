@@ -69,9 +69,7 @@ class _Call:
     def run_f(
         self, f: Callable[..., Any], inputs: Sequence[torch.Tensor]
     ) -> tuple[Any, Callable[..., Any], list[Any]]:
-        leaves = list(self.flat_args)
-        for position, tensor in zip(self.positions, inputs, strict=True):
-            leaves[position] = tensor
+        leaves = _structure.put(self.flat_args, self.positions, inputs)
         args = _structure.unflatten(self.arg_spec, leaves)
         return run_watched(f, self.bound, args, self.kwargs, leaves)
 

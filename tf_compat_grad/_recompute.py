@@ -62,12 +62,12 @@ def recompute_grad(f: Callable[P, R]) -> CustomGradient[P, R]:
         with torch.no_grad():
             result = call(*args, **kwargs)
         flat_args, arg_spec = _structure.flatten(args)
-        tensors = tuple(a for a in flat_args if isinstance(a, torch.Tensor))
-        others = [None if isinstance(a, torch.Tensor) else a for a in flat_args]
+        positions = [i for i, a in enumerate(flat_args) if isinstance(a, torch.Tensor)]
+        tensors = tuple(flat_args[i] for i in positions)
 
         def rerun(*values: torch.Tensor) -> list[Any]:
             """f's flattened outputs, run on `values` in place of the tensor arguments."""
-            leaves = _fill(others, values)
+            leaves = _structure.put(flat_args, positions, values)
             return _structure.leaves(call(*_structure.unflatten(arg_spec, leaves), **kwargs))
 
         def grad_fn(*upstream: torch.Tensor, variables: Any = None) -> Any:
@@ -85,10 +85,7 @@ def recompute_grad(f: Callable[P, R]) -> CustomGradient[P, R]:
                 grads = list(gradients(*upstream, *tensors, block=block))
                 tensor_grads, variable_grads = grads[: len(tensors)], grads[len(tensors) :]
             # Zeros for a tensor that reaches no output (item 50), None for the other arguments.
-            input_grads = [
-                None if o is not None else g
-                for o, g in zip(others, _fill(others, tensor_grads), strict=True)
-            ]
+            input_grads = _structure.put([None] * len(flat_args), positions, tensor_grads)
             if not variables:
                 return input_grads
             return input_grads, variable_grads
@@ -204,12 +201,6 @@ def _binder(f: Callable[..., Any], kwargs: dict[str, Any]) -> Callable[..., Any]
     keyword, so that `self` is no input)."""
     bound = kwargs.pop(BOUND_KEYWORD, UNBOUND)
     return f if bound is UNBOUND else functools.partial(f, bound)
-
-
-def _fill(others: list[Any], tensors: Any) -> list[Any]:
-    """The flattened arguments: `others` with its None slots filled from `tensors` in order."""
-    again = iter(tensors)
-    return [next(again) if other is None else other for other in others]
 
 
 def grad_pass_through(f: Callable[P, R]) -> CustomGradient[P, R]:

@@ -7,7 +7,7 @@ key order, namedtuples in field order, lists and tuples in order.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 # A spec is either `LEAF` or `(kind, aux, child_specs)`.
@@ -105,6 +105,16 @@ def _build(spec: Spec, it: Iterator[Any]) -> Any:
     container_type, sorted_keys, original_keys = aux
     by_key = dict(zip(sorted_keys, values, strict=True))
     return container_type((k, by_key[k]) for k in original_keys)
+
+
+def put(leaves: Sequence[Any], positions: Sequence[int], values: Iterable[Any]) -> list[Any]:
+    """A copy of `leaves` with `values` at `positions`, in order: a call's flattened arguments
+    with its tensors replaced (by the tensors a transform sees, a rerun's aliases, or their
+    gradients)."""
+    filled = list(leaves)
+    for position, value in zip(positions, values, strict=True):
+        filled[position] = value
+    return filled
 
 
 def leaf_paths(spec: Spec, top_names: Sequence[str] | None = None) -> list[str]:

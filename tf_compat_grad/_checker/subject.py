@@ -47,9 +47,7 @@ class _Inputs:
 
     def call_with(self, tensors: Sequence[_Tensor]) -> Any:
         """Call with the positional tensor leaves replaced by `tensors` (for transforms)."""
-        leaves = list(self.leaves)
-        for position, tensor in zip(self.subject.tensor_positions, tensors, strict=True):
-            leaves[position] = tensor
+        leaves = _structure.put(self.leaves, self.subject.tensor_positions, tensors)
         return self.subject.fn(*self.subject.args_from(leaves), **self.kwargs)
 
 

@@ -68,7 +68,9 @@ class CustomGradient(Generic[P, R]):
 
         @functools.wraps(f)
         def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:
-            return owner._call(self, args, kwargs)
+            if _is_compiling():
+                return owner._call_compiling(self, args, kwargs)
+            return owner._call_eager(self, args, kwargs)
 
         method.__tf_compat_grad__ = self  # type: ignore[attr-defined]
         self._method = method
@@ -77,8 +79,11 @@ class CustomGradient(Generic[P, R]):
         """The function a call runs, for the proof that it reads no Parameter (`_parameters.py`)."""
         return self._f
 
+    # Note [where f runs] (in _eager.py) explains the order of the steps of an eager call.
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        return self._call(UNBOUND, args, kwargs)  # type: ignore[no-any-return]
+        if _is_compiling():
+            return self._call_compiling(UNBOUND, args, kwargs)  # type: ignore[no-any-return]
+        return self._call_eager(UNBOUND, args, kwargs)  # type: ignore[no-any-return]
 
     # Type checkers hand a function under `@staticmethod` or `@classmethod` (above or below the
     # decorator) to it as the plain function and bind it through this descriptor, so the kind of
@@ -136,17 +141,15 @@ class CustomGradient(Generic[P, R]):
             )
         return _remake, (self._made_by, f, self.example)
 
-    # Note [where f runs] (in _eager.py) explains the order of the steps below.
-    def _call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if _is_compiling():
-            # First: torch < 2.13 cannot trace the functorch query either. The call outside
-            # skips this check: a non-strict `torch.export` says "compiling" there too.
-            if not DYNAMO_TRACES_WATCHER:  # Note [compile on older torch]
-                return self._outside_older_compile(self._call_eager, bound, args, kwargs)
-            if functorch_transforms_active():  # Note [compile under torch.func]
-                return self._outside_compile(self._call_eager, bound, args, kwargs)
-            return _compile.call_compiled(self._compile_node, self._f, bound, args, kwargs)
-        return self._call_eager(bound, args, kwargs)
+    def _call_compiling(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A call while Dynamo traces (or `torch.export` exports) the caller."""
+        # First: torch < 2.13 cannot trace the functorch query either. The call outside goes
+        # to the eager path directly: a non-strict `torch.export` says "compiling" there too.
+        if not DYNAMO_TRACES_WATCHER:  # Note [compile on older torch]
+            return self._outside_older_compile(self._call_eager, bound, args, kwargs)
+        if functorch_transforms_active():  # Note [compile under torch.func]
+            return self._outside_compile(self._call_eager, bound, args, kwargs)
+        return _compile.call_compiled(self._compile_node, self._f, bound, args, kwargs)
 
 
 def _lookup(obj: object) -> Any:

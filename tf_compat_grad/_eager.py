@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch.autograd import forward_ad as _forward_ad
 
 from . import _functorch, _run, _structure
 from ._closure import capture
@@ -31,6 +30,7 @@ from ._parameters import ParameterReach, run_watched
 from ._record import Record, node_class
 from ._run import UNBOUND
 from ._torch_internals import (
+    any_dual,
     function_apply_c,
     functorch_transforms_active,
     is_functorch_wrapped,
@@ -106,7 +106,7 @@ class EagerPath:
         if functorch_transforms_active():
             return _functorch.call_under_transform(self._transform_node, f, bound, args, kwargs)
         flat_args, arg_spec, positions, inputs = _run.inputs(f, bound, args)
-        if _forward_ad._current_level >= 0 and _functorch.any_dual(inputs):
+        if any_dual(inputs):
             return _functorch.call_under_transform(
                 self._transform_node, f, bound, args, kwargs, dual=True
             )

@@ -33,7 +33,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch.autograd import forward_ad
 
 from . import _autocast, _run, _structure
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
@@ -41,7 +40,7 @@ from ._parameters import parameter_names, run_watched
 from ._record import Record, node_class
 from ._rng import RngState
 from ._run import UNBOUND
-from ._torch_internals import never_compiled
+from ._torch_internals import any_dual, differentiated_further, never_compiled
 
 
 class _Call:
@@ -152,7 +151,7 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         ctx: Any, inputs: Sequence[torch.Tensor], forward_mode: bool = False
     ) -> Callable[..., Any]:
         aux: _Aux = ctx.aux
-        further = _differentiated_further(inputs)
+        further = differentiated_further(inputs)
         if forward_mode and further == "jvp":
             raise CustomGradientNotImplementedError(
                 f"{PREFIX}forward mode over forward mode (e.g. `jacfwd(jacfwd(f))`) through "
@@ -240,45 +239,6 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
     )
 
 
-def any_dual(tensors: Sequence[torch.Tensor]) -> bool:
-    """Whether one of tensors carries a tangent of the active `torch.autograd.forward_ad` level
-    (a dual tensor), so that the custom rule must give the outputs theirs (Note [transforms])."""
-    if forward_ad._current_level < 0:  # no dual level: the usual case, decided without a call
-        return False
-    unpack = forward_ad.unpack_dual
-    return any(unpack(t).tangent is not None for t in tensors)  # type: ignore[no-untyped-call]
-
-
 def _has_tangent_space(tensor: torch.Tensor) -> bool:
     """Integer and bool tensors (indices, masks) have no tangents: constants of the rule."""
     return tensor.is_floating_point() or tensor.is_complex()
-
-
-def _differentiated_further(inputs: Sequence[torch.Tensor]) -> str | None:
-    """Why grad_fn must be made again from the inputs as this backward (or jvp) sees them:
-    "jvp" or "grad" when an enclosing forward- or reverse-mode level differentiates them again,
-    "vmap" when this rule runs batched (torch's generated vmap rule), so the tensors grad_fn
-    captured in forward belong to a vmap level that has ended; None when grad_fn can be used."""
-    from torch._C import _functorch
-    from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
-
-    alive = {i.level(): i.key() for i in retrieve_all_functorch_interpreters()}
-    found = None
-    for tensor in inputs:
-        if _functorch.is_batchedtensor(tensor):
-            found = "vmap"
-        # The first grad-tracking wrapper is this rule's own level; batching wrappers (vmap)
-        # differentiate nothing.
-        own = False
-        while _functorch.is_functorch_wrapped_tensor(tensor):
-            if _functorch.is_gradtrackingtensor(tensor):
-                level = _functorch.maybe_get_level(tensor)
-                if own and level in alive:
-                    if alive[level] == _functorch.TransformType.Jvp:
-                        return "jvp"
-                    found = "grad"
-                own = True
-            tensor = _functorch.get_unwrapped(tensor)
-        if own and tensor.requires_grad and torch.is_grad_enabled():
-            found = "grad"
-    return found

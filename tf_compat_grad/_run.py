@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch.autograd import forward_ad as _forward_ad
 
 from . import _structure
 from ._errors import (
@@ -27,6 +26,7 @@ from ._errors import (
     describe_value,
     plural,
 )
+from ._torch_internals import dual_level_active
 
 UNBOUND: Any = object()  # the `bound` of a call that is not a method call
 
@@ -136,7 +136,7 @@ def fresh(f: Callable[..., Any], result: Any) -> Any:
 
 def _keeps(tensor: _Tensor) -> bool:
     """Whether `detach` would drop a derivative: a graph, or a tangent under a dual level."""
-    return tensor.requires_grad or _forward_ad._current_level >= 0
+    return tensor.requires_grad or dual_level_active()
 
 
 def as_output(f: Callable[..., Any], value: Any, index: int, spec: Any) -> _Tensor:

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch.autograd import forward_ad
+from torch.utils import _python_dispatch
 
 from ._errors import PREFIX, describe
 
@@ -130,3 +132,65 @@ def never_compiled(function: Callable[..., Any]) -> Callable[..., Any]:
 
     skip_code(without_dynamo.__code__)
     return functools.wraps(function)(without_dynamo)
+
+
+# --- forward-mode AD and torch.func: levels and wrapped tensors ------------------------------
+
+_functorch = torch._C._functorch
+
+
+def dual_level_active() -> bool:
+    """Whether a `torch.autograd.forward_ad.dual_level` is entered."""
+    return forward_ad._current_level >= 0
+
+
+def any_dual(tensors: Sequence[torch.Tensor]) -> bool:
+    """Whether one of tensors carries a tangent of the active `torch.autograd.forward_ad` level
+    (a dual tensor), so that the custom rule must give the outputs theirs (Note [transforms] in `_functorch.py`)."""
+    if forward_ad._current_level < 0:  # no dual level: the usual case, decided without a call
+        return False
+    unpack = forward_ad.unpack_dual
+    return any(unpack(t).tangent is not None for t in tensors)  # type: ignore[no-untyped-call]
+
+
+def differentiated_further(inputs: Sequence[torch.Tensor]) -> str | None:
+    """Why grad_fn must be made again from the inputs as this backward (or jvp) sees them:
+    "jvp" or "grad" when an enclosing forward- or reverse-mode level differentiates them again,
+    "vmap" when this rule runs batched (torch's generated vmap rule), so the tensors grad_fn
+    captured in forward belong to a vmap level that has ended; None when grad_fn can be used
+    (Note [transforms] in `_functorch.py`; docs/torch_facts.md, "Wrapper levels")."""
+    from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
+
+    alive = {i.level(): i.key() for i in retrieve_all_functorch_interpreters()}
+    found = None
+    for tensor in inputs:
+        if _functorch.is_batchedtensor(tensor):
+            found = "vmap"
+        # The first grad-tracking wrapper is this rule's own level; batching wrappers (vmap)
+        # differentiate nothing.
+        own = False
+        while _functorch.is_functorch_wrapped_tensor(tensor):
+            if _functorch.is_gradtrackingtensor(tensor):
+                level = _functorch.maybe_get_level(tensor)
+                if own and level in alive:
+                    if alive[level] == _functorch.TransformType.Jvp:
+                        return "jvp"
+                    found = "grad"
+                own = True
+            tensor = _functorch.get_unwrapped(tensor)
+        if own and tensor.requires_grad and torch.is_grad_enabled():
+            found = "grad"
+    return found
+
+
+# --- the checker ------------------------------------------------------------------------------
+
+TorchDispatchMode = _python_dispatch.TorchDispatchMode
+
+
+def dynamo() -> Any:
+    """`torch._dynamo`, imported on first use: importing it is slow, and the library itself never
+    needs it (docs/torch_facts.md, "Importing Dynamo")."""
+    import torch._dynamo
+
+    return torch._dynamo

@@ -9,10 +9,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import _structure
-from .._torch_internals import COMPILE_SUPPORT, DYNAMO_TRACES_WATCHER
+from .._torch_internals import COMPILE_SUPPORT, DYNAMO_TRACES_WATCHER, TorchDispatchMode, dynamo
 from .gradient_checks import _forward_f64
 from .numerics import (
     BATCH,
@@ -150,19 +149,14 @@ def _check_vmap(s: _Subject) -> Row:
     )
 
 
-_TORCH_VERSION = torch.__version__  # `torch` is a local name in _check_compile
-
-
 def _check_compile(s: _Subject) -> Row:
     if not DYNAMO_TRACES_WATCHER:
         return Row(
             "compile",
             SKIP,
-            f"torch {_TORCH_VERSION} cannot trace a custom_gradient function: under "
+            f"torch {torch.__version__} cannot trace a custom_gradient function: under "
             f"torch.compile, {COMPILE_SUPPORT}; torch >= 2.13 compiles it in one graph",
         )
-    import torch._dynamo  # lazily (docs/torch_facts.md, "Importing Dynamo")
-
     with s.cast(F64), _quiet_compiler_logs():
         inputs, outputs, upstreams = _forward_f64(s)
         eager_grads = _vjp(outputs, upstreams, inputs.targets)
@@ -174,7 +168,7 @@ def _check_compile(s: _Subject) -> Row:
         torch.compiler.reset()
         explain_inputs = _Inputs(s, F64)
         try:
-            explanation = torch._dynamo.explain(forward)(*explain_inputs.tensors)
+            explanation = dynamo().explain(forward)(*explain_inputs.tensors)
             breaks = int(explanation.graph_break_count)
             graphs = int(explanation.graph_count)
             reasons = sorted({_break_reason(b) for b in explanation.break_reasons})

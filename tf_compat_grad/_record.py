@@ -208,30 +208,37 @@ class Record:
         return _structure.leaf_paths(self.arg_spec, _run.positional_names(self.f, self.bound))
 
     def gradients(
-        self, grad_fn: Callable[..., Any], upstream: Sequence[Any], needs: Sequence[bool]
-    ) -> list[torch.Tensor | None]:
+        self,
+        grad_fn: Callable[..., Any],
+        upstream: Sequence[Any],
+        needs: Sequence[bool],
+        raw: bool = False,
+    ) -> list[Any]:
         """Call grad_fn; one checked gradient per tensor input, then per variable (item 21 on).
 
         `needs[i]` False gives None for that input without looking at what grad_fn returned.
+        `raw`: what grad_fn returned for each, counted but neither checked nor repaired (the
+        checker's view of grad_fn itself).
         """
-        f = self.f
         variables = self.variables
         if self.autocast:
             grad_fn = functools.partial(_autocast.call_in, self.autocast, grad_fn)
         if variables:
             returned = grad_fn(*upstream, variables=list(variables))
-            input_grads, variable_grads = split_variable_grads(returned, variables, f)
+            input_grads, variable_grads = split_variable_grads(returned, variables, self.f)
         else:
             input_grads, variable_grads = grad_fn(*upstream), ()
         # One gradient per flattened argument; a single bare tensor is the usual case.
         flat = [input_grads] if type(input_grads) is _Tensor else _structure.leaves(input_grads)
         positions = self.positions
         if len(flat) != self.n_args:
-            raise count_error(len(flat), self.n_args, f, self.arg_names())
+            raise count_error(len(flat), self.n_args, self.f, self.arg_names())
         if len(positions) != len(flat):  # not every argument is a tensor
             flat = [flat[p] for p in positions]
         if variable_grads:
             flat.extend(variable_grads)
+        if raw:
+            return flat
         metas = self.metas
         for i, grad in enumerate(flat):
             if type(grad) is not _Tensor or (grad.shape, grad.dtype, grad.device) != metas[i]:

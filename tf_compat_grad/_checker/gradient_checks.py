@@ -4,13 +4,12 @@ determinism and second order (Note [statuses] in `runner.py`)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any
 
 import torch
 
-from .. import _record, _run, _structure
+from .. import _run, _structure
 from .._parameters import ParameterWatcher, run_watched
+from .._record import Record
 from .finite_differences import _Numerical
 from .numerics import (
     DIRECTIONS,
@@ -132,32 +131,23 @@ def _raw_gradient_notes(s: _Subject) -> list[str]:
     f = s.cg.__tf_compat_grad_calls__()
     inputs = _Inputs(s, None)
     positional = inputs.args[1:] if s.self_arg else inputs.args
-    flat_args, *_ = _run.inputs(f, s.bound, positional)
+    flat_args, arg_spec, positions, tensors = _run.inputs(f, s.bound, positional)
     with torch.enable_grad():
         result, grad_fn, variables = run_watched(f, s.bound, positional, inputs.kwargs, flat_args)
+    bound = s.bound is not _run.UNBOUND
+    record = Record(f, bound, arg_spec, len(flat_args), positions, tensors, variables)
     outputs, _ = _run.outputs(f, result)
     upstreams = [
         u if o.is_floating_point() else torch.zeros_like(o)
         for o, u in zip(outputs, _upstreams(outputs, 0), strict=True)
     ]
     with torch.no_grad():
-        returned = (
-            grad_fn(*upstreams, variables=list(variables)) if variables else grad_fn(*upstreams)
-        )
-    variable_grads: Sequence[Any] = ()
-    if variables:
-        returned, variable_grads = _record.split_variable_grads(returned, variables, f)
-    flat = _structure.leaves(returned)
-    if len(flat) != len(flat_args):
-        raise _record.count_error(len(flat), len(flat_args), f, ", ".join(s.names))
+        returned = record.gradients(grad_fn, upstreams, (), raw=True)
+    names = [s.names[p] or "x" for p in positions]
+    names += [f"variables[{j}]" for j in range(len(variables))]
     notes: list[str] = []
-    pairs = [(s.names[i] or "x", flat[i], flat_args[i]) for i in s.float_positions]
-    pairs += [
-        (f"variables[{j}]", g, v)
-        for j, (g, v) in enumerate(zip(variable_grads, variables, strict=True))
-    ]
-    for name, g, x in pairs:
-        if not isinstance(g, _Tensor):
+    for name, g, x in zip(names, returned, [*tensors, *variables], strict=True):
+        if not isinstance(g, _Tensor) or not x.is_floating_point():
             continue
         if g.shape != x.shape:
             how = (

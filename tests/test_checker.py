@@ -747,3 +747,25 @@ def test_check_without_any_example_is_refused() -> None:
         TypeError, match=r"check\(\) needs example inputs for <custom_gradient `wrong_count`"
     ):
         check(wrong_count)
+
+
+W = torch.nn.Parameter(torch.tensor([1.5, -0.5], dtype=D))
+
+
+@custom_gradient
+def repaired_gradients(x: torch.Tensor, scale: float) -> tuple[torch.Tensor, Any]:
+    """grad_fn returns a scalar for `x` (expanded) and a float32 gradient for W (cast)."""
+
+    def grad_fn(dy: torch.Tensor, variables: Any = None) -> Any:
+        return ((dy * W).sum(), None), [(dy * x).to(torch.float32)]
+
+    return x * W * scale, grad_fn
+
+
+def test_gradients_the_library_repairs_are_named() -> None:
+    row = run_checks(repaired_gradients, Example(_x()[:2], 2.0), only=["gradients"])["gradients"]
+    assert row.status is Status.WARN
+    assert row.reason == (
+        "grad_fn returns shape [] for `x` of shape [2] (expanded by tf_compat_grad; is that "
+        "intended?); grad_fn returns torch.float32 for `variables[0]` of dtype torch.float64 (cast)"
+    )

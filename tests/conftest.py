@@ -38,3 +38,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("traced_compile") is not None:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def dynamo():
+    """Dynamo's caches and counters reset before and after a compile test."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    yield
+    torch._dynamo.reset()
+    counters.clear()

@@ -91,15 +91,6 @@ COMPILE_CASES = [
 ]
 
 
-@pytest.fixture
-def dynamo():
-    torch._dynamo.reset()
-    counters.clear()
-    yield
-    torch._dynamo.reset()
-    counters.clear()
-
-
 @pytest.mark.slow
 @pytest.mark.traced_compile
 @pytest.mark.parametrize(("case", "backend"), COMPILE_CASES)

@@ -6,12 +6,13 @@ gradients must equal one process's gradient on the whole batch. Deselect with
 `-m "not distributed"` (or `-k "not distributed"`).
 """
 
-import importlib.util
-import sys
 import time
 import warnings
 from pathlib import Path
 
+# `_ddp_worker` is imported by its plain name (tests/ is on pytest's pythonpath): the spawned
+# processes unpickle its objects by that name.
+import _ddp_worker as worker
 import pytest
 import torch
 import torch.distributed as dist
@@ -27,22 +28,6 @@ pytestmark = [
 
 TIMEOUT_S = 120.0  # a hung collective fails the test instead of blocking CI
 TOL = {"rtol": 1e-12, "atol": 1e-12}
-
-
-def _load_worker():
-    # Loaded by path under its plain name: pytest runs with --import-mode=importlib, and the
-    # spawned processes unpickle `_ddp_worker.run` by that name.
-    name = "_ddp_worker"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-worker = _load_worker()
 
 
 def reference_gradients() -> dict[str, torch.Tensor]:

@@ -269,15 +269,6 @@ def sin_twice(x):
 BACKENDS = ["eager", "aot_eager", "inductor"]
 
 
-@pytest.fixture
-def dynamo():
-    torch._dynamo.reset()
-    counters.clear()
-    yield
-    torch._dynamo.reset()
-    counters.clear()
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_compiled_func_grad_follows_the_custom_rule(dynamo, backend):

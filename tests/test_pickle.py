@@ -7,14 +7,15 @@ decorator that made it. The objects pickled live in `_pickled.py` (see there why
 """
 
 import copy
-import importlib.util
 import io
 import multiprocessing
 import pickle
 import re
-import sys
 from pathlib import Path
 
+# `_pickled` is imported by its plain name (tests/ is on pytest's pythonpath): the spawned
+# processes unpickle its objects by that name.
+import _pickled as worker
 import pytest
 import torch
 
@@ -23,20 +24,6 @@ from tf_compat_grad import CustomGradient, recompute_grad
 TIMEOUT_S = 120.0  # a worker that hangs fails the test instead of blocking CI
 
 
-def _load_worker():
-    # Loaded by path under its plain name: pytest runs with --import-mode=importlib, and pickle
-    # finds the objects by that name, in this process and in the spawned one.
-    name = "_pickled"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-worker = _load_worker()
 Layer = worker.Layer
 
 

@@ -7,22 +7,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from .numerics import _like
-from .report import Status
+from .numerics import DIRECTIONS, EPS, F64, KINK_RTOL, MAX_ELEMENTS, _like, _Tensor
 from .subject import _Subject, _unravel
-
-_Tensor = torch.Tensor
-F64 = torch.float64
-
-PASS, WARN, FAIL, SKIP = Status.PASS, Status.WARN, Status.FAIL, Status.SKIP
-
-EPS = 1e-6  # central finite differences in float64
-MAX_ELEMENTS = 64  # more input elements than this: finite differences along random directions
-DIRECTIONS = 12
-BATCH = 3  # vmap batch size
-KINK_RTOL = 1e-3  # one-sided differences further apart: a kink or jump (Note [kinks])
-LINEAR_A, LINEAR_B = 2.0, -0.5  # a + b != 1, so a grad_fn that sets constants shows up
-
 
 # --- finite differences -------------------------------------------------------------------
 

@@ -5,8 +5,8 @@ Exit status: 0 when no check fails, 1 when one does, 2 when a TARGET cannot be i
 nothing decorated, or `--only` names nothing known, 3 when nothing could be checked (no function
 has example inputs and none could be built).
 
-`python -m tf_compat_grad port INPUT [-o OUTPUT] [--report REPORT] [--json]`: translate a
-TensorFlow file with `tf_compat_grad.port`. Exit status: 0 when everything was translated, 1 when
+`python -m tf_compat_grad port ...` (`_port/cli.py`): translate TensorFlow files with
+`tf_compat_grad.port`. Exit status: 0 when everything was translated, 1 when
 something was left untranslated (flagged), 2 when INPUT cannot be read or parsed, or libcst is
 missing.
 """
@@ -323,24 +323,9 @@ def _parser() -> argparse.ArgumentParser:
         help=f"run only this check ({', '.join(CHECKS)}) or only this function; repeat or "
         "separate with commas",
     )
-    port = commands.add_parser(
-        "port",
-        help="translate TensorFlow custom-gradient code to PyTorch with this library",
-        description="Translate INPUT, a TensorFlow source file, into PyTorch code that uses "
-        "tf_compat_grad (the table: docs/migrating_from_tensorflow.md). What cannot be "
-        "translated with certainty is left as written under a '# tf_compat_grad port: <why>' "
-        'comment and listed in the report. Needs libcst: pip install "tf-compat-grad[port]".',
-        epilog="Exit status: 0 if everything was translated, 1 if something was left "
-        "untranslated, 2 if INPUT cannot be read or parsed or libcst is missing.",
-    )
-    port.add_argument("input", metavar="INPUT", help="the TensorFlow .py file")
-    port.add_argument(
-        "-o", "--output", metavar="OUTPUT", help="write the PyTorch code here (default: stdout)"
-    )
-    port.add_argument("--report", metavar="REPORT", help="write the report here (default: stderr)")
-    port.add_argument(
-        "--json", action="store_true", help="write the report as JSON instead of text"
-    )
+    from ._port.cli import add_parser
+
+    add_parser(commands)
     return parser
 
 
@@ -351,7 +336,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args_list.insert(0, "check")
     args = _parser().parse_args(args_list)
     if args.command == "port":
-        return _port(args.input, args.output, args.report, args.json)
+        from ._port.cli import run
+
+        return run(args, _check_translated)
     try:
         return _check(args.targets or [GALLERY], args.json, args.only)
     except TargetError as error:
@@ -462,31 +449,10 @@ def _check(targets: list[str], json_path: str | None, only: list[str]) -> int:
     return int(summary["exit_status"])
 
 
-def _port(source: str, output: str | None, report_path: str | None, as_json: bool) -> int:
-    from .port import PortDependencyError, port_source
-
+def _check_translated(paths: list[str]) -> int:
+    """`check` on the files `port --check` wrote; the exit status of `check`."""
     try:
-        text = Path(source).read_text(encoding="utf-8")
-        result = port_source(text, source)
-    except (OSError, UnicodeDecodeError) as error:
-        print(f"tf_compat_grad port: error: cannot read {source}: {error}", file=sys.stderr)
+        return _check(paths, None, [])
+    except TargetError as error:
+        print(f"tf_compat_grad: error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    except (PortDependencyError, ValueError) as error:
-        print(f"tf_compat_grad port: error: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    if output is None:
-        sys.stdout.write(result.code)
-    else:
-        Path(output).write_text(result.code, encoding="utf-8")
-    if as_json:
-        document = {"input": source, "output": output, **result.to_dict()}
-        report = json.dumps(document, indent=2) + "\n"
-    else:
-        report = result.text(source) + "\n"
-    if report_path is not None:
-        Path(report_path).write_text(report, encoding="utf-8")
-    elif as_json and output is not None:
-        sys.stdout.write(report)  # stdout holds no code: keep it pure JSON
-    else:
-        sys.stderr.write(report)
-    return EXIT_FAILED if result.flagged else EXIT_OK

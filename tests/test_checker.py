@@ -769,3 +769,21 @@ def test_gradients_the_library_repairs_are_named() -> None:
         "grad_fn returns shape [] for `x` of shape [2] (expanded by tf_compat_grad; is that "
         "intended?); grad_fn returns torch.float32 for `variables[0]` of dtype torch.float64 (cast)"
     )
+
+
+class _Holder:
+    @staticmethod
+    @custom_gradient
+    def scaled(x: torch.Tensor, k: float) -> tuple[torch.Tensor, Any]:
+        return x * k, lambda dy: (dy * k, None)
+
+
+def test_a_staticmethod_object_is_checked_as_its_function() -> None:
+    """The staticmethod object a class holds takes no instance: every example argument is an
+    argument (found in review: the first one was taken for `self`)."""
+    report = run_checks(
+        vars(_Holder)["scaled"], Example(_x()[:2], 2.0), only=["gradients", "autodiff"]
+    )
+    assert report["gradients"].status is Status.PASS
+    assert report["gradients"].reason.startswith("one gradient per positional input (2)")
+    assert report["autodiff"].status is Status.PASS

@@ -7,6 +7,7 @@ saved-tensor hooks (Note [saved closures]), the name of the generated node, `tor
 to differentiating f itself fails the comparisons below.
 """
 
+import functools
 import re
 import subprocess
 import sys
@@ -404,6 +405,17 @@ def test_jit_trace_is_refused_by_name(make, name, requires_grad):
 
 # torch 2.15's strict export warns that the traced forward had side effects (the Parameter
 # watcher's list of what f read, made and dropped inside the call).
+# torch 2.13 warns with DeprecationWarning, 2.15 with FutureWarning.
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace(_method)?` is deprecated")
+def test_jit_trace_refusal_names_a_partial_as_the_user_wrote_it():
+    rounded = tf_compat_grad.grad_pass_through(functools.partial(torch.round, decimals=1))
+    with pytest.raises(
+        tf_compat_grad.CustomGradientNotImplementedError,
+        match=re.escape("tf_compat_grad: torch.jit.trace cannot trace `functools.partial("),
+    ):
+        torch.jit.trace(rounded, torch.ones(2, dtype=D, requires_grad=True))
+
+
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:While compiling, we found certain side effects")
 @pytest.mark.parametrize("strict", [False, pytest.param(True, marks=pytest.mark.traced_compile)])

@@ -55,7 +55,7 @@ class CustomGradient(Generic[P, R]):
     def __init__(self, f: Callable[P, tuple[R, Callable[..., Any]]]) -> None:
         functools.update_wrapper(self, f)
         self._f = f  # what is called; `__wrapped__` may name another (recompute_grad's f)
-        self._eager = EagerPath(f, self.__wrapped__)
+        self._eager = EagerPath(f)
         self._call_eager = self._eager.call  # every call outside torch.compile
         self._compile_node = make_compile_node(f)
         self._outside_compile = outside_compile(_compile.under_transform_reason(f))

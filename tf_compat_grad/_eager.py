@@ -18,6 +18,7 @@ Item numbers refer to docs/tensorflow_semantics.md.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -88,11 +89,10 @@ class EagerPath:
     its node (Note [where f runs]), under `torch.no_grad()` with no node, and under a `torch.func`
     transform or with dual tensors through the transform node (Note [transforms])."""
 
-    __slots__ = ("_apply", "_checked", "_f", "_inside", "_transform_node", "_wrapped", "reach")
+    __slots__ = ("_apply", "_checked", "_f", "_inside", "_transform_node", "reach")
 
-    def __init__(self, f: Callable[..., Any], wrapped: Callable[..., Any]) -> None:
+    def __init__(self, f: Callable[..., Any]) -> None:
         self._f = f
-        self._wrapped = wrapped  # the user's function, which messages name
         self._apply = eager_apply(make_node(f))
         self._transform_node = _functorch.make_transform_node(f)
         self._inside = getattr(f, "__qualname__", "") + ".<locals>."
@@ -102,7 +102,7 @@ class EagerPath:
     def call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         f = self._f
         if jit_tracing_state() is not None:
-            raise _jit_trace_error(self._wrapped)
+            raise _jit_trace_error(self._f)
         if functorch_transforms_active():
             return _functorch.call_under_transform(self._transform_node, f, bound, args, kwargs)
         flat_args, arg_spec, positions, inputs = _run.inputs(f, bound, args)
@@ -151,9 +151,10 @@ def _jit_trace_error(f: Callable[..., Any]) -> CustomGradientNotImplementedError
     """`torch.jit.trace` records the ops f runs and replays the node with this call's record:
     the graph would return this call's outputs again, or (no input requiring grad, so no node)
     autograd would differentiate f's own ops (docs/torch_facts.md, "torch.jit.trace and
-    torch.export")."""
+    torch.export"). Named as the user wrote it: the function that `recompute_grad`'s (or
+    `grad_pass_through`'s) wrapper wraps, a partial as such."""
     return CustomGradientNotImplementedError(
-        f"{PREFIX}torch.jit.trace cannot trace {describe(f)}: a traced graph "
+        f"{PREFIX}torch.jit.trace cannot trace {describe(inspect.unwrap(f))}: a traced graph "
         "keeps the ops the decorated function runs but not its grad_fn, so a gradient through "
         "the graph would not be the custom one. To deploy the model, export it with "
         "`torch.export.export(model, args)` instead (the exported program computes the "

@@ -64,10 +64,14 @@ def recompute_grad(f: Callable[P, R]) -> CustomGradient[P, R]:
         flat_args, arg_spec = _structure.flatten(args)
         positions = [i for i, a in enumerate(flat_args) if isinstance(a, torch.Tensor)]
         tensors = tuple(flat_args[i] for i in positions)
+        # What rerun and grad_fn close over holds no tensor: grad_fn's closure is not saved
+        # through `save_for_backward` when it is a list (Note [saved closures]), and the inputs
+        # must be freed, or offloaded by saved-tensor hooks, as any saved tensor is.
+        others = _structure.put(flat_args, positions, [None] * len(positions))
 
         def rerun(*values: torch.Tensor) -> list[Any]:
             """f's flattened outputs, run on `values` in place of the tensor arguments."""
-            leaves = _structure.put(flat_args, positions, values)
+            leaves = _structure.put(others, positions, values)
             return _structure.leaves(call(*_structure.unflatten(arg_spec, leaves), **kwargs))
 
         def grad_fn(*upstream: torch.Tensor, variables: Any = None) -> Any:
@@ -85,7 +89,7 @@ def recompute_grad(f: Callable[P, R]) -> CustomGradient[P, R]:
                 grads = list(gradients(*upstream, *tensors, block=block))
                 tensor_grads, variable_grads = grads[: len(tensors)], grads[len(tensors) :]
             # Zeros for a tensor that reaches no output (item 50), None for the other arguments.
-            input_grads = _structure.put([None] * len(flat_args), positions, tensor_grads)
+            input_grads = _structure.put([None] * len(others), positions, tensor_grads)
             if not variables:
                 return input_grads
             return input_grads, variable_grads

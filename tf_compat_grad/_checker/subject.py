@@ -157,7 +157,9 @@ def _unwrap(
         return None, (), False
     if isinstance(fn, types.MethodType):
         return cg, (fn.__self__,), False
-    return cg, (), fn is not cg
+    # The function a class holds for a decorated method (taken from the class, unbound): its
+    # first argument is the instance. Not a staticmethod object, which `decorated` sees through.
+    return cg, (), getattr(fn, "__tf_compat_grad__", None) is cg
 
 
 def _unravel(k: int, shape: Sequence[int]) -> tuple[int, ...]:

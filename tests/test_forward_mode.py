@@ -19,7 +19,11 @@ from torch.func import grad, jacfwd, jvp, vjp
 
 from tf_compat_grad import custom_gradient
 from tf_compat_grad._errors import CustomGradientNotImplementedError
-from tf_compat_grad._torch_internals import DYNAMO_TRACES_WATCHER, older_torch_reason
+from tf_compat_grad._torch_internals import (
+    DYNAMO_TRACES_WATCHER,
+    older_torch_reason,
+    older_torch_transform_error,
+)
 from tf_compat_grad.examples import log1pexp
 
 X = torch.tensor([-1.5, -0.3, 0.4, 1.0, 2.2], dtype=D)
@@ -270,6 +274,7 @@ BACKENDS = ["eager", "aot_eager", "inductor"]
 
 
 @pytest.mark.slow
+@pytest.mark.traced_compile
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_compiled_func_grad_follows_the_custom_rule(dynamo, backend):
     x = torch.tensor(0.5, dtype=D)
@@ -295,9 +300,31 @@ def test_compiled_func_grad_fullgraph_is_refused_naming_the_function(dynamo, bac
 
 
 @pytest.mark.slow
-def test_compiled_jvp_follows_the_custom_rule(dynamo):
-    result = torch.compile(lambda x, v: jvp(cube, (x,), (v,))[1], backend="eager")(X, V)
+def test_compiled_jvp_follows_the_custom_rule_or_is_refused_by_name(dynamo):
+    """Where Dynamo traces into `jvp`, older torch refuses the call by name (Note [compile on
+    older torch]); where it does not (2.9), or from torch 2.13, the custom rule applies."""
+    compiled = torch.compile(lambda x, v: jvp(cube, (x,), (v,))[1], backend="eager")
+    try:
+        result = compiled(X, V)
+    except CustomGradientNotImplementedError as error:
+        assert not DYNAMO_TRACES_WATCHER
+        assert str(error) == older_torch_transform_error(cube.__wrapped__)
+        return
     torch.testing.assert_close(result, 7 * X**2 * V)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(DYNAMO_TRACES_WATCHER, reason="torch >= 2.13 runs the call outside safely")
+def test_compiled_grad_on_older_torch_is_refused_naming_the_version(dynamo):
+    """Older Dynamo fails inside the transform after the call leaves the graph (2.9: an
+    internal `is_leaf` assertion): refused by name (Note [compile on older torch])."""
+    message = older_torch_transform_error(sin_twice.__wrapped__)
+    depth = torch._C._len_torch_function_stack()
+    compiled = torch.compile(grad(sin_twice), backend="eager")
+    with pytest.raises(CustomGradientNotImplementedError, match=re.escape(message)):
+        compiled(torch.tensor(0.5, dtype=D))
+    assert torch._C._len_torch_function_stack() == depth
+    assert f"torch {torch.__version__}" in message
 
 
 # --- eager autograd around torch.func.grad ---------------------------------------------------

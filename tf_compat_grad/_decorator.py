@@ -20,6 +20,7 @@ from ._compile import make_compile_node
 from ._eager import EagerPath
 from ._errors import (
     PREFIX,
+    CustomGradientNotImplementedError,
     CustomGradientTypeError,
     describe,
     describe_value,
@@ -29,6 +30,7 @@ from ._torch_internals import (
     DYNAMO_TRACES_WATCHER,
     functorch_transforms_active,
     older_torch_reason,
+    older_torch_transform_error,
     outside_compile,
 )
 
@@ -146,10 +148,17 @@ class CustomGradient(Generic[P, R]):
         # First: torch < 2.13 cannot trace the functorch query either. The call outside goes
         # to the eager path directly: a non-strict `torch.export` says "compiling" there too.
         if not DYNAMO_TRACES_WATCHER:  # Note [compile on older torch]
-            return self._outside_older_compile(self._call_eager, bound, args, kwargs)
+            return self._outside_older_compile(self._call_older_compile, bound, args, kwargs)
         if functorch_transforms_active():  # Note [compile under torch.func]
             return self._outside_compile(self._call_eager, bound, args, kwargs)
         return _compile.call_compiled(self._compile_node, self._f, bound, args, kwargs)
+
+    def _call_older_compile(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A call that left Dynamo on torch < 2.13, run as in eager mode, unless a
+        `torch.func` transform is active (Note [compile on older torch])."""
+        if functorch_transforms_active():
+            raise CustomGradientNotImplementedError(older_torch_transform_error(self._f))
+        return self._call_eager(bound, args, kwargs)
 
 
 def _lookup(obj: object) -> Any:

@@ -10,7 +10,10 @@ of a Parameter; 2.10 to 2.12 fail a guard "on the same frame it was created". Wh
 failed half-way, Dynamo counted a Parameter several times or left the mode on torch's stack.
 There, a decorated call under `torch.compile` is a graph break: it runs outside Dynamo, as in
 eager mode, so gradients and `variables` are eager mode's. Under `fullgraph=True` the graph
-break is an error whose message names the torch version and what to do.
+break is an error whose message names the torch version and what to do. Under a `torch.func`
+transform inside the compiled region the call is refused instead: after the graph break, those
+Dynamo releases resume inside the transform's own code and fail converting its wrapped tensors
+(2.9 with an internal `is_leaf` assertion), so no release before 2.13 is trusted with it.
 """
 
 from __future__ import annotations
@@ -69,6 +72,19 @@ def older_torch_reason(f: Callable[..., Any]) -> str:
         "without fullgraph=True (the call is a graph break and runs as in eager mode, with the "
         "same gradients), export with `torch.export.export(..., strict=False)`, or upgrade to "
         "torch >= 2.13 for one graph"
+    )
+
+
+def older_torch_transform_error(f: Callable[..., Any]) -> str:
+    """Why a call of f under a `torch.func` transform inside `torch.compile` is refused where
+    Dynamo cannot trace the watcher (Note [compile on older torch])."""
+    return (
+        f"{PREFIX}{describe(f)} is called under a torch.func transform (grad, vjp, jvp, vmap, "
+        f"...) inside torch.compile. On torch {torch.__version__} the call must leave the "
+        "compiled graph, and this compiler then fails on the transform's tensors (an internal "
+        "assertion, or a wrong result) as it resumes inside the transform. Run the transform "
+        "without torch.compile (it follows the custom rule), or upgrade to torch >= 2.13, "
+        "where the call leaves the graph safely"
     )
 
 

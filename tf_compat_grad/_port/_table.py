@@ -265,18 +265,17 @@ RULES: tuple[Rule, ...] = (
         ("maximum", "math.maximum"),
         ("x", "y", "name"),
         (
-            _v("torch.clamp({x}, min={y})", "y:number"),
             _v("torch.where({x} >= {y}, {x}, {y})", "x:number"),
             _v("torch.where(({x} >= {y}) | {x}.isnan(), {x}, {y})"),
         ),
-        note="On ties TF gives the whole gradient to x; `torch.maximum` would split it. A NaN "
-        "in x or y gives NaN, as in TF; the gradient at a NaN x goes to x here, to y in TF.",
+        note="On ties TF gives the whole gradient to x; `torch.maximum` would split it, and "
+        "`torch.clamp`'s gradient at its bound differs between torch releases. A NaN in x or y "
+        "gives NaN, as in TF; the gradient at a NaN x goes to x here, to y in TF.",
     ),
     Rule(
         ("minimum", "math.minimum"),
         ("x", "y", "name"),
         (
-            _v("torch.clamp({x}, max={y})", "y:number"),
             _v("torch.where({x} <= {y}, {x}, {y})", "x:number"),
             _v("torch.where(({x} <= {y}) | {x}.isnan(), {x}, {y})"),
         ),
@@ -297,22 +296,33 @@ RULES: tuple[Rule, ...] = (
     Rule(
         ("clip_by_value",),
         ("t", "clip_value_min", "clip_value_max", "name"),
-        (_v("torch.clamp({t}, min={clip_value_min}, max={clip_value_max})"),),
-        note="The gradient passes at the bounds, in both.",
+        (
+            _v(
+                "torch.where({t} < {clip_value_min}, {clip_value_min}, "
+                "torch.where({t} > {clip_value_max}, {clip_value_max}, {t}))"
+            ),
+        ),
+        note="The gradient passes at the bounds, as in TF (`torch.clamp` passes it there up to "
+        "torch 2.13 and not from 2.14).",
     ),
     Rule(
         ("clip_by_norm",),
         ("t", "clip_norm", "axes", "name"),
         (
             _v(
-                "{t} * {clip_norm} / torch.linalg.vector_norm({t}, dim={axes}, keepdim=True)"
-                ".clamp(min={clip_norm})",
+                "{t} * {clip_norm} / torch.where("
+                "torch.linalg.vector_norm({t}, dim={axes}, keepdim=True) >= {clip_norm}, "
+                "torch.linalg.vector_norm({t}, dim={axes}, keepdim=True), {clip_norm})",
                 "axes:axes",
             ),
-            _v("{t} * {clip_norm} / torch.linalg.vector_norm({t}).clamp(min={clip_norm})"),
+            _v(
+                "{t} * {clip_norm} / torch.where(torch.linalg.vector_norm({t}) >= {clip_norm}, "
+                "torch.linalg.vector_norm({t}), {clip_norm})"
+            ),
         ),
         note="TF's formula, `t * clip_norm / max(norm, clip_norm)`, with the L2 norm over all "
-        "elements (or `axes`); an all-zero t stays zero.",
+        "elements (or `axes`) and a tie's gradient to the norm, as TF's `maximum` gives it; an "
+        "all-zero t stays zero.",
         otherwise="`axes` must be a literal int or a non-empty list of literal ints",
     ),
     Rule(

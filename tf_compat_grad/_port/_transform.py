@@ -164,9 +164,14 @@ def _facts(param: str, node: cst.BaseExpression) -> set[str]:
 
 
 def _simple(node: cst.BaseExpression) -> bool:
-    """Whether an expression may be written twice: a name, a dotted name or a number."""
+    """Whether an expression may be written twice: a name, a dotted name or a number, negated
+    or not, or a literal list or tuple of those (`-delta`, `[1]`)."""
     while isinstance(node, cst.Attribute):
         node = node.value
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
+        return _simple(node.expression)
+    if isinstance(node, (cst.List, cst.Tuple)):
+        return all(isinstance(e, cst.Element) and _simple(e.value) for e in node.elements)
     return isinstance(node, cst.Name) or _number(node) is not None
 
 

@@ -82,6 +82,10 @@ KNOWN_DIFFERENCES = {
         [2, 3],
     ),
     ("safe_sqrt.py", "safe_sqrt", "second-order gradient 0"): ("the same tf.sqrt at 0", [0]),
+    ("capsule_norm.py", "norm_with_safe_grad", "second-order gradient 0"): (
+        "the same tf.sqrt at 0 (tf.norm of the zero vector)",
+        [2, 3],
+    ),
     ("ops.py", "reduce_prod_with_zero", "second-order gradient 0"): (
         "reduce_prod's second derivative at the zeros of a slice: TF gives 0, torch the true "
         "value (products of the other elements)",
@@ -181,7 +185,7 @@ def train_step(x, axis, a, b, n):
     z = tf.nn.conv2d(x, x, strides=1, padding="SAME")
     s = tf.reduce_sum(x, axis=axis)
     c = tf.constant(n)
-    d = tf.clip_by_norm(a + b, 1.0)
+    d = tf.clip_by_norm(a + b, 1.0)  # a + b evaluated once
     m = tf.matmul(a, b, adjoint_a=True)
     e = tf.reduce_sum(x, axis=[])
     f = tf.reduce_sum
@@ -201,7 +205,6 @@ def test_untranslatable_constructs_are_flagged_at_their_line() -> None:
         (9, "tf.nn.conv2d"),
         (10, "tf.reduce_sum"),
         (11, "tf.constant"),
-        (12, "tf.clip_by_norm"),
         (13, "tf.matmul"),
         (14, "tf.reduce_sum"),
         (15, "tf.reduce_sum"),
@@ -213,7 +216,6 @@ def test_untranslatable_constructs_are_flagged_at_their_line() -> None:
     assert "NHWC" in why["tf.nn.conv2d9"]
     assert "literal int" in why["tf.reduce_sum10"]
     assert "dtype=" in why["tf.constant11"]
-    assert "evaluated twice" in why["tf.clip_by_norm12"]
     assert "adjoint_a" in why["tf.matmul13"]
     assert "used as a value" in why["tf.reduce_sum15"]
     assert "only when indexed" in why["tf.shape17"]
@@ -372,7 +374,7 @@ def test_cli_json_report_and_exit_status_1_when_flagged(
     status = _cli.main(["port", str(source), "-o", str(output), "--json"])
     assert status == 1
     document = json.loads(capsys.readouterr().out)
-    assert document["flagged"] == 12 and document["input"] == str(source)
+    assert document["flagged"] == 11 and document["input"] == str(source)
     assert MARK in output.read_text(encoding="utf-8")
 
 

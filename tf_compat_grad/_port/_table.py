@@ -18,7 +18,17 @@ The facts a variant can require, besides which arguments are given:
 - `P:axes`: P is a literal int or a non-empty list/tuple of literal ints;
 - `P:axis`: P is a literal int;
 - `P:size`: P is an indexed `.shape` (a Python int in torch), as `tf.shape(x)[0]` becomes;
-- `subscripted`: the call is indexed, as in `tf.shape(x)[0]`.
+- `P:intlike`: P is a Python int in both frameworks' eyes: a literal int, an indexed `.shape`,
+  `len(...)`, or `+`, `-`, `*` of those;
+- `P:nonzero`: P is a literal number other than 0;
+- `subscripted`: the call is indexed, as in `tf.shape(x)[0]`, or is the shape argument of
+  `tf.reshape`, `tf.ones`, `tf.zeros`, `tf.fill` (where a `torch.Size` serves as well).
+
+A flag named in `dynamic` may also be an expression (a Python bool at run time); it is then an
+ordinary argument, used by the variants that have its placeholder.
+
+An argument a template uses more than once is evaluated once: when it is not a name or a
+number, its first use becomes an assignment expression, `(_t1 := ...)`, and the others `_t1`.
 
 `guide_table()` renders the table for docs/migrating_from_tensorflow.md (see
 `.ci/port_table.py`; `tests/test_port.py` checks that the guide holds this rendering).
@@ -46,6 +56,7 @@ class Rule:
     variants: tuple[Variant, ...] = ()
     value: str = ""  # the translation of the bare name (a value rule, or a function passed along)
     flags: Mapping[str, bool] = field(default_factory=dict)  # literal booleans and their defaults
+    dynamic: tuple[str, ...] = ()  # flags that may also be an expression, then a `{placeholder}`
     drop: tuple[str, ...] = ("name",)  # arguments without effect in torch
     refuse: Mapping[str, str] = field(default_factory=dict)  # fact -> why it is not translated
     note: str = ""  # semantics worth knowing, in the guide
@@ -71,14 +82,21 @@ def _reduction(name: str, target: str, note: str) -> Rule:
         (
             _v(f"{target}({x}, dim={{axis}}, keepdim=True)", "keepdims=True", "axis:axes"),
             _v(f"{target}({x}, dim=None, keepdim=True)", "keepdims=True"),
+            _v(f"{target}({x}, dim={{axis}}, keepdim={{keepdims}})", "axis:axes"),
+            _v(f"{target}({x}, dim=None, keepdim={{keepdims}})"),
             _v(f"{target}({x}, dim={{axis}})", "axis:axes"),
             _v(f"{target}({x})"),
         ),
         flags={"keepdims": False},
+        dynamic=("keepdims",),
         note=note,
         otherwise="`axis` must be a literal int or a non-empty list of literal ints (an empty "
         "list reduces nothing in TF but every dimension in torch); give it literally",
     )
+
+
+def _activation(names: tuple[str, ...], target: str, note: str = "") -> Rule:
+    return Rule(names, ("features", "name"), (_v(f"{target}({{features}})"),), note=note)
 
 
 def _like(name: str) -> Rule:
@@ -330,6 +348,298 @@ RULES: tuple[Rule, ...] = (
         ),
         note="One argument: the coordinates of the true elements, `[N, rank]` int64, in both.",
     ),
+    _reduction("any", "torch.any", "Boolean tensors."),
+    _reduction("all", "torch.all", "Boolean tensors."),
+    Rule(
+        ("reduce_logsumexp", "math.reduce_logsumexp"),
+        ("input_tensor", "axis", "keepdims", "name"),
+        (
+            _v(
+                "torch.logsumexp({input_tensor}, dim={axis}, keepdim=True)",
+                "keepdims=True",
+                "axis:axes",
+            ),
+            _v("torch.logsumexp({input_tensor}, dim={axis}, keepdim={keepdims})", "axis:axes"),
+            _v("torch.logsumexp({input_tensor}, dim={axis})", "axis:axes"),
+            _v("torch.logsumexp({input_tensor}.flatten(), dim=0)"),
+        ),
+        flags={"keepdims": False},
+        dynamic=("keepdims",),
+        note="No axis: over all elements. Both subtract the maximum first.",
+        otherwise="`axis` must be a literal int or a non-empty list of literal ints; "
+        "`keepdims=True` needs an axis",
+    ),
+    # --- elementwise, more -------------------------------------------------------------------
+    _unary(("negative", "math.negative"), "x", "torch.neg"),
+    _unary(("math.sin", "sin"), "x", "torch.sin"),
+    _unary(("math.cos", "cos"), "x", "torch.cos"),
+    _unary(("math.erf", "erf"), "x", "torch.erf"),
+    _unary(("math.rsqrt", "rsqrt"), "x", "torch.rsqrt"),
+    _unary(("math.reciprocal", "reciprocal"), "x", "torch.reciprocal"),
+    _unary(("math.is_finite", "is_finite"), "x", "torch.isfinite"),
+    _unary(("math.is_nan", "is_nan"), "x", "torch.isnan"),
+    _unary(("math.is_inf", "is_inf"), "x", "torch.isinf"),
+    _unary(("logical_not", "math.logical_not"), "x", "torch.logical_not"),
+    *(
+        Rule(
+            (tf_name, f"math.{tf_name}"),
+            ("x", "y", "name"),
+            (_v(f"torch.{tf_name}({{x}}, {{y}})"),),
+        )
+        for tf_name in ("logical_and", "logical_or", "logical_xor")
+    ),
+    Rule(
+        ("multiply", "math.multiply"),
+        ("x", "y", "name"),
+        (_v("torch.mul({x}, {y})"),),
+        note="x must be a tensor in torch (two Python numbers raise instead of giving a tensor).",
+    ),
+    Rule(
+        ("add", "math.add"),
+        ("x", "y", "name"),
+        (_v("torch.add({x}, {y})"),),
+        note="x must be a tensor in torch, as for `tf.multiply`.",
+    ),
+    Rule(
+        ("subtract", "math.subtract"),
+        ("x", "y", "name"),
+        (_v("torch.sub({x}, {y})"),),
+        note="x must be a tensor in torch, as for `tf.multiply`.",
+    ),
+    Rule(
+        ("math.squared_difference", "squared_difference"),
+        ("x", "y", "name"),
+        (_v("torch.square({x} - {y})"),),
+    ),
+    Rule(
+        ("pow", "math.pow"),
+        ("x", "y", "name"),
+        (_v("torch.pow({x}, {y})", "y:nonzero"),),
+        note="A literal exponent other than 0 only. TF's gradient with respect to a tensor "
+        "exponent is 0 where x <= 0 (torch's is NaN or -inf there), and at x = 0 with exponent 0 "
+        "TF's gradient is NaN (torch's 0).",
+        otherwise="the exponent must be a literal number other than 0 (where x <= 0 TF's "
+        "gradient for a tensor exponent is 0, torch's NaN; `pow(0, 0)`'s gradient: TF NaN, "
+        "torch 0)",
+    ),
+    # --- activations ---------------------------------------------------------------------------
+    Rule(
+        ("nn.softmax", "math.softmax"),
+        ("logits", "axis", "name"),
+        (
+            _v("torch.softmax({logits}, dim={axis})", "axis:axis"),
+            _v("torch.softmax({logits}, dim=-1)"),
+        ),
+        note="No axis: the last, in both.",
+        otherwise="`axis` must be a literal int",
+    ),
+    Rule(
+        ("nn.log_softmax", "math.log_softmax"),
+        ("logits", "axis", "name"),
+        (
+            _v("torch.log_softmax({logits}, dim={axis})", "axis:axis"),
+            _v("torch.log_softmax({logits}, dim=-1)"),
+        ),
+        note="No axis: the last, in both.",
+        otherwise="`axis` must be a literal int",
+    ),
+    _activation(("nn.elu",), "torch.nn.functional.elu", "The gradient at 0 is 1, in both."),
+    Rule(
+        ("nn.selu",),
+        ("features", "name"),
+        (
+            _v(
+                "torch.where({features} < 0, 1.7580993408473768 * (torch.exp({features}) - 1.0), "
+                "1.0507009873554805 * {features})"
+            ),
+        ),
+        note="TF's kernel: at 0 the gradient is `scale` (the positive branch), where "
+        "`torch.selu`'s is `scale * alpha`.",
+    ),
+    _activation(
+        ("nn.relu6",), "torch.nn.functional.relu6", "The gradient at 0 and at 6 is 0, in both."
+    ),
+    Rule(
+        ("nn.leaky_relu",),
+        ("features", "alpha", "name"),
+        (
+            _v(
+                "torch.nn.functional.leaky_relu("
+                "{features}, torch.tensor({alpha}, dtype=torch.float32).item())"
+            ),
+            _v("torch.nn.functional.leaky_relu({features}, 0.20000000298023224)"),
+        ),
+        note="TF keeps alpha as a float32 attribute, also for float64 features: the slope is "
+        "alpha rounded to float32 (`0.1` is 0.10000000149...). TF's default alpha is 0.2 "
+        "(torch's negative_slope 0.01); the gradient at 0 is alpha, in both.",
+    ),
+    Rule(
+        ("nn.gelu",),
+        ("features", "approximate", "name"),
+        (
+            _v(
+                "0.5 * {features} * (1.0 + torch.tanh(0.7978845608028654 * ({features} + "
+                "0.044714998453855515 * torch.pow({features}, 3))))",
+                "approximate=True",
+            ),
+            _v("0.5 * {features} * (1.0 + torch.erf({features} * 0.7071067690849304))"),
+        ),
+        flags={"approximate": False},
+        note="TF's formulas, whose constants 1/sqrt(2) (erf form, the default) and 0.044715 "
+        "(tanh form, `approximate=True`) are rounded to float32 also for float64 features: "
+        "`torch.nn.functional.gelu` differs from TF by about 1e-9 in float64.",
+    ),
+    Rule(
+        ("nn.silu", "nn.swish"),
+        ("features", "beta", "name"),
+        (_v("torch.nn.functional.silu({features})"),),
+        otherwise="`beta` is not translated",
+    ),
+    Rule(
+        ("math.l2_normalize", "nn.l2_normalize", "linalg.l2_normalize"),
+        ("x", "axis", "epsilon", "name", "dim"),
+        (
+            _v(
+                "{x} * torch.rsqrt(torch.sum(torch.square({x}), dim={axis}, keepdim=True)"
+                ".clamp(min={epsilon}))",
+                "axis:axes",
+            ),
+            _v(
+                "{x} * torch.rsqrt(torch.sum(torch.square({x}), dim={axis}, keepdim=True)"
+                ".clamp(min=1e-12))",
+                "axis:axes",
+            ),
+            _v(
+                "{x} * torch.rsqrt(torch.sum(torch.square({x}), dim=None, keepdim=True)"
+                ".clamp(min={epsilon}))"
+            ),
+            _v(
+                "{x} * torch.rsqrt(torch.sum(torch.square({x}), dim=None, keepdim=True)"
+                ".clamp(min=1e-12))"
+            ),
+        ),
+        note="TF's formula, `x * rsqrt(max(sum(x**2), epsilon))`, epsilon 1e-12 by default: "
+        "epsilon bounds the squared norm, not the norm.",
+        otherwise="`axis` must be a literal int or a non-empty list of literal ints",
+    ),
+    Rule(
+        ("norm", "linalg.norm"),
+        ("tensor", "ord", "axis", "keepdims", "name"),
+        (
+            _v(
+                "torch.sqrt(torch.sum(torch.square({tensor}), dim={axis}, keepdim=True))",
+                "keepdims=True",
+                "axis:axes",
+            ),
+            _v(
+                "torch.sqrt(torch.sum(torch.square({tensor}), dim=None, keepdim=True))",
+                "keepdims=True",
+            ),
+            _v("torch.sqrt(torch.sum(torch.square({tensor}), dim={axis}))", "axis:axes"),
+            _v("torch.sqrt(torch.sum(torch.square({tensor})))"),
+        ),
+        flags={"keepdims": False},
+        note="The Euclidean (Frobenius over two axes) norm as TF computes it, the square root "
+        "of the sum of squares: at a zero vector the gradient is NaN in both "
+        "(`torch.linalg.vector_norm` would give 0).",
+        otherwise="only the default `ord` (Euclidean) with a literal `axis` is translated",
+    ),
+    # --- indices and construction ------------------------------------------------------------
+    Rule(
+        ("argmax", "math.argmax"),
+        ("input", "axis", "output_type", "name"),
+        (
+            _v("torch.argmax({input}, dim={axis}).to({output_type})", "axis:axis"),
+            _v("torch.argmax({input}, dim={axis})", "axis:axis"),
+            _v("torch.argmax({input}, dim=0)"),
+        ),
+        note="No axis: axis 0 in TF (torch would flatten). int64, the first of ties, in both.",
+        otherwise="`axis` must be a literal int",
+    ),
+    Rule(
+        ("argmin", "math.argmin"),
+        ("input", "axis", "output_type", "name"),
+        (
+            _v("torch.argmin({input}, dim={axis}).to({output_type})", "axis:axis"),
+            _v("torch.argmin({input}, dim={axis})", "axis:axis"),
+            _v("torch.argmin({input}, dim=0)"),
+        ),
+        note="As `tf.argmax`.",
+        otherwise="`axis` must be a literal int",
+    ),
+    Rule(
+        ("one_hot",),
+        ("indices", "depth", "on_value", "off_value", "axis", "dtype", "name"),
+        (
+            _v("torch.nn.functional.one_hot({indices}.long(), {depth}).to({dtype})"),
+            _v("torch.nn.functional.one_hot({indices}.long(), {depth}).to(torch.float32)"),
+        ),
+        note="float32 unless `dtype=`, as TF. An index outside [0, depth) gives a zero row "
+        "in TF and an error in torch.",
+        otherwise="only `indices`, `depth` and `dtype` are translated",
+    ),
+    Rule(
+        ("gather",),
+        ("params", "indices", "validate_indices", "axis", "batch_dims", "name"),
+        (_v("{params}[torch.as_tensor({indices}).long()]"),),
+        note="Axis 0 only. A negative index is an error in TF, counts from the end in torch.",
+        otherwise="only axis 0 (no `axis`, `batch_dims`) is translated",
+    ),
+    Rule(("tile",), ("input", "multiples", "name"), (_v("torch.tile({input}, {multiples})"),)),
+    Rule(
+        ("range",),
+        ("start", "limit", "delta", "dtype", "name"),
+        (
+            _v("torch.arange({start}, dtype={dtype})", "start:intlike"),
+            _v("torch.arange({start}, {limit}, dtype={dtype})", "start:intlike", "limit:intlike"),
+            _v(
+                "torch.arange({start}, {limit}, {delta}, dtype={dtype})",
+                "start:intlike",
+                "limit:intlike",
+                "delta:intlike",
+            ),
+            _v("torch.arange({start}, dtype=torch.int32)", "start:intlike"),
+            _v(
+                "torch.arange({start}, {limit}, dtype=torch.int32)",
+                "start:intlike",
+                "limit:intlike",
+            ),
+            _v(
+                "torch.arange({start}, {limit}, {delta}, dtype=torch.int32)",
+                "start:intlike",
+                "limit:intlike",
+                "delta:intlike",
+            ),
+        ),
+        note="Integer arguments only: int32, as TF (torch's default is int64).",
+        otherwise="only integer arguments (literal ints, sizes, sums of them) are translated: TF "
+        "infers int32 or float32 from them, and accumulates float steps differently",
+    ),
+    Rule(
+        ("ones",),
+        ("shape", "dtype", "name"),
+        (_v("torch.ones({shape}, dtype={dtype})"), _v("torch.ones({shape}, dtype=torch.float32)")),
+        note="float32 unless `dtype=`, as TF.",
+    ),
+    Rule(
+        ("zeros",),
+        ("shape", "dtype", "name"),
+        (
+            _v("torch.zeros({shape}, dtype={dtype})"),
+            _v("torch.zeros({shape}, dtype=torch.float32)"),
+        ),
+        note="float32 unless `dtype=`, as TF.",
+    ),
+    Rule(
+        ("fill",),
+        ("dims", "value", "name"),
+        (
+            _v("torch.full({dims}, {value}, dtype=torch.int32)", "value:ints"),
+            _v("torch.full({dims}, {value}, dtype=torch.float32)", "value:number"),
+        ),
+        note="A literal value: int32 or float32, as TF infers.",
+        otherwise="only a literal number `value` is translated (TF infers the dtype from it)",
+    ),
     # --- shapes and linear algebra ----------------------------------------------------------
     Rule(
         ("matmul", "linalg.matmul"),
@@ -448,6 +758,8 @@ _FACT_WORDS = {
     "axes": "literal int(s)",
     "axis": "a literal int",
     "size": "an indexed shape",
+    "intlike": "an int",
+    "nonzero": "a literal number other than 0",
 }
 
 

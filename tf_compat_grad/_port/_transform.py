@@ -82,14 +82,41 @@ def _wrapped(node: cst.BaseExpression, atoms: tuple[type[cst.CSTNode], ...]) -> 
     return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
 
 
-class _Fill(cst.CSTTransformer):
-    """Puts the arguments into a parsed template, parenthesized where the context needs it."""
+_KEEP_PARENS = (cst.Tuple, cst.GeneratorExp, cst.Yield)
 
-    def __init__(self, args: dict[str, cst.BaseExpression]) -> None:
+
+class _Fill(cst.CSTTransformer):
+    """Puts the arguments into a parsed template, parenthesized where the context needs it.
+
+    An argument used more than once that is not a name or a number is evaluated once: its first
+    use (the first evaluated: templates use no conditional expressions) binds it to the name
+    `names[param]` in an assignment expression, the later uses read that name."""
+
+    def __init__(
+        self, args: dict[str, cst.BaseExpression], names: dict[str, str] | None = None
+    ) -> None:
         self.args = {_HOLE + name: value for name, value in args.items()}
+        self.later: dict[str, cst.BaseExpression] = {}  # the name a bound argument is read by
+        self.first: dict[str, int] = {}  # the id of the hole that binds it
+        for param, name in (names or {}).items():
+            value = self.args[_HOLE + param]
+            self.args[_HOLE + param] = cst.NamedExpr(
+                target=cst.Name(name),
+                value=value
+                if isinstance(value, _KEEP_PARENS)
+                else value.with_changes(lpar=[], rpar=[]),
+                lpar=[cst.LeftParen()],
+                rpar=[cst.RightParen()],
+            )
+            self.later[_HOLE + param] = cst.Name(name)
 
     def _hole(self, node: cst.BaseExpression) -> cst.BaseExpression | None:
-        return self.args.get(node.value) if isinstance(node, cst.Name) else None
+        if not isinstance(node, cst.Name) or node.value not in self.args:
+            return None
+        key = node.value
+        if key in self.later and self.first.setdefault(key, id(node)) != id(node):
+            return self.later[key]
+        return self.args[key]
 
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
         value = self._hole(original_node)
@@ -140,8 +167,31 @@ def _numbers(node: cst.BaseExpression) -> list[cst.Integer | cst.Float] | None:
     return None
 
 
+def _intlike(node: cst.BaseExpression) -> bool:
+    """A Python int in torch: a literal int, an indexed `.shape`, `len(...)`, or `+ - *` of them."""
+    if node.lpar and not isinstance(node, cst.BinaryOperation):
+        return False
+    number = _number(node)
+    if number is not None:
+        return isinstance(number, cst.Integer)
+    if isinstance(node, cst.Subscript):
+        return isinstance(node.value, cst.Attribute) and node.value.attr.value == "shape"
+    if isinstance(node, cst.Call):
+        return isinstance(node.func, cst.Name) and node.func.value == "len"
+    if isinstance(node, cst.BinaryOperation) and isinstance(
+        node.operator, (cst.Add, cst.Subtract, cst.Multiply)
+    ):
+        return _intlike(node.left) and _intlike(node.right)
+    return False
+
+
 def _facts(param: str, node: cst.BaseExpression) -> set[str]:
     facts = set()
+    if _intlike(node):
+        facts.add(f"{param}:intlike")
+    number = _number(node)
+    if number is not None and float(number.evaluated_value) != 0:
+        facts.add(f"{param}:nonzero")
     if (
         isinstance(node, cst.Subscript)
         and isinstance(node.value, cst.Attribute)
@@ -194,15 +244,27 @@ class _Porter(cst.CSTTransformer):
     def __init__(self) -> None:
         super().__init__()
         self.entries: list[Entry] = []
-        self.aliases: set[str] = set()  # names bound to the tensorflow module
+        self.aliases: dict[str, str] = {}  # name -> the tensorflow module it is ("", "nn")
+        self.direct: dict[str, str] = {}  # name -> the tensorflow name it is ("custom_gradient")
+        self.tf_imports: list[cst.SimpleStatementLine] = []  # the statements binding them
+        self.remaining = 0  # uses of those names left untranslated
         self.needed: set[str] = set()  # keys of IMPORTS the translations use
         self.scope: list[str] = []
         self.statements: list[list[str]] = []  # comments to add above each open statement
         self.skip: set[int] = set()  # ids of tf.* nodes handled by their parent
         self.subscripted: set[int] = set()
-        self.tf_import: cst.SimpleStatementLine | None = None  # the original statement
+        self.names: set[str] = set()  # every name the module uses
+        self.count = 0
 
     # --- bookkeeping
+
+    def fresh(self) -> str:
+        """A name for an argument evaluated once and used twice: `_t1`, `_t2`, ... unused."""
+        while True:
+            self.count += 1
+            name = f"_t{self.count}"
+            if name not in self.names:
+                return name
 
     def line(self, node: cst.CSTNode) -> int:
         return self.get_metadata(PositionProvider, node).start.line
@@ -247,104 +309,175 @@ class _Porter(cst.CSTTransformer):
     # --- imports
 
     def visit_Module(self, node: cst.Module) -> None:
-        """Find the names bound to tensorflow by `import tensorflow [as NAME]` statements of
-        their own at module level, before their uses are visited (other imports are flagged)."""
+        """Find the names bound to tensorflow by the import statements it translates, before
+        their uses are visited (see `_bindings`); every other tensorflow import is flagged."""
+
+        class Names(cst.CSTVisitor):
+            def visit_Name(inner, name: cst.Name) -> None:
+                self.names.add(name.value)
+
+        node.visit(Names())
         for statement in node.body:
             if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
-                small = statement.body[0]
-                if (
-                    isinstance(small, cst.Import)
-                    and len(small.names) == 1
-                    and _dotted(small.names[0].name) == "tensorflow"
-                ):
-                    self.aliases.add(_alias_name(small.names[0]))
+                bindings = _bindings(statement.body[0])
+                if bindings:
+                    self.tf_imports.append(statement)
+                    for name, (kind, target) in bindings.items():
+                        (self.aliases if kind == "module" else self.direct)[name] = target
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False  # its names are not uses
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
     ) -> cst.SimpleStatementLine:
+        if any(original_node is s for s in self.tf_imports):
+            return updated_node  # replaced in leave_Module
         for small in original_node.body:
             if isinstance(small, cst.Import) and any(
                 _dotted(a.name).split(".")[0] == "tensorflow" for a in small.names
             ):
-                plain = [_dotted(a.name) == "tensorflow" for a in small.names]
-                alone = len(original_node.body) == 1 and plain == [True]
-                at_top = len(self.statements) == 1  # this statement's own entry
-                if alone and at_top and self.tf_import is None:
-                    self.tf_import = original_node  # replaced in leave_Module
-                else:
-                    self.flag(
-                        original_node,
-                        _code(small),
-                        "only one `import tensorflow as tf`, a statement of its own at module "
-                        "level, is translated",
-                    )
-            elif isinstance(small, cst.ImportFrom) and _dotted(small.module).startswith(
-                "tensorflow"
+                self.flag(original_node, _code(small), _IMPORTS_WHY)
+            elif (
+                isinstance(small, cst.ImportFrom)
+                and not small.relative
+                and _dotted(small.module).split(".")[0] == "tensorflow"
             ):
-                self.flag(
-                    original_node,
-                    f"from {_dotted(small.module)} import ...",
-                    "names imported from tensorflow are not translated; use "
-                    "`import tensorflow as tf` and `tf.NAME`",
-                )
+                self.flag(original_node, f"from {_dotted(small.module)} import ...", _IMPORTS_WHY)
         return updated_node
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        if self.tf_import is None:
+        if not self.tf_imports:
             return updated_node
-        index = next(i for i, s in enumerate(original_node.body) if s is self.tf_import)
+        indices = [
+            next(i for i, s in enumerate(original_node.body) if s is statement)
+            for statement in self.tf_imports
+        ]
         body = list(updated_node.body)
-        old = body[index]
-        assert isinstance(old, cst.SimpleStatementLine)
-        statement = updated_node.code_for_node(old.body[0])
+        olds = [cst.ensure_type(body[i], cst.SimpleStatementLine) for i in indices]
+        shown = [updated_node.code_for_node(old.body[0]) for old in olds]
         present = {updated_node.code_for_node(s).strip() for s in body}
         lines = _import_lines(self.needed, present)
-        remaining = _uses(updated_node, self.aliases, skip=old)
-        if lines:
-            self.translated(self.tf_import, statement, "; ".join(lines))
         new = [cst.parse_statement(text) for text in lines]
-        if remaining:  # kept first, with its comments (formatters keep that order as it is)
-            why = f"kept: {remaining} untranslated use(s) of tensorflow remain, marked '{MARK}'"
-            self.entries.append(
-                Entry(self.line(self.tf_import), "<module>", "flagged", statement, why=why)
+        if self.remaining:  # kept, with their comments, the new imports after the first
+            why = (
+                f"kept: {self.remaining} untranslated use(s) of tensorflow remain, marked '{MARK}'"
             )
-            above = cst.EmptyLine(comment=cst.Comment(f"{MARK} import tensorflow {why}"))
-            new.insert(0, old.with_changes(leading_lines=[*old.leading_lines, above]))
-        elif new:  # the first import takes the TF import's comments
-            new[0] = old.with_changes(body=cst.ensure_type(new[0], cst.SimpleStatementLine).body)
-        body[index : index + 1] = new
+            for index, old, statement, original in zip(
+                indices, olds, shown, self.tf_imports, strict=True
+            ):
+                self.entries.append(
+                    Entry(self.line(original), "<module>", "flagged", statement, why=why)
+                )
+                above = cst.EmptyLine(comment=cst.Comment(f"{MARK} {statement} {why}"))
+                body[index] = old.with_changes(leading_lines=[*old.leading_lines, above])
+            if lines:
+                self.translated(self.tf_imports[0], shown[0], "; ".join(lines))
+            replaced: list[cst.SimpleStatementLine | cst.BaseCompoundStatement] = [
+                body[indices[0]],
+                *new,
+            ]
+        else:  # the first import takes the first TF import's comments, the others go
+            for statement, original in zip(shown, self.tf_imports, strict=True):
+                self.translated(original, statement, "; ".join(lines) or "(removed)")
+                lines = []
+            if new:
+                new[0] = olds[0].with_changes(
+                    body=cst.ensure_type(new[0], cst.SimpleStatementLine).body
+                )
+            replaced = list(new)
+            for index in reversed(indices[1:]):
+                del body[index]
+        body[indices[0] : indices[0] + 1] = replaced
         return updated_node.with_changes(body=body)
 
     # --- names and calls
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self.skip.add(id(node.value))  # only the whole dotted name is looked up
+        self.skip.add(id(node.attr))
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self.skip.add(id(node.keyword))
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self.skip.add(id(node.name))
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.skip.add(id(node.name))
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.skip.add(id(node.name))
 
     def visit_Call(self, node: cst.Call) -> None:
         self.skip.add(id(node.func))  # looked up with its arguments in leave_Call
+        name = self.tf_name(node.func)
+        shape = _SHAPE_ARGUMENT.get(TABLE[name].names[0]) if name in TABLE else None
+        if shape is not None:  # a `tf.shape(x)` there may be a torch.Size
+            position, keyword = shape
+            for index, arg in enumerate(node.args):
+                if (arg.keyword is None and index == position) or (
+                    arg.keyword is not None and arg.keyword.value == keyword
+                ):
+                    self.subscripted.add(id(arg.value))
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         self.subscripted.add(id(node.value))
 
     def tf_name(self, node: cst.BaseExpression) -> str | None:
-        """`reduce_sum` for `tf.reduce_sum` (tf an alias of tensorflow), else None."""
+        """`reduce_sum` for `tf.reduce_sum` (tf an alias of tensorflow), `nn.relu` for `nn.relu`
+        (`from tensorflow import nn`), `custom_gradient` for `custom_gradient` (imported from
+        tensorflow), else None."""
         parts = []
         while isinstance(node, cst.Attribute):
             parts.append(node.attr.value)
             node = node.value
-        if isinstance(node, cst.Name) and node.value in self.aliases and parts:
-            return ".".join(reversed(parts))
+        if not isinstance(node, cst.Name):
+            return None
+        if node.value in self.aliases and parts:
+            prefix = self.aliases[node.value]
+            return ".".join([*([prefix] if prefix else []), *reversed(parts)])
+        if node.value in self.direct and not parts:
+            return self.direct[node.value]
         return None
+
+    def untranslated(self, node: cst.CSTNode, tf: str, why: str) -> None:
+        self.remaining += 1
+        self.flag(node, tf, why)
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
+        if id(original_node) in self.skip:
+            return updated_node
+        if original_node.value in self.aliases:
+            self.untranslated(
+                original_node,
+                original_node.value,
+                "the tensorflow module used as a value: translate this use by hand",
+            )
+            return updated_node
+        if original_node.value in self.direct:
+            return self.translate_value(original_node, updated_node)
+        return updated_node
 
     def leave_Attribute(
         self, original_node: cst.Attribute, updated_node: cst.Attribute
     ) -> cst.BaseExpression:
         if id(original_node) in self.skip:
             return updated_node
+        return self.translate_value(original_node, updated_node)
+
+    def translate_value(
+        self, original_node: cst.BaseExpression, updated_node: cst.BaseExpression
+    ) -> cst.BaseExpression:
+        """A tensorflow name used as a value, not called: `tf.float32`, `@tf.custom_gradient`."""
         name = self.tf_name(updated_node)
         if name is None:
             return updated_node
-        shown = f"{_root(updated_node)}.{name}"
+        shown = _dotted(updated_node)
         rule = TABLE.get(name)
         if rule is None or not rule.value:
             if rule is None:
@@ -353,7 +486,7 @@ class _Porter(cst.CSTTransformer):
                 why = "used as a value, not called: only its calls are translated"
             else:
                 why = rule.otherwise
-            self.flag(original_node, shown, why)
+            self.untranslated(original_node, shown, why)
             return updated_node
         self.translated(original_node, shown, rule.value)
         self.needed |= _roots(rule.value)
@@ -363,10 +496,10 @@ class _Porter(cst.CSTTransformer):
         name = self.tf_name(updated_node.func)
         if name is None:
             return updated_node
-        shown = f"{_root(updated_node.func)}.{name}"
+        shown = _dotted(updated_node.func)
         rule = TABLE.get(name)
         if rule is None:
-            self.flag(original_node, shown, "not in the translation table")
+            self.untranslated(original_node, shown, "not in the translation table")
             return updated_node
         if rule.params is None:  # a value: the call keeps its arguments
             self.translated(original_node, shown, rule.value)
@@ -375,15 +508,76 @@ class _Porter(cst.CSTTransformer):
         try:
             variant, args = _choose(rule, updated_node, id(original_node) in self.subscripted)
         except _Untranslated as why:
-            self.flag(original_node, shown, str(why))
+            self.untranslated(original_node, shown, str(why))
             return updated_node
-        result = _Fill(args).fill(variant.template)
+        used = placeholders(variant.template)
+        twice = sorted(p for p in set(used) if used.count(p) > 1 and not _simple(args[p]))
+        result = _Fill(args, {p: self.fresh() for p in twice}).fill(variant.template)
         lost = [c for c in _comments(updated_node) if c not in _comments(result)]
         for comment in lost:
             self.comment_above(comment)
         self.translated(original_node, shown, _code(result))
         self.needed |= _roots(variant.template)
         return result
+
+
+_IMPORTS_WHY = (
+    "translated imports: `import tensorflow as tf`, `import tensorflow.compat.v2 as tf`, and "
+    "`from tensorflow[.MODULE] import NAME` of table names and their modules (`nn`, `math`), "
+    "each a statement of its own at module level; `tensorflow.compat.v1` has other semantics"
+)
+
+# The rules (by their first name) whose argument may be a whole `tf.shape(x)`, a torch.Size:
+# the argument's position and keyword.
+_SHAPE_ARGUMENT = {
+    "reshape": (1, "shape"),
+    "ones": (0, "shape"),
+    "zeros": (0, "shape"),
+    "fill": (0, "dims"),
+}
+_V2_MODULES = ("tensorflow", "tensorflow.compat.v2")
+
+
+def _bindings(small: cst.BaseSmallStatement) -> dict[str, tuple[str, str]]:
+    """The names an import statement binds to tensorflow, each a ("module", prefix) or a
+    ("name", table name); empty if it is not one the translator takes (see `_IMPORTS_WHY`)."""
+    if isinstance(small, cst.Import):
+        if len(small.names) != 1:
+            return {}
+        alias = small.names[0]
+        module = _dotted(alias.name)
+        if module == "tensorflow" or (module in _V2_MODULES and alias.asname is not None):
+            return {_alias_name(alias): ("module", "")}
+        return {}
+    if not isinstance(small, cst.ImportFrom) or small.relative or small.module is None:
+        return {}
+    module = _dotted(small.module)
+    if isinstance(small.names, cst.ImportStar):
+        return {}
+    if module == "tensorflow.compat":
+        base = None
+    elif module in _V2_MODULES:
+        base = ""
+    elif module.startswith("tensorflow."):
+        base = module.removeprefix("tensorflow.")
+    else:
+        return {}
+    found: dict[str, tuple[str, str]] = {}
+    for alias in small.names:
+        name = _dotted(alias.name)
+        if base is None:  # from tensorflow.compat import v2 [as tf]
+            if name != "v2":
+                return {}
+            found[_alias_name(alias)] = ("module", "")
+            continue
+        full = f"{base}.{name}" if base else name
+        if full in TABLE:
+            found[_alias_name(alias)] = ("name", full)
+        elif any(known.startswith(full + ".") for known in TABLE):
+            found[_alias_name(alias)] = ("module", full)
+        else:
+            return {}
+    return found
 
 
 def _choose(
@@ -412,9 +606,12 @@ def _choose(
     for param, default in rule.flags.items():
         if param not in given:
             continue
-        value = given.pop(param)
+        value = given[param]
         if not (isinstance(value, cst.Name) and value.value in ("True", "False")):
+            if param in rule.dynamic:
+                continue  # an expression: an ordinary argument
             raise _Untranslated(f"`{param}=` must be a literal True or False")
+        del given[param]
         if (value.value == "True") != default:
             facts.add(f"{param}={value.value}")
     for param, value in given.items():
@@ -426,12 +623,6 @@ def _choose(
         used = placeholders(variant.template)
         flag_facts = {f for f in facts if "=" in f}
         if set(used) == set(given) and variant.when <= facts and flag_facts <= variant.when:
-            twice = [p for p in set(used) if used.count(p) > 1 and not _simple(given[p])]
-            if twice:
-                raise _Untranslated(
-                    f"argument `{twice[0]}` would be evaluated twice in the translation: "
-                    "assign it to a variable first"
-                )
             return variant, given
     known = {p for v in rule.variants for p in placeholders(v.template)}
     unknown = sorted(set(given) - known - set(rule.flags))
@@ -460,12 +651,6 @@ def _alias_name(alias: cst.ImportAlias) -> str:
     return _dotted(alias.name)
 
 
-def _root(node: cst.BaseExpression) -> str:
-    while isinstance(node, cst.Attribute):
-        node = node.value
-    return node.value if isinstance(node, cst.Name) else ""
-
-
 def _import_lines(needed: set[str], present: set[str]) -> list[str]:
     """The import statements the translations need, in a fixed order, less those present."""
     lines = [IMPORTS[n] for n in ("torch", "nn") if n in needed]
@@ -473,25 +658,3 @@ def _import_lines(needed: set[str], present: set[str]) -> list[str]:
     if ours:
         lines.append(f"from tf_compat_grad import {', '.join(ours)}")
     return [line for line in lines if line not in present]
-
-
-def _uses(module: cst.Module, aliases: set[str], skip: cst.CSTNode) -> int:
-    """How many names of `aliases` the module still uses, outside `skip`."""
-    count = 0
-
-    class Counter(cst.CSTVisitor):
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            nonlocal count
-            if node is skip:
-                return False
-            if isinstance(node, cst.Attribute):
-                root: cst.BaseExpression = node
-                while isinstance(root, cst.Attribute):
-                    root = root.value
-                if isinstance(root, cst.Name) and root.value in aliases:
-                    count += 1
-                    return False
-            return True
-
-    module.visit(Counter())
-    return count

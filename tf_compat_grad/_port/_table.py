@@ -205,6 +205,21 @@ RULES: tuple[Rule, ...] = (
         otherwise="`tf.shape(x)` is translated only when indexed (`tf.shape(x)[i]` -> "
         "`x.shape[i]`): a whole `torch.Size` is a tuple, not a tensor (`* 2` repeats it)",
     ),
+    Rule(
+        ("size",),
+        ("input", "out_type", "name"),
+        (
+            _v("torch.tensor({input}.numel(), dtype={out_type})"),
+            _v("torch.tensor({input}.numel(), dtype=torch.int32)"),
+        ),
+        note="An int32 tensor (unless `out_type=`), as TF.",
+    ),
+    Rule(
+        ("rank",),
+        ("input", "name"),
+        (_v("torch.tensor({input}.dim(), dtype=torch.int32)"),),
+        note="An int32 tensor, as TF.",
+    ),
     Rule(("Tensor",), value="torch.Tensor", note="In annotations and `isinstance`."),
     Rule(("newaxis",), value="None", note="`x[:, tf.newaxis]` -> `x[:, None]`."),
     # --- dtypes -------------------------------------------------------------------------
@@ -373,12 +388,20 @@ RULES: tuple[Rule, ...] = (
     _unary(("negative", "math.negative"), "x", "torch.neg"),
     _unary(("math.sin", "sin"), "x", "torch.sin"),
     _unary(("math.cos", "cos"), "x", "torch.cos"),
-    _unary(("math.erf", "erf"), "x", "torch.erf"),
-    _unary(("math.rsqrt", "rsqrt"), "x", "torch.rsqrt"),
-    _unary(("math.reciprocal", "reciprocal"), "x", "torch.reciprocal"),
-    _unary(("math.is_finite", "is_finite"), "x", "torch.isfinite"),
-    _unary(("math.is_nan", "is_nan"), "x", "torch.isnan"),
-    _unary(("math.is_inf", "is_inf"), "x", "torch.isinf"),
+    _unary(("math.erf",), "x", "torch.erf"),
+    _unary(("math.rsqrt",), "x", "torch.rsqrt"),
+    _unary(("math.floor", "floor"), "x", "torch.floor", "No gradient (TF: None, torch: zeros)."),
+    _unary(("math.ceil",), "x", "torch.ceil", "No gradient (TF: None, torch: zeros)."),
+    Rule(
+        ("math.log_sigmoid",),
+        ("x", "name"),
+        (_v("-torch.logaddexp(-{x}, torch.zeros_like({x}))"),),
+        note="TF's `-softplus(-x)`, as `tf.nn.softplus` is translated.",
+    ),
+    _unary(("math.reciprocal",), "x", "torch.reciprocal"),
+    _unary(("math.is_finite",), "x", "torch.isfinite"),
+    _unary(("math.is_nan",), "x", "torch.isnan"),
+    _unary(("math.is_inf",), "x", "torch.isinf"),
     _unary(("logical_not", "math.logical_not"), "x", "torch.logical_not"),
     *(
         Rule(
@@ -386,8 +409,9 @@ RULES: tuple[Rule, ...] = (
             ("x", "y", "name"),
             (_v(f"torch.{tf_name}({{x}}, {{y}})"),),
         )
-        for tf_name in ("logical_and", "logical_or", "logical_xor")
+        for tf_name in ("logical_and", "logical_or")
     ),
+    Rule(("math.logical_xor",), ("x", "y", "name"), (_v("torch.logical_xor({x}, {y})"),)),
     Rule(
         ("multiply", "math.multiply"),
         ("x", "y", "name"),
@@ -407,7 +431,7 @@ RULES: tuple[Rule, ...] = (
         note="x must be a tensor in torch, as for `tf.multiply`.",
     ),
     Rule(
-        ("math.squared_difference", "squared_difference"),
+        ("math.squared_difference",),
         ("x", "y", "name"),
         (_v("torch.square({x} - {y})"),),
     ),
@@ -590,14 +614,9 @@ RULES: tuple[Rule, ...] = (
         ("range",),
         ("start", "limit", "delta", "dtype", "name"),
         (
-            _v("torch.arange({start}, dtype={dtype})", "start:intlike"),
-            _v("torch.arange({start}, {limit}, dtype={dtype})", "start:intlike", "limit:intlike"),
-            _v(
-                "torch.arange({start}, {limit}, {delta}, dtype={dtype})",
-                "start:intlike",
-                "limit:intlike",
-                "delta:intlike",
-            ),
+            _v("torch.arange({start}, dtype={dtype})"),
+            _v("torch.arange({start}, {limit}, dtype={dtype})"),
+            _v("torch.arange({start}, {limit}, {delta}, dtype={dtype})", "delta:intlike"),
             _v("torch.arange({start}, dtype=torch.int32)", "start:intlike"),
             _v(
                 "torch.arange({start}, {limit}, dtype=torch.int32)",
@@ -611,9 +630,12 @@ RULES: tuple[Rule, ...] = (
                 "delta:intlike",
             ),
         ),
-        note="Integer arguments only: int32, as TF (torch's default is int64).",
-        otherwise="only integer arguments (literal ints, sizes, sums of them) are translated: TF "
-        "infers int32 or float32 from them, and accumulates float steps differently",
+        note="Without `dtype=`, integer arguments only (literal ints, sizes, names assigned "
+        "only those in the function): int32, as TF (torch's default is int64). With `dtype=`, "
+        "an integer step.",
+        otherwise="without `dtype=` only integer arguments (literal ints, sizes, names assigned "
+        "only those) are translated: TF infers int32 or float32 from them; a float step "
+        "accumulates differently",
     ),
     Rule(
         ("ones",),
@@ -655,7 +677,18 @@ RULES: tuple[Rule, ...] = (
         otherwise="only `transpose_a` and `transpose_b` are translated (not `adjoint_*`, "
         "`*_is_sparse`, `output_type`)",
     ),
-    Rule(("reshape",), ("tensor", "shape", "name"), (_v("torch.reshape({tensor}, {shape})"),)),
+    Rule(
+        ("reshape",),
+        ("tensor", "shape", "name"),
+        (_v("torch.reshape({tensor}, {shape})"),),
+        note="A whole `tf.shape(x)` as the shape becomes `x.shape` (also in `tf.ones`, "
+        "`tf.zeros`, `tf.fill`).",
+    ),
+    Rule(
+        ("einsum", "linalg.einsum"),
+        value="torch.einsum",
+        note="The same equations (ellipsis included); the operands are passed as they are.",
+    ),
     Rule(
         ("transpose",),
         ("a", "perm", "conjugate", "name"),

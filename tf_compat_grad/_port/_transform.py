@@ -167,10 +167,11 @@ def _numbers(node: cst.BaseExpression) -> list[cst.Integer | cst.Float] | None:
     return None
 
 
-def _intlike(node: cst.BaseExpression) -> bool:
-    """A Python int in torch: a literal int, an indexed `.shape`, `len(...)`, or `+ - *` of them."""
-    if node.lpar and not isinstance(node, cst.BinaryOperation):
-        return False
+def _intlike(node: cst.BaseExpression, ints: frozenset[str] = frozenset()) -> bool:
+    """A Python int in torch: a literal int, an indexed `.shape`, `len(...)`, a name in `ints`
+    (assigned only such values), or `+ - *` of them."""
+    if isinstance(node, cst.Name):
+        return node.value in ints
     number = _number(node)
     if number is not None:
         return isinstance(number, cst.Integer)
@@ -181,13 +182,13 @@ def _intlike(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.BinaryOperation) and isinstance(
         node.operator, (cst.Add, cst.Subtract, cst.Multiply)
     ):
-        return _intlike(node.left) and _intlike(node.right)
+        return _intlike(node.left, ints) and _intlike(node.right, ints)
     return False
 
 
-def _facts(param: str, node: cst.BaseExpression) -> set[str]:
+def _facts(param: str, node: cst.BaseExpression, ints: frozenset[str] = frozenset()) -> set[str]:
     facts = set()
-    if _intlike(node):
+    if _intlike(node, ints):
         facts.add(f"{param}:intlike")
     number = _number(node)
     if number is not None and float(number.evaluated_value) != 0:
@@ -201,14 +202,14 @@ def _facts(param: str, node: cst.BaseExpression) -> set[str]:
     numbers = _numbers(node)
     if numbers is not None:
         facts.add(f"{param}:literal")
-        ints = all(isinstance(n, cst.Integer) for n in numbers)
-        if ints:
+        integers = all(isinstance(n, cst.Integer) for n in numbers)
+        if integers:
             facts.add(f"{param}:ints")
         if _number(node) is not None:
             facts.add(f"{param}:number")
-            if ints:
+            if integers:
                 facts.update((f"{param}:axis", f"{param}:axes"))
-        elif ints and numbers:
+        elif integers and numbers:
             facts.add(f"{param}:axes")
     return facts
 
@@ -254,9 +255,39 @@ class _Porter(cst.CSTTransformer):
         self.skip: set[int] = set()  # ids of tf.* nodes handled by their parent
         self.subscripted: set[int] = set()
         self.names: set[str] = set()  # every name the module uses
+        self.assigned: list[dict[str, bool]] = [{}]  # per scope: name -> only ints assigned
         self.count = 0
 
     # --- bookkeeping
+
+    def ints(self) -> frozenset[str]:
+        """The names that hold a Python int here (see `_intlike`): assigned only such values
+        in the innermost function that assigns them."""
+        found: dict[str, bool] = {}
+        for scope in self.assigned:
+            found.update(scope)
+        return frozenset(name for name, is_int in found.items() if is_int)
+
+    def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
+        is_int = _intlike(updated_node.value, self.ints())
+        for target in updated_node.targets:
+            names = [target.target] if isinstance(target.target, cst.Name) else []
+            for name in names:
+                scope = self.assigned[-1]
+                scope[name.value] = scope.get(name.value, True) and is_int
+        return updated_node
+
+    def leave_AugAssign(
+        self, original_node: cst.AugAssign, updated_node: cst.AugAssign
+    ) -> cst.AugAssign:
+        if isinstance(updated_node.target, cst.Name):
+            is_int = isinstance(updated_node.operator, (cst.AddAssign, cst.SubtractAssign)) and (
+                _intlike(updated_node.value, self.ints())
+            )
+            scope = self.assigned[-1]
+            name = updated_node.target.value
+            scope[name] = scope.get(name, name in self.ints()) and is_int
+        return updated_node
 
     def fresh(self) -> str:
         """A name for an argument evaluated once and used twice: `_t1`, `_t2`, ... unused."""
@@ -288,6 +319,7 @@ class _Porter(cst.CSTTransformer):
             self.statements.append([])
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             self.scope.append(node.name.value)
+            self.assigned.append({})
         return super().on_visit(node)
 
     def on_leave(
@@ -296,6 +328,7 @@ class _Porter(cst.CSTTransformer):
         result = super().on_leave(original_node, updated_node)
         if isinstance(original_node, (cst.FunctionDef, cst.ClassDef)):
             self.scope.pop()
+            self.assigned.pop()
         if isinstance(original_node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
             comments = self.statements.pop()
             if comments and isinstance(
@@ -506,7 +539,9 @@ class _Porter(cst.CSTTransformer):
             self.needed |= _roots(rule.value)
             return updated_node.with_changes(func=_parsed(rule.value))
         try:
-            variant, args = _choose(rule, updated_node, id(original_node) in self.subscripted)
+            variant, args = _choose(
+                rule, updated_node, id(original_node) in self.subscripted, self.ints()
+            )
         except _Untranslated as why:
             self.untranslated(original_node, shown, str(why))
             return updated_node
@@ -581,7 +616,7 @@ def _bindings(small: cst.BaseSmallStatement) -> dict[str, tuple[str, str]]:
 
 
 def _choose(
-    rule: Rule, call: cst.Call, subscripted: bool
+    rule: Rule, call: cst.Call, subscripted: bool, ints: frozenset[str] = frozenset()
 ) -> tuple[Variant, dict[str, cst.BaseExpression]]:
     """The variant of `rule` that fits the call's arguments, and the arguments by parameter."""
     assert rule.params is not None
@@ -615,7 +650,7 @@ def _choose(
         if (value.value == "True") != default:
             facts.add(f"{param}={value.value}")
     for param, value in given.items():
-        facts |= _facts(param, value)
+        facts |= _facts(param, value, ints)
     for fact, why in rule.refuse.items():
         if fact in facts:
             raise _Untranslated(why)

@@ -718,12 +718,33 @@ RULES: tuple[Rule, ...] = (
         note="TF raises for an axis whose size is not 1; torch leaves it.",
     ),
     # --- not translated, with the reason ----------------------------------------------------
-    _flagged(
+    Rule(
         ("GradientTape",),
-        "torch records the ops of tensors that require grad without a tape: call "
-        "`loss.backward()` or `torch.autograd.grad` (see the guide's op translations)",
+        (),
+        note="Translated in one pattern: `with tf.GradientTape() as tape:` (`persistent=` "
+        "allowed) opening with `tape.watch(NAME or [NAMES])`, in a function, the block reading "
+        "only watched names, names it assigns, parameters and module-level names, and the tape "
+        "used after it only as `tape.gradient(target, NAME or [NAMES], output_gradients=)`: "
+        "`with torch.enable_grad():`, `x_watched = x if x.requires_grad else "
+        "x.detach().requires_grad_()`, and `torch.autograd.grad(target, [x_watched], "
+        "grad_outputs=output_gradients or ones, create_graph=True, allow_unused=True)`, "
+        "differentiable again as TF's under an outer tape. An unconnected target raises in "
+        "torch (TF: None).",
+        otherwise="only `with tf.GradientTape() as tape:` in the pattern of the note is translated",
     ),
     _flagged(("function",), "use `torch.compile(fn, fullgraph=True)` instead of tf.function"),
+    _flagged(
+        (
+            "random.normal",
+            "random.uniform",
+            "random.truncated_normal",
+            "random.categorical",
+            "random.shuffle",
+            "random.set_seed",
+        ),
+        "random numbers: TF's and torch's generators give different numbers for the same "
+        "seed; use torch's (`torch.randn`, `torch.rand`, ...) and compare statistics, not values",
+    ),
     _flagged(
         (
             "math.floordiv",
@@ -818,6 +839,8 @@ def guide_table() -> str:
         names = ", ".join(f"`tf.{name}`" for name in rule.names)
         if rule.params is None:
             torch = f"`{rule.value}`"
+        elif not rule.variants and rule.note:  # translated by the transformer, see the note
+            torch = "in one pattern, in the note; otherwise not translated"
         elif not rule.variants:
             torch = "not translated: " + rule.otherwise
         else:

@@ -15,6 +15,7 @@ from typing import TypeVar, cast
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from . import _tape
 from ._report import MARK, Entry, PortResult
 from ._table import IMPORTS, TABLE, Rule, Variant, placeholders
 
@@ -232,6 +233,28 @@ def _comments(node: cst.CSTNode) -> list[str]:
     return found
 
 
+class _Rename(cst.CSTTransformer):
+    """Renames the reads of some names (not attribute names or keywords)."""
+
+    def __init__(self, names: dict[str, str]) -> None:
+        self.names = names
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        return True
+
+    def leave_Attribute(
+        self, original_node: cst.Attribute, updated_node: cst.Attribute
+    ) -> cst.Attribute:
+        return updated_node.with_changes(attr=original_node.attr)
+
+    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg:
+        return updated_node.with_changes(keyword=original_node.keyword)
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
+        new = self.names.get(original_node.value)
+        return updated_node if new is None else updated_node.with_changes(value=new)
+
+
 class _Untranslated(Exception):
     """Raised inside the transformer to leave a construct as it is, with the reason."""
 
@@ -256,6 +279,10 @@ class _Porter(cst.CSTTransformer):
         self.subscripted: set[int] = set()
         self.names: set[str] = set()  # every name the module uses
         self.assigned: list[dict[str, bool]] = [{}]  # per scope: name -> only ints assigned
+        self.functions: list[cst.FunctionDef] = []  # the enclosing functions, outermost first
+        self.tapes: dict[int, _tape.Tape] = {}  # id of a translated `with` -> its tape
+        self.tape_calls: dict[int, str | _tape.Tape] = {}  # id of a GradientTape(...) or
+        # tape.gradient(...) call -> why it is not translated, or its tape
         self.count = 0
 
     # --- bookkeeping
@@ -289,12 +316,19 @@ class _Porter(cst.CSTTransformer):
             scope[name] = scope.get(name, name in self.ints()) and is_int
         return updated_node
 
-    def fresh(self) -> str:
-        """A name for an argument evaluated once and used twice: `_t1`, `_t2`, ... unused."""
+    def fresh(self, wanted: str = "", numbered: bool = False) -> str:
+        """`wanted` if the module does not use it (or `wanted2`, `wanted3`, ... if `numbered`),
+        else `_t1`, `_t2`, ... the first unused: the name of an argument evaluated once and used
+        twice, of a watched tensor."""
+        for suffix in ["", *(str(n) for n in range(2, 100 if numbered else 2))]:
+            if wanted and wanted + suffix not in self.names:
+                self.names.add(wanted + suffix)
+                return wanted + suffix
         while True:
             self.count += 1
             name = f"_t{self.count}"
             if name not in self.names:
+                self.names.add(name)
                 return name
 
     def line(self, node: cst.CSTNode) -> int:
@@ -320,6 +354,8 @@ class _Porter(cst.CSTTransformer):
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             self.scope.append(node.name.value)
             self.assigned.append({})
+        if isinstance(node, cst.FunctionDef):
+            self.functions.append(node)
         return super().on_visit(node)
 
     def on_leave(
@@ -329,6 +365,8 @@ class _Porter(cst.CSTTransformer):
         if isinstance(original_node, (cst.FunctionDef, cst.ClassDef)):
             self.scope.pop()
             self.assigned.pop()
+        if isinstance(original_node, cst.FunctionDef):
+            self.functions.pop()
         if isinstance(original_node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
             comments = self.statements.pop()
             if comments and isinstance(
@@ -525,7 +563,104 @@ class _Porter(cst.CSTTransformer):
         self.needed |= _roots(rule.value)
         return _parsed(rule.value)
 
+    # --- tf.GradientTape (see `_tape`)
+
+    def visit_With(self, node: cst.With) -> None:
+        call = node.items[0].item if node.items else None
+        if not isinstance(call, cst.Call) or self.tf_name(call.func) != "GradientTape":
+            return
+        body = self.functions[-1].body if self.functions else None
+        found = _tape.check(node, body, self.functions, "GradientTape")
+        if isinstance(found, str):
+            self.tape_calls[id(call)] = found
+            asname = node.items[0].asname
+            if body is not None and asname is not None and isinstance(asname.name, cst.Name):
+                for gradient in _tape.gradient_calls(body, asname.name.value)[0]:
+                    self.tape_calls[id(gradient)] = (
+                        f"the gradient of the untranslated tape of line {self.line(node)}"
+                    )
+            return
+        name, watched, watches = found
+        mapping = {w: self.fresh(f"{w}_watched", numbered=True) for w in dict.fromkeys(watched)}
+        tape = _tape.Tape(name, mapping, node, watches)
+        self.tapes[id(node)] = tape
+        self.tape_calls[id(call)] = tape
+        assert body is not None
+        for gradient in _tape.gradient_calls(body, name)[0]:
+            self.tape_calls[id(gradient)] = tape
+
+    def leave_With(
+        self, original_node: cst.With, updated_node: cst.With
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        tape = self.tapes.get(id(original_node))
+        if tape is None:
+            return updated_node
+        body = cst.ensure_type(updated_node.body, cst.IndentedBlock)
+        assignments = [
+            cst.parse_statement(
+                f"{new} = {old} if {old}.requires_grad else {old}.detach().requires_grad_()"
+            )
+            for old, new in tape.watched.items()
+        ]
+        rest = [s.visit(_Rename(tape.watched)) for s in body.body[tape.watches :]]
+        first = body.body[0]
+        if assignments and isinstance(first, cst.SimpleStatementLine):  # keep its comments
+            assignments[0] = cst.ensure_type(assignments[0], cst.SimpleStatementLine).with_changes(
+                leading_lines=first.leading_lines
+            )
+        self.needed.add("torch")
+        return updated_node.with_changes(
+            items=[cst.WithItem(cst.parse_expression("torch.enable_grad()"))],
+            body=body.with_changes(body=[*assignments, *rest]),
+        )
+
+    def tape_gradient(
+        self, original: cst.Call, call: cst.Call, tape: _tape.Tape
+    ) -> cst.BaseExpression:
+        positional = [a for a in call.args if a.keyword is None]
+        names = ["target", "sources", "output_gradients"][: len(positional)]
+        given = {n: a.value for n, a in zip(names, positional, strict=False)}
+        given |= {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+        sources = given["sources"]
+        items = sources.elements if isinstance(sources, (cst.List, cst.Tuple)) else [sources]
+        renamed = [
+            cst.Element(cst.Name(tape.watched.get(cst.ensure_type(i.value, cst.Name).value, "")))
+            if cst.ensure_type(i.value, cst.Name).value in tape.watched
+            else cst.Element(i.value)
+            for i in (e if isinstance(e, cst.BaseElement) else cst.Element(e) for e in items)
+        ]
+        upstream = (
+            "{output_gradients}" if "output_gradients" in given else ("torch.ones_like({target})")
+        )
+        template = (
+            f"torch.autograd.grad({{target}}, {{sources}}, grad_outputs={upstream}, "
+            "create_graph=True, allow_unused=True)"
+        )
+        if isinstance(sources, cst.List):
+            template = f"list({template})"
+        elif isinstance(sources, cst.Tuple):
+            template = f"tuple({template})"
+        else:
+            template = f"{template}[0]"
+        args = {**given, "sources": cst.List(renamed)}
+        used = placeholders(template)
+        twice = sorted(p for p in set(used) if used.count(p) > 1 and not _simple(args[p]))
+        result = _Fill(args, {p: self.fresh() for p in twice}).fill(template)
+        self.translated(original, f"{tape.name}.gradient", _code(result))
+        self.needed.add("torch")
+        return result
+
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        tape = self.tape_calls.get(id(original_node))
+        if isinstance(tape, _tape.Tape):
+            if tape.block.items[0].item is original_node:
+                shown = _dotted(updated_node.func)
+                self.translated(original_node, shown, "torch.enable_grad()")
+                return updated_node
+            return self.tape_gradient(original_node, updated_node, tape)
+        if isinstance(tape, str):
+            self.untranslated(original_node, _dotted(updated_node.func), tape)
+            return updated_node
         name = self.tf_name(updated_node.func)
         if name is None:
             return updated_node

@@ -233,17 +233,22 @@ def test_untranslatable_constructs_are_flagged_at_their_line() -> None:
     compile(result.code, "step.py", "exec")  # the comments leave valid Python
 
 
-def test_imports_it_cannot_place_and_tf_function_are_flagged() -> None:
+def test_imports_it_cannot_place_and_tf_function_with_arguments_are_flagged() -> None:
     source = textwrap.dedent(
         """\
         import tensorflow as tf
         from tensorflow import keras
 
 
-        @tf.function
+        @tf.function(jit_compile=True)
         def f(x):
             import tensorflow as tf2
             return tf.exp(x)
+
+
+        @tf.function  # removed
+        def g(x):
+            return tf.function(tf.exp)(x)
         """
     )
     result = port_source(source)
@@ -253,8 +258,10 @@ def test_imports_it_cannot_place_and_tf_function_are_flagged() -> None:
         (5, "tf.function"),
         (7, "import tensorflow as tf2"),
     }
-    assert "torch.compile" in next(e.why for e in result.flagged if e.tf == "tf.function")
+    assert "jit_compile" in next(e.why for e in result.flagged if e.tf == "tf.function")
     assert "return torch.exp(x)" in result.code
+    assert "@tf.function" not in result.code.split("def f")[1]
+    assert "# removed\ndef g(x):\n    return torch.exp(x)" in result.code
 
 
 def test_from_imports_and_compat_v2_bind_their_names() -> None:

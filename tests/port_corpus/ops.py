@@ -275,6 +275,17 @@ def keepdims_expression(x):
     return tf.reduce_sum(x, axis=1, keepdims=keep), tf.reduce_max(x, keepdims=not keep)
 
 
+def sigmoid_xent(logits, labels):
+    return tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits * 2.0)
+
+
+@tf.function
+def compiled_then_eager(x):
+    x = tf.convert_to_tensor(x, dtype=tf.float64)
+    n = x.get_shape().as_list()[-1] + len(x.shape.as_list())
+    return x * tf.cast(n, x.dtype), tf.convert_to_tensor([1, 2]), tf.function(tf.exp)(x)
+
+
 EXAMPLES = {
     "reduce_sum_all": ([[1.0, 2.0], [3.0, -4.0]],),
     "reduce_sum_axis_keepdims": ([[1.0, 2.0, 0.5], [3.0, -4.0, 1.0]],),
@@ -337,4 +348,6 @@ EXAMPLES = {
     "size_rank": ([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]],),
     "reshape_like": ([[1.0, 2.0], [3.0, 4.0]], [0.5, -1.0, 2.0, 0.25]),
     "keepdims_expression": ([[1.0, 2.0], [3.0, -4.0]],),
+    "sigmoid_xent": ([-50.0, -1.0, 0.0, 0.0, 2.0, 40.0], [0.0, 0.25, 0.5, 1.0, 1.0, 0.3]),
+    "compiled_then_eager": ([[1.0, 2.0, 3.0]],),
 }

@@ -179,9 +179,9 @@ RULES: tuple[Rule, ...] = (
     Rule(
         ("cast", "dtypes.cast"),
         ("x", "dtype", "name"),
-        (_v("torch.tensor({x}, dtype={dtype})", "x:size"), _v("{x}.to({dtype})")),
+        (_v("torch.tensor({x}, dtype={dtype})", "x:intlike"), _v("{x}.to({dtype})")),
         note="Float to int truncates toward zero in both. The gradient is cast back, as in TF. "
-        "A size (`tf.shape(x)[i]`, now a Python int) becomes a tensor.",
+        "A Python int (`tf.shape(x)[i]`, now a size, and other ints) becomes a tensor.",
     ),
     Rule(
         ("identity",),
@@ -204,6 +204,31 @@ RULES: tuple[Rule, ...] = (
         note="Only indexed: `tf.shape(x)[i]` -> `x.shape[i]`, a Python int.",
         otherwise="`tf.shape(x)` is translated only when indexed (`tf.shape(x)[i]` -> "
         "`x.shape[i]`): a whole `torch.Size` is a tuple, not a tensor (`* 2` repeats it)",
+    ),
+    Rule(
+        ("convert_to_tensor",),
+        ("value", "dtype", "dtype_hint", "name"),
+        (
+            _v("torch.tensor({value}, dtype={dtype})", "value:literal"),
+            _v("torch.tensor({value}, dtype=torch.int32)", "value:ints"),
+            _v("torch.tensor({value})", "value:literal"),
+            _v("torch.as_tensor({value}, dtype={dtype})"),
+        ),
+        note="As `tf.constant` for literals; otherwise only with `dtype=`.",
+        otherwise="`tf.convert_to_tensor` of a non-literal needs `dtype=`: TF makes Python ints "
+        "int32 (torch int64); write `torch.as_tensor(value)` if it is a tensor already",
+    ),
+    Rule(
+        ("nn.sigmoid_cross_entropy_with_logits",),
+        ("labels", "logits", "name"),
+        (
+            _v(
+                "torch.where({logits} >= 0, {logits}, 0.0) - {logits} * {labels} + "
+                "torch.log1p(torch.exp(torch.where({logits} >= 0, -{logits}, {logits})))"
+            ),
+        ),
+        note="TF's formula, `max(x, 0) - x * z + log1p(exp(-abs(x)))` with its `where`s (at "
+        "x = 0 the gradient is 0.5 - z, as TF), labels differentiable too.",
     ),
     Rule(
         ("size",),
@@ -732,7 +757,16 @@ RULES: tuple[Rule, ...] = (
         "torch (TF: None).",
         otherwise="only `with tf.GradientTape() as tape:` in the pattern of the note is translated",
     ),
-    _flagged(("function",), "use `torch.compile(fn, fullgraph=True)` instead of tf.function"),
+    Rule(
+        ("function",),
+        ("func", "input_signature", "autograph", "jit_compile", "reduce_retracing"),
+        (_v("{func}"),),
+        note="A bare `@tf.function` decorator is removed and `tf.function(f)` becomes `f`: "
+        "the function runs eagerly, with the numbers of TF's eager mode (autograph keeps "
+        "Python semantics); `torch.compile(fn, fullgraph=True)` is torch's counterpart. Any "
+        "argument (`input_signature=`, `jit_compile=`, ...) is not translated.",
+        otherwise="only a bare `@tf.function` or `tf.function(f)` is translated",
+    ),
     _flagged(
         (
             "random.normal",

@@ -176,8 +176,11 @@ def _intlike(node: cst.BaseExpression, ints: frozenset[str] = frozenset()) -> bo
     number = _number(node)
     if number is not None:
         return isinstance(number, cst.Integer)
-    if isinstance(node, cst.Subscript):
-        return isinstance(node.value, cst.Attribute) and node.value.attr.value == "shape"
+    if isinstance(node, cst.Subscript):  # x.shape[i], list(x.shape)[i]
+        value = node.value
+        if isinstance(value, cst.Call) and _dotted(value.func) == "list" and len(value.args) == 1:
+            value = value.args[0].value
+        return isinstance(value, cst.Attribute) and value.attr.value == "shape"
     if isinstance(node, cst.Call):
         return isinstance(node.func, cst.Name) and node.func.value == "len"
     if isinstance(node, cst.BinaryOperation) and isinstance(
@@ -563,6 +566,42 @@ class _Porter(cst.CSTTransformer):
         self.needed |= _roots(rule.value)
         return _parsed(rule.value)
 
+    # --- @tf.function and TF-only tensor methods
+
+    def visit_Decorator(self, node: cst.Decorator) -> None:
+        if self.tf_name(node.decorator) == "function":
+            self.skip.add(id(node.decorator))
+            self.skip.add(id(getattr(node.decorator, "attr", None)))
+
+    def leave_Decorator(
+        self, original_node: cst.Decorator, updated_node: cst.Decorator
+    ) -> cst.Decorator | cst.RemovalSentinel:
+        if self.tf_name(original_node.decorator) != "function":
+            return updated_node
+        self.translated(original_node, "@" + _dotted(original_node.decorator), "(removed)")
+        for comment in _comments(original_node):  # kept, above the definition
+            self.comment_above(comment)
+        return cst.RemoveFromParent()
+
+    def tensor_method(self, original: cst.Call, call: cst.Call) -> cst.BaseExpression | None:
+        """`x.get_shape()` -> `x.shape`, `x.shape.as_list()` -> `list(x.shape)`: TF-only
+        methods (eager shapes are fully known: ints in both)."""
+        func = call.func
+        if call.args or not isinstance(func, cst.Attribute):
+            return None
+        if func.attr.value == "get_shape":
+            result: cst.BaseExpression = cst.Attribute(func.value, cst.Name("shape"))
+        elif (
+            func.attr.value == "as_list"
+            and isinstance(func.value, cst.Attribute)
+            and func.value.attr.value == "shape"
+        ):
+            result = cst.Call(cst.Name("list"), [cst.Arg(func.value)])
+        else:
+            return None
+        self.translated(original, f".{func.attr.value}()", _code(result))
+        return result
+
     # --- tf.GradientTape (see `_tape`)
 
     def visit_With(self, node: cst.With) -> None:
@@ -663,7 +702,8 @@ class _Porter(cst.CSTTransformer):
             return updated_node
         name = self.tf_name(updated_node.func)
         if name is None:
-            return updated_node
+            method = self.tensor_method(original_node, updated_node)
+            return updated_node if method is None else method
         shown = _dotted(updated_node.func)
         rule = TABLE.get(name)
         if rule is None:

@@ -286,6 +286,22 @@ def compiled_then_eager(x):
     return x * tf.cast(n, x.dtype), tf.convert_to_tensor([1, 2]), tf.function(tf.exp)(x)
 
 
+def variance_std_moments(x):
+    mean, var = tf.nn.moments(x, axes=[0])
+    mean_k, var_k = tf.nn.moments(x, [0, 1], keepdims=True)
+    return (
+        tf.math.reduce_variance(x, axis=1),
+        tf.math.reduce_std(x, axis=0, keepdims=True),
+        tf.math.reduce_variance(x),
+        mean * var,
+        mean_k + var_k,
+    )
+
+
+def cumulative(x):
+    return tf.math.cumsum(x, axis=1), tf.cumsum(x), tf.math.cumsum(x, axis=1, reverse=True)
+
+
 EXAMPLES = {
     "reduce_sum_all": ([[1.0, 2.0], [3.0, -4.0]],),
     "reduce_sum_axis_keepdims": ([[1.0, 2.0, 0.5], [3.0, -4.0, 1.0]],),
@@ -350,4 +366,6 @@ EXAMPLES = {
     "keepdims_expression": ([[1.0, 2.0], [3.0, -4.0]],),
     "sigmoid_xent": ([-50.0, -1.0, 0.0, 0.0, 2.0, 40.0], [0.0, 0.25, 0.5, 1.0, 1.0, 0.3]),
     "compiled_then_eager": ([[1.0, 2.0, 3.0]],),
+    "variance_std_moments": ([[1.0, 2.0, 4.0], [0.5, -1.0, 3.0]],),
+    "cumulative": ([[1.0, 2.0, 4.0], [0.5, -1.0, 3.0]],),
 }

@@ -409,6 +409,91 @@ RULES: tuple[Rule, ...] = (
         otherwise="`axis` must be a literal int or a non-empty list of literal ints; "
         "`keepdims=True` needs an axis",
     ),
+    Rule(
+        ("math.reduce_variance",),
+        ("input_tensor", "axis", "keepdims", "name"),
+        (
+            _v(
+                "torch.mean(torch.square({input_tensor} - torch.mean({input_tensor}, dim={axis}, "
+                "keepdim=True)), dim={axis}, keepdim=True)",
+                "keepdims=True",
+                "axis:axes",
+            ),
+            _v(
+                "torch.mean(torch.square({input_tensor} - torch.mean({input_tensor}, dim={axis}, "
+                "keepdim=True)), dim={axis})",
+                "axis:axes",
+            ),
+            _v("torch.mean(torch.square({input_tensor} - torch.mean({input_tensor})))"),
+        ),
+        flags={"keepdims": False},
+        note="TF's formula, the mean of squared deviations (population variance), so that "
+        "second derivatives match too.",
+        otherwise="`axis` must be a literal int or a non-empty list of literal ints; "
+        "`keepdims=True` needs an axis",
+    ),
+    Rule(
+        ("math.reduce_std",),
+        ("input_tensor", "axis", "keepdims", "name"),
+        (
+            _v(
+                "torch.sqrt(torch.mean(torch.square({input_tensor} - torch.mean({input_tensor}, "
+                "dim={axis}, keepdim=True)), dim={axis}, keepdim=True))",
+                "keepdims=True",
+                "axis:axes",
+            ),
+            _v(
+                "torch.sqrt(torch.mean(torch.square({input_tensor} - torch.mean({input_tensor}, "
+                "dim={axis}, keepdim=True)), dim={axis}))",
+                "axis:axes",
+            ),
+            _v("torch.sqrt(torch.mean(torch.square({input_tensor} - torch.mean({input_tensor}))))"),
+        ),
+        flags={"keepdims": False},
+        note="The square root of `tf.math.reduce_variance`'s formula (`tf.sqrt`'s note applies "
+        "at a zero variance).",
+        otherwise="`axis` must be a literal int or a non-empty list of literal ints; "
+        "`keepdims=True` needs an axis",
+    ),
+    Rule(
+        ("nn.moments",),
+        ("x", "axes", "shift", "keepdims", "name"),
+        (
+            _v(
+                "(torch.mean({x}, dim={axes}, keepdim=True), torch.mean(torch.square({x} - "
+                "torch.mean({x}, dim={axes}, keepdim=True).detach()), dim={axes}, keepdim=True))",
+                "keepdims=True",
+                "axes:axes",
+            ),
+            _v(
+                "(torch.mean({x}, dim={axes}), torch.mean(torch.square({x} - "
+                "torch.mean({x}, dim={axes}, keepdim=True).detach()), dim={axes}))",
+                "axes:axes",
+            ),
+        ),
+        flags={"keepdims": False},
+        note="(mean, variance) with TF's formula: the variance's mean is a stopped gradient, "
+        "which shows in second derivatives. float16 inputs: TF computes in float32, this does "
+        "not.",
+        otherwise="`axes` must be a literal list of ints; `shift` is not translated",
+    ),
+    Rule(
+        ("math.cumsum", "cumsum"),
+        ("x", "axis", "exclusive", "reverse", "name"),
+        (
+            _v(
+                "torch.flip(torch.cumsum(torch.flip({x}, [{axis}]), dim={axis}), [{axis}])",
+                "reverse=True",
+                "axis:axis",
+            ),
+            _v("torch.cumsum({x}, dim={axis})", "axis:axis"),
+            _v("torch.cumsum({x}, dim=0)"),
+        ),
+        flags={"exclusive": False, "reverse": False},
+        note="No axis: axis 0, as TF.",
+        otherwise="`axis` must be a literal int (`reverse=True` needs one); `exclusive=True` "
+        "is not translated",
+    ),
     # --- elementwise, more -------------------------------------------------------------------
     _unary(("negative", "math.negative"), "x", "torch.neg"),
     _unary(("math.sin", "sin"), "x", "torch.sin"),

@@ -183,7 +183,7 @@ def train_step(x, axis, a, b, n):
         y = tf.foo(x)
     q = tf.math.floordiv(n, 2)
     z = tf.nn.conv2d(x, x, strides=1, padding="SAME")
-    s = tf.reduce_sum(x, axis=axis)
+    s = tf.reduce_sum(x, axis=axis[0])
     c = tf.constant(n)
     d = tf.clip_by_norm(a + b, 1.0)  # a + b evaluated once
     m = tf.matmul(a, b, adjoint_a=True)

@@ -302,6 +302,23 @@ def cumulative(x):
     return tf.math.cumsum(x, axis=1), tf.cumsum(x), tf.math.cumsum(x, axis=1, reverse=True)
 
 
+def axis_names(x):
+    outputs = []
+    for axis in (0, -1, [0, 1], None, []):  # [] reduces nothing in TF
+        outputs.append(tf.reduce_sum(x * 2.0, axis=axis))
+        outputs.append(tf.reduce_max(x, axis=axis, keepdims=True))
+    return outputs
+
+
+def precedence(x):
+    return 1.0 / tf.math.l2_normalize(x) + 2.0 * tf.clip_by_norm(x, 1.0) ** 2
+
+
+def cast_python_numbers(x, n):
+    scale = tf.cast(2**n - 1, x.dtype)
+    return x * scale + tf.cast(0.1, tf.float64) + tf.cast(n > 1, x.dtype)
+
+
 EXAMPLES = {
     "reduce_sum_all": ([[1.0, 2.0], [3.0, -4.0]],),
     "reduce_sum_axis_keepdims": ([[1.0, 2.0, 0.5], [3.0, -4.0, 1.0]],),
@@ -368,4 +385,7 @@ EXAMPLES = {
     "compiled_then_eager": ([[1.0, 2.0, 3.0]],),
     "variance_std_moments": ([[1.0, 2.0, 4.0], [0.5, -1.0, 3.0]],),
     "cumulative": ([[1.0, 2.0, 4.0], [0.5, -1.0, 3.0]],),
+    "axis_names": ([[1.0, 2.0, 4.0], [0.5, -1.0, 3.0]],),
+    "precedence": ([3.0, -4.0],),
+    "cast_python_numbers": ([1.0, -2.0], {"py": 3}),
 }

@@ -21,6 +21,9 @@ The facts a variant can require, besides which arguments are given:
 - `P:intlike`: P is a Python int in both frameworks' eyes: a literal int, an indexed `.shape`,
   `len(...)`, or `+`, `-`, `*` of those;
 - `P:nonzero`: P is a literal number other than 0;
+- `P:name`: P is a name (a variable: its value is known at run time only);
+- `branches`: not a fact but a mark: the template is a conditional expression whose branches
+  each evaluate the arguments once, so none needs binding with `:=`;
 - `subscripted`: the call is indexed, as in `tf.shape(x)[0]`, or is the shape argument of
   `tf.reshape`, `tf.ones`, `tf.zeros`, `tf.fill` (where a `torch.Size` serves as well).
 
@@ -76,6 +79,8 @@ def _reduction(name: str, target: str, note: str) -> Rule:
     """`tf.reduce_*`: `axis` -> `dim` (literal ints only: an empty list reduces nothing in TF
     but everything in torch), `keepdims` -> `keepdim`, no axis: over all elements."""
     x = "{input_tensor}"
+    # a name's value is known at run time only: an empty sequence must reduce nothing
+    reduces = "if {axis} is None or isinstance({axis}, int) or len({axis}) else " + x
     return Rule(
         (f"reduce_{name}", f"math.reduce_{name}"),
         ("input_tensor", "axis", "keepdims", "name"),
@@ -86,12 +91,24 @@ def _reduction(name: str, target: str, note: str) -> Rule:
             _v(f"{target}({x}, dim=None, keepdim={{keepdims}})"),
             _v(f"{target}({x}, dim={{axis}})", "axis:axes"),
             _v(f"{target}({x})"),
+            _v(
+                f"{target}({x}, dim={{axis}}, keepdim=True) {reduces}",
+                "keepdims=True",
+                "axis:name",
+                "branches",
+            ),
+            _v(
+                f"{target}({x}, dim={{axis}}, keepdim={{keepdims}}) {reduces}",
+                "axis:name",
+                "branches",
+            ),
+            _v(f"{target}({x}, dim={{axis}}) {reduces}", "axis:name", "branches"),
         ),
         flags={"keepdims": False},
         dynamic=("keepdims",),
         note=note,
-        otherwise="`axis` must be a literal int or a non-empty list of literal ints (an empty "
-        "list reduces nothing in TF but every dimension in torch); give it literally",
+        otherwise="`axis` must be a name or a literal int or a non-empty list of literal ints "
+        "(an empty list reduces nothing in TF but every dimension in torch)",
     )
 
 
@@ -179,9 +196,14 @@ RULES: tuple[Rule, ...] = (
     Rule(
         ("cast", "dtypes.cast"),
         ("x", "dtype", "name"),
-        (_v("torch.tensor({x}, dtype={dtype})", "x:intlike"), _v("{x}.to({dtype})")),
+        (
+            _v("torch.tensor({x}, dtype={dtype})", "x:intlike"),
+            _v("torch.as_tensor({x}).to({dtype})"),
+        ),
         note="Float to int truncates toward zero in both. The gradient is cast back, as in TF. "
-        "A Python int (`tf.shape(x)[i]`, now a size, and other ints) becomes a tensor.",
+        "A known Python int (`tf.shape(x)[i]`, now a size) becomes a tensor; `as_tensor` "
+        "makes other Python numbers tensors as TF does (floats through float32, as TF's "
+        "conversion) and returns a tensor itself.",
     ),
     Rule(
         ("identity",),
@@ -933,13 +955,14 @@ _FACT_WORDS = {
     "size": "an indexed shape",
     "intlike": "an int",
     "nonzero": "a literal number other than 0",
+    "name": "a name",
 }
 
 
 def _condition(variant: Variant) -> str:
     """When a variant applies, in words: `if axis is literal int(s), keepdims=True`."""
     words = []
-    for fact in sorted(variant.when - {"subscripted"}):
+    for fact in sorted(variant.when - {"subscripted", "branches"}):
         param, _, kind = fact.partition(":")
         words.append(f"{param} is {_FACT_WORDS[kind]}" if kind else fact)
     return f" if {', '.join(words)}" if words else ""

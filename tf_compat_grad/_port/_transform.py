@@ -192,6 +192,8 @@ def _intlike(node: cst.BaseExpression, ints: frozenset[str] = frozenset()) -> bo
 
 def _facts(param: str, node: cst.BaseExpression, ints: frozenset[str] = frozenset()) -> set[str]:
     facts = set()
+    if isinstance(node, cst.Name) and node.value not in ("True", "False", "None"):
+        facts.add(f"{param}:name")
     if _intlike(node, ints):
         facts.add(f"{param}:intlike")
     number = _number(node)
@@ -281,6 +283,7 @@ class _Porter(cst.CSTTransformer):
         self.skip: set[int] = set()  # ids of tf.* nodes handled by their parent
         self.subscripted: set[int] = set()
         self.names: set[str] = set()  # every name the module uses
+        self.whole: set[int] = set()  # ids of expressions that need no parentheses
         self.assigned: list[dict[str, bool]] = [{}]  # per scope: name -> only ints assigned
         self.functions: list[cst.FunctionDef] = []  # the enclosing functions, outermost first
         self.tapes: dict[int, _tape.Tape] = {}  # id of a translated `with` -> its tape
@@ -473,10 +476,6 @@ class _Porter(cst.CSTTransformer):
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self.skip.add(id(node.value))  # only the whole dotted name is looked up
         self.skip.add(id(node.attr))
-
-    def visit_Arg(self, node: cst.Arg) -> None:
-        if node.keyword is not None:
-            self.skip.add(id(node.keyword))
 
     def visit_Param(self, node: cst.Param) -> None:
         self.skip.add(id(node.name))
@@ -722,13 +721,38 @@ class _Porter(cst.CSTTransformer):
             return updated_node
         used = placeholders(variant.template)
         twice = sorted(p for p in set(used) if used.count(p) > 1 and not _simple(args[p]))
+        if "branches" in variant.when:  # each branch evaluates them once
+            twice = []
         result = _Fill(args, {p: self.fresh() for p in twice}).fill(variant.template)
         lost = [c for c in _comments(updated_node) if c not in _comments(result)]
         for comment in lost:
             self.comment_above(comment)
         self.translated(original_node, shown, _code(result))
         self.needed |= _roots(variant.template)
-        return result
+        return self.in_place(original_node, result)
+
+    def in_place(self, original: cst.CSTNode, result: cst.BaseExpression) -> cst.BaseExpression:
+        """`result`, parenthesized unless it is an atom or stands where any expression can
+        (an argument, an assigned or returned value, an element): `2 * tf.clip_by_norm(...)`
+        must stay a product of the whole translation."""
+        if isinstance(result, (*_ATOMS, cst.UnaryOperation)) or id(original) in self.whole:
+            return result
+        return _wrapped(result, ())
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self.skip.add(id(node.keyword))
+        self.whole.add(id(node.value))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self.whole.add(id(node.value))
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if node.value is not None:
+            self.whole.add(id(node.value))
+
+    def visit_Element(self, node: cst.Element) -> None:
+        self.whole.add(id(node.value))
 
 
 _IMPORTS_WHY = (
@@ -810,7 +834,7 @@ def _choose(
         else:
             param = arg.keyword.value
         given[param] = arg.value
-    facts = {"subscripted"} if subscripted else set()
+    facts = {"subscripted", "branches"} if subscripted else {"branches"}
     for param in rule.drop:
         given.pop(param, None)
     for param, default in rule.flags.items():

@@ -223,7 +223,8 @@ RULES: tuple[Rule, ...] = (
         ("shape",),
         ("input", "out_type", "name"),
         (_v("{input}.shape", "subscripted"),),
-        note="Only indexed: `tf.shape(x)[i]` -> `x.shape[i]`, a Python int.",
+        note="Only indexed, `tf.shape(x)[i]` -> `x.shape[i]` (a Python int), or as the shape "
+        "of `tf.reshape`, `tf.ones`, `tf.zeros`, `tf.fill`.",
         otherwise="`tf.shape(x)` is translated only when indexed (`tf.shape(x)[i]` -> "
         "`x.shape[i]`): a whole `torch.Size` is a tuple, not a tensor (`* 2` repeats it)",
     ),

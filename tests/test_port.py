@@ -284,14 +284,23 @@ def test_from_imports_and_compat_v2_bind_their_names() -> None:
     assert "torch.ones_like(x)" in result.code
 
 
-def test_compat_v1_and_unknown_from_imports_are_flagged() -> None:
-    source = "import tensorflow.compat.v1 as tf\nfrom tensorflow import keras, nn\n"
+def test_compat_v1_and_unknown_from_imports_are_flagged_with_their_uses() -> None:
+    source = (
+        "import tensorflow.compat.v1 as tf\nfrom tensorflow import keras, nn\n"
+        "import tensorflow.math as tfm\n\n"
+        "y = tf.exp(keras.layers.Dense(2)(nn.relu(x)))\nz = tfm.tanh(x)\n"
+    )
     result = port_source(source)
     assert [(e.line, e.tf) for e in result.flagged] == [
         (1, "import tensorflow.compat.v1 as tf"),
         (2, "from tensorflow import ..."),
+        (5, "keras.layers.Dense"),
+        (5, "nn.relu"),
+        (5, "tf.exp"),
     ]
     assert "compat.v1" in result.flagged[0].why
+    assert "`keras` comes from `tensorflow`" in result.flagged[2].why
+    assert "z = torch.tanh(x)" in result.code
 
 
 def test_the_tensorflow_module_used_as_a_value_keeps_the_import() -> None:
@@ -390,7 +399,11 @@ def test_a_translated_tape_gives_tf_gradients_differentiably() -> None:
 
 def test_a_combined_tensorflow_import_binds_nothing() -> None:
     result = port_source("import numpy as np, tensorflow as tf\n\ny = tf.exp(np.ones(2))\n")
-    assert [(e.line, e.tf) for e in result.entries] == [(1, "import numpy as np, tensorflow as tf")]
+    assert [(e.line, e.tf) for e in result.entries] == [
+        (1, "import numpy as np, tensorflow as tf"),
+        (3, "tf.exp"),  # a use of a name its import does not bind: flagged at its line
+    ]
+    assert "whose import is not translated" in result.entries[1].why
     assert result.flagged and "tf.exp" in result.code and "import torch" not in result.code
 
 

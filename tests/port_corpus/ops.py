@@ -319,6 +319,12 @@ def cast_python_numbers(x, n):
     return x * scale + tf.cast(0.1, tf.float64) + tf.cast(n > 1, x.dtype)
 
 
+def unstacked(x):
+    rows = tf.unstack(x)
+    columns = tf.unstack(x, axis=1)
+    return tf.stack([r * 2.0 for r in rows]), columns[0] * columns[-1]
+
+
 EXAMPLES = {
     "reduce_sum_all": ([[1.0, 2.0], [3.0, -4.0]],),
     "reduce_sum_axis_keepdims": ([[1.0, 2.0, 0.5], [3.0, -4.0, 1.0]],),
@@ -388,4 +394,5 @@ EXAMPLES = {
     "axis_names": ([[1.0, 2.0, 4.0], [0.5, -1.0, 3.0]],),
     "precedence": ([3.0, -4.0],),
     "cast_python_numbers": ([1.0, -2.0], {"py": 3}),
+    "unstacked": ([[1.0, 2.0, 4.0], [0.5, -1.0, 3.0]],),
 }

@@ -840,6 +840,16 @@ RULES: tuple[Rule, ...] = (
         (_v("torch.stack({values}, dim={axis})"), _v("torch.stack({values})")),
     ),
     Rule(
+        ("unstack",),
+        ("value", "num", "axis", "name"),
+        (
+            _v("list(torch.unbind({value}, dim={axis}))", "axis:axis"),
+            _v("list(torch.unbind({value}))"),
+        ),
+        note="A list, as TF.",
+        otherwise="`axis` must be a literal int; `num` is not translated",
+    ),
+    Rule(
         ("expand_dims",),
         ("input", "axis", "name"),
         (_v("torch.unsqueeze({input}, {axis})"),),

@@ -277,6 +277,7 @@ class _Porter(cst.CSTTransformer):
         self.direct: dict[str, str] = {}  # name -> the tensorflow name it is ("custom_gradient")
         self.tf_imports: list[cst.SimpleStatementLine] = []  # the statements binding them
         self.remaining = 0  # uses of those names left untranslated
+        self.foreign: dict[str, str] = {}  # names bound by flagged tensorflow imports -> module
         self.needed: set[str] = set()  # keys of IMPORTS the translations use
         self.scope: list[str] = []
         self.statements: list[list[str]] = []  # comments to add above each open statement
@@ -401,6 +402,26 @@ class _Porter(cst.CSTTransformer):
                     self.tf_imports.append(statement)
                     for name, (kind, target) in bindings.items():
                         (self.aliases if kind == "module" else self.direct)[name] = target
+
+        class Foreign(cst.CSTVisitor):  # names bound by the tensorflow imports it flags
+            def visit_Import(inner, node: cst.Import) -> None:
+                for alias in node.names:
+                    if _dotted(alias.name).split(".")[0] == "tensorflow":
+                        name = _alias_name(alias).split(".")[0]
+                        self.foreign.setdefault(name, _dotted(alias.name))
+
+            def visit_ImportFrom(inner, node: cst.ImportFrom) -> None:
+                module = _dotted(node.module)
+                if node.relative or module.split(".")[0] != "tensorflow":
+                    return
+                if isinstance(node.names, cst.ImportStar):
+                    return
+                for alias in node.names:
+                    self.foreign.setdefault(_alias_name(alias), module)
+
+        node.visit(Foreign())
+        for name in [*self.aliases, *self.direct]:
+            self.foreign.pop(name, None)
 
     def visit_Import(self, node: cst.Import) -> bool:
         return False  # its names are not uses
@@ -534,13 +555,29 @@ class _Porter(cst.CSTTransformer):
             return updated_node
         if original_node.value in self.direct:
             return self.translate_value(original_node, updated_node)
+        self.foreign_use(original_node, original_node)
         return updated_node
+
+    def foreign_use(self, original: cst.CSTNode, node: cst.BaseExpression) -> None:
+        """Flag a use of a name bound by a tensorflow import that is not translated."""
+        root = node
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if isinstance(root, cst.Name) and root.value in self.foreign:
+            self.flag(
+                original,
+                _dotted(node) or root.value,
+                f"`{root.value}` comes from `{self.foreign[root.value]}`, whose import is not "
+                "translated",
+            )
 
     def leave_Attribute(
         self, original_node: cst.Attribute, updated_node: cst.Attribute
     ) -> cst.BaseExpression:
         if id(original_node) in self.skip:
             return updated_node
+        if self.tf_name(updated_node) is None:
+            self.foreign_use(original_node, updated_node)
         return self.translate_value(original_node, updated_node)
 
     def translate_value(
@@ -702,6 +739,8 @@ class _Porter(cst.CSTTransformer):
         name = self.tf_name(updated_node.func)
         if name is None:
             method = self.tensor_method(original_node, updated_node)
+            if method is None:
+                self.foreign_use(original_node, updated_node.func)
             return updated_node if method is None else method
         shown = _dotted(updated_node.func)
         rule = TABLE.get(name)
@@ -782,6 +821,13 @@ def _bindings(small: cst.BaseSmallStatement) -> dict[str, tuple[str, str]]:
         module = _dotted(alias.name)
         if module == "tensorflow" or (module in _V2_MODULES and alias.asname is not None):
             return {_alias_name(alias): ("module", "")}
+        prefix = module.removeprefix("tensorflow.")
+        if (
+            module.startswith("tensorflow.")
+            and alias.asname is not None
+            and any(known.startswith(prefix + ".") for known in TABLE)
+        ):
+            return {_alias_name(alias): ("module", prefix)}  # import tensorflow.math as tfm
         return {}
     if not isinstance(small, cst.ImportFrom) or small.relative or small.module is None:
         return {}

@@ -325,6 +325,13 @@ def unstacked(x):
     return tf.stack([r * 2.0 for r in rows]), columns[0] * columns[-1]
 
 
+def linear_algebra(a, b):
+    inv = tf.linalg.inv(a)
+    sol = tf.linalg.solve(a, b) + tf.linalg.solve(a, b, adjoint=True)
+    diag = tf.linalg.diag(tf.linalg.diag_part(a)) + tf.eye(2, dtype=tf.float64)
+    return inv, sol, tf.linalg.trace(a) * diag, tf.linalg.matrix_transpose(b), tf.eye(2, 3)
+
+
 EXAMPLES = {
     "reduce_sum_all": ([[1.0, 2.0], [3.0, -4.0]],),
     "reduce_sum_axis_keepdims": ([[1.0, 2.0, 0.5], [3.0, -4.0, 1.0]],),
@@ -395,4 +402,5 @@ EXAMPLES = {
     "precedence": ([3.0, -4.0],),
     "cast_python_numbers": ([1.0, -2.0], {"py": 3}),
     "unstacked": ([[1.0, 2.0, 4.0], [0.5, -1.0, 3.0]],),
+    "linear_algebra": ([[2.0, 1.0], [0.5, 3.0]], [[1.0, -1.0, 0.5], [2.0, 0.0, 1.0]]),
 }

@@ -810,6 +810,56 @@ RULES: tuple[Rule, ...] = (
         otherwise="only `transpose_a` and `transpose_b` are translated (not `adjoint_*`, "
         "`*_is_sparse`, `output_type`)",
     ),
+    _unary(("linalg.inv",), "input", "torch.linalg.inv"),
+    Rule(
+        ("linalg.trace", "trace"),
+        ("x", "name"),
+        (_v("torch.diagonal({x}, dim1=-2, dim2=-1).sum(-1)"),),
+        note="Of the last two dimensions (batched), as TF.",
+    ),
+    Rule(
+        ("linalg.diag_part",),
+        ("input", "name", "k", "padding_value", "align"),
+        (_v("torch.diagonal({input}, dim1=-2, dim2=-1)"),),
+        note="The main diagonal of the last two dimensions.",
+        otherwise="only the main diagonal (no `k`, `padding_value`, `align`) is translated",
+    ),
+    Rule(
+        ("linalg.diag",),
+        ("diagonal", "name", "k", "num_rows", "num_cols", "padding_value", "align"),
+        (_v("torch.diag_embed({diagonal})"),),
+        note="Batched: the last dimension becomes a diagonal matrix.",
+        otherwise="only the main diagonal (no `k`, `num_rows`, ...) is translated",
+    ),
+    Rule(
+        ("linalg.matrix_transpose", "linalg.transpose"),
+        ("a", "name", "conjugate"),
+        (_v("{a}.mT"),),
+        flags={"conjugate": False},
+        otherwise="`conjugate=True` is not translated",
+    ),
+    Rule(
+        ("linalg.solve",),
+        ("matrix", "rhs", "adjoint", "name"),
+        (
+            _v("torch.linalg.solve({matrix}.mT, {rhs})", "adjoint=True"),
+            _v("torch.linalg.solve({matrix}, {rhs})"),
+        ),
+        flags={"adjoint": False},
+        note="`rhs` is a matrix (`[..., M, K]`) in both.",
+    ),
+    Rule(
+        ("eye", "linalg.eye"),
+        ("num_rows", "num_columns", "batch_shape", "dtype", "name"),
+        (
+            _v("torch.eye({num_rows}, {num_columns}, dtype={dtype})"),
+            _v("torch.eye({num_rows}, dtype={dtype})"),
+            _v("torch.eye({num_rows}, {num_columns}, dtype=torch.float32)"),
+            _v("torch.eye({num_rows}, dtype=torch.float32)"),
+        ),
+        note="float32 unless `dtype=`, as TF.",
+        otherwise="`batch_shape` is not translated",
+    ),
     Rule(
         ("reshape",),
         ("tensor", "shape", "name"),

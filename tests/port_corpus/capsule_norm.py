@@ -7,7 +7,7 @@ EPSILON = 1e-7
 
 
 def safe_norm(s, axis=-1, epsilon=1e-7, keep_dims=False):
-    squared_norm = tf.reduce_sum(tf.square(s), axis=-1, keepdims=keep_dims)
+    squared_norm = tf.reduce_sum(tf.square(s), axis=axis, keepdims=keep_dims)
     return tf.sqrt(squared_norm + epsilon)
 
 

@@ -332,6 +332,13 @@ def linear_algebra(a, b):
     return inv, sol, tf.linalg.trace(a) * diag, tf.linalg.matrix_transpose(b), tf.eye(2, 3)
 
 
+def more_math(x, y):
+    a = tf.math.tan(x) + tf.math.atan(x) + tf.math.asin(x) + tf.math.acos(x)
+    b = tf.math.sinh(x) * tf.math.cosh(x) + tf.math.lgamma(x + 2.0) + tf.math.digamma(x + 2.0)
+    c = tf.math.atan2(y, x) + tf.nn.softsign(x) + tf.math.softsign(y)
+    return a + b + c, tf.broadcast_to(x, [2, 3]), tf.broadcast_to(y, tf.shape(tf.ones([2, 3])))
+
+
 EXAMPLES = {
     "reduce_sum_all": ([[1.0, 2.0], [3.0, -4.0]],),
     "reduce_sum_axis_keepdims": ([[1.0, 2.0, 0.5], [3.0, -4.0, 1.0]],),
@@ -403,4 +410,5 @@ EXAMPLES = {
     "cast_python_numbers": ([1.0, -2.0], {"py": 3}),
     "unstacked": ([[1.0, 2.0, 4.0], [0.5, -1.0, 3.0]],),
     "linear_algebra": ([[2.0, 1.0], [0.5, 3.0]], [[1.0, -1.0, 0.5], [2.0, 0.0, 1.0]]),
+    "more_math": ([-0.5, 0.0, 0.75], [1.0, -2.0, 0.0]),
 }

@@ -807,6 +807,7 @@ _SHAPE_ARGUMENT = {
     "ones": (0, "shape"),
     "zeros": (0, "shape"),
     "fill": (0, "dims"),
+    "broadcast_to": (1, "shape"),
 }
 _V2_MODULES = ("tensorflow", "tensorflow.compat.v2")
 

@@ -80,7 +80,7 @@ def _reduction(name: str, target: str, note: str) -> Rule:
     but everything in torch), `keepdims` -> `keepdim`, no axis: over all elements."""
     x = "{input_tensor}"
     # a name's value is known at run time only: an empty sequence must reduce nothing
-    reduces = "if {axis} is None or isinstance({axis}, int) or len({axis}) else " + x
+    empty = x + " if isinstance({axis}, (list, tuple)) and not {axis} else "
     return Rule(
         (f"reduce_{name}", f"math.reduce_{name}"),
         ("input_tensor", "axis", "keepdims", "name"),
@@ -92,17 +92,17 @@ def _reduction(name: str, target: str, note: str) -> Rule:
             _v(f"{target}({x}, dim={{axis}})", "axis:axes"),
             _v(f"{target}({x})"),
             _v(
-                f"{target}({x}, dim={{axis}}, keepdim=True) {reduces}",
+                f"{empty}{target}({x}, dim={{axis}}, keepdim=True)",
                 "keepdims=True",
                 "axis:name",
                 "branches",
             ),
             _v(
-                f"{target}({x}, dim={{axis}}, keepdim={{keepdims}}) {reduces}",
+                f"{empty}{target}({x}, dim={{axis}}, keepdim={{keepdims}})",
                 "axis:name",
                 "branches",
             ),
-            _v(f"{target}({x}, dim={{axis}}) {reduces}", "axis:name", "branches"),
+            _v(f"{empty}{target}({x}, dim={{axis}})", "axis:name", "branches"),
         ),
         flags={"keepdims": False},
         dynamic=("keepdims",),

@@ -238,6 +238,42 @@ def _comments(node: cst.CSTNode) -> list[str]:
     return found
 
 
+def _bound_once(body: cst.CSTNode) -> set[str]:
+    """The names a function body binds exactly once (an int there stays an int: no loop or
+    later statement rebinds it)."""
+    counts: dict[str, int] = {}
+
+    class Counter(cst.CSTVisitor):
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            self.bind(node.target)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            self.bind(node.target)
+            self.bind(node.target)  # never once
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            self.bind(node.target)
+
+        def visit_For(self, node: cst.For) -> None:
+            self.bind(node.target)
+
+        def visit_AsName(self, node: cst.AsName) -> None:
+            self.bind(node.name)
+
+        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+            self.bind(node.target)
+
+        def bind(self, target: cst.BaseExpression) -> None:
+            if isinstance(target, cst.Name):
+                counts[target.value] = counts.get(target.value, 0) + 1
+            elif isinstance(target, (cst.Tuple, cst.List)):
+                for element in target.elements:
+                    self.bind(element.value)
+
+    body.visit(Counter())
+    return {name for name, count in counts.items() if count == 1}
+
+
 class _Rename(cst.CSTTransformer):
     """Renames the reads of some names (not attribute names or keywords)."""
 
@@ -286,6 +322,7 @@ class _Porter(cst.CSTTransformer):
         self.names: set[str] = set()  # every name the module uses
         self.whole: set[int] = set()  # ids of expressions that need no parentheses
         self.assigned: list[dict[str, bool]] = [{}]  # per scope: name -> only ints assigned
+        self.bound_once: list[set[str]] = [set()]  # per function: names bound exactly once
         self.functions: list[cst.FunctionDef] = []  # the enclosing functions, outermost first
         self.tapes: dict[int, _tape.Tape] = {}  # id of a translated `with` -> its tape
         self.tape_calls: dict[int, str | _tape.Tape] = {}  # id of a GradientTape(...) or
@@ -308,19 +345,15 @@ class _Porter(cst.CSTTransformer):
             names = [target.target] if isinstance(target.target, cst.Name) else []
             for name in names:
                 scope = self.assigned[-1]
-                scope[name.value] = scope.get(name.value, True) and is_int
+                once = self.bound_once[-1]
+                scope[name.value] = scope.get(name.value, True) and is_int and name.value in once
         return updated_node
 
     def leave_AugAssign(
         self, original_node: cst.AugAssign, updated_node: cst.AugAssign
     ) -> cst.AugAssign:
-        if isinstance(updated_node.target, cst.Name):
-            is_int = isinstance(updated_node.operator, (cst.AddAssign, cst.SubtractAssign)) and (
-                _intlike(updated_node.value, self.ints())
-            )
-            scope = self.assigned[-1]
-            name = updated_node.target.value
-            scope[name] = scope.get(name, name in self.ints()) and is_int
+        if isinstance(updated_node.target, cst.Name):  # rebound: not known to be an int
+            self.assigned[-1][updated_node.target.value] = False
         return updated_node
 
     def fresh(self, wanted: str = "", numbered: bool = False) -> str:
@@ -363,6 +396,7 @@ class _Porter(cst.CSTTransformer):
             self.assigned.append({})
         if isinstance(node, cst.FunctionDef):
             self.functions.append(node)
+            self.bound_once.append(_bound_once(node.body))
         return super().on_visit(node)
 
     def on_leave(
@@ -374,6 +408,7 @@ class _Porter(cst.CSTTransformer):
             self.assigned.pop()
         if isinstance(original_node, cst.FunctionDef):
             self.functions.pop()
+            self.bound_once.pop()
         if isinstance(original_node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
             comments = self.statements.pop()
             if comments and isinstance(

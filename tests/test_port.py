@@ -322,6 +322,26 @@ def test_an_argument_used_twice_is_evaluated_once() -> None:
     assert len(calls) == 1
 
 
+def test_range_of_a_name_needs_the_name_bound_once_to_an_int() -> None:
+    source = textwrap.dedent(
+        """\
+        import tensorflow as tf
+
+
+        def f(x):
+            n = tf.shape(x)[0]
+            m = 3
+            for _ in range(2):
+                b = tf.range(m)  # m is a float the second time round
+                m = m * 0.5
+            return tf.range(n), b
+        """
+    )
+    result = port_source(source)
+    assert [(e.line, e.tf) for e in result.flagged if e.function == "f"] == [(8, "tf.range")]
+    assert "return torch.arange(n, dtype=torch.int32), b" in result.code
+
+
 TAPES = """\
 import tensorflow as tf
 

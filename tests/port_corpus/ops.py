@@ -339,6 +339,10 @@ def more_math(x, y):
     return a + b + c, tf.broadcast_to(x, [2, 3]), tf.broadcast_to(y, tf.shape(tf.ones([2, 3])))
 
 
+def sums_and_products(x, y):
+    return tf.add_n([x, y, x * y]), tf.scalar_mul(0.3, x), tf.tensordot(x, y, 1)
+
+
 EXAMPLES = {
     "reduce_sum_all": ([[1.0, 2.0], [3.0, -4.0]],),
     "reduce_sum_axis_keepdims": ([[1.0, 2.0, 0.5], [3.0, -4.0, 1.0]],),
@@ -411,4 +415,5 @@ EXAMPLES = {
     "unstacked": ([[1.0, 2.0, 4.0], [0.5, -1.0, 3.0]],),
     "linear_algebra": ([[2.0, 1.0], [0.5, 3.0]], [[1.0, -1.0, 0.5], [2.0, 0.0, 1.0]]),
     "more_math": ([-0.5, 0.0, 0.75], [1.0, -2.0, 0.0]),
+    "sums_and_products": ([1.0, -2.0, 0.5], [0.25, 3.0, -1.0]),
 }

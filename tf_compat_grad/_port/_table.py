@@ -579,6 +579,17 @@ RULES: tuple[Rule, ...] = (
         note="x must be a tensor in torch, as for `tf.multiply`.",
     ),
     Rule(
+        ("math.scalar_mul", "scalar_mul"),
+        ("scalar", "x", "name"),
+        (_v("{scalar} * {x}"),),
+    ),
+    Rule(
+        ("math.add_n", "add_n"),
+        ("inputs", "name"),
+        (_v("torch.stack({inputs}).sum(dim=0)"),),
+        note="Tensors of one shape, as TF requires; each gets the whole gradient.",
+    ),
+    Rule(
         ("math.squared_difference",),
         ("x", "y", "name"),
         (_v("torch.square({x} - {y})"),),
@@ -909,6 +920,12 @@ RULES: tuple[Rule, ...] = (
         ("input", "shape", "name"),
         (_v("torch.broadcast_to({input}, {shape})"),),
         note="The gradient sums over the broadcast dimensions, in both.",
+    ),
+    Rule(
+        ("tensordot", "linalg.tensordot"),
+        ("a", "b", "axes", "name"),
+        (_v("torch.tensordot({a}, {b}, dims={axes})"),),
+        note="`axes` an int (the last N of a with the first N of b) or two lists, in both.",
     ),
     Rule(
         ("unstack",),

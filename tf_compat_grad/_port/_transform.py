@@ -658,6 +658,14 @@ class _Porter(cst.CSTTransformer):
         """`x.get_shape()` -> `x.shape`, `x.shape.as_list()` -> `list(x.shape)`: TF-only
         methods (eager shapes are fully known: ints in both)."""
         func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "set_shape":
+            self.flag(
+                original,
+                ".set_shape()",
+                "a TF-only shape assertion (eager shapes are known): check the shape with an "
+                "`assert` or delete the call",
+            )
+            return None
         if call.args or not isinstance(func, cst.Attribute):
             return None
         if func.attr.value == "get_shape":

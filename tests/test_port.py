@@ -382,6 +382,19 @@ def tape_ok(x, w):
         tape.watch([x, w])
         y = tf.reduce_sum(x * w * scale)
     return tape.gradient(y, (x, w)), tape.gradient(y, w, output_gradients=y)
+
+
+def tape_with_an_unwatched_source(x, w):
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = x * w
+    return tape.gradient(y, [x, w])
+
+
+v = tf.Variable(3.0, dtype=tf.float64)
+with tf.GradientTape() as module_tape:
+    output = tf.exp(v * 2.0)
+dv = module_tape.gradient(output, v)  # variables are watched when read
 """
 
 
@@ -393,6 +406,9 @@ def test_tapes_outside_the_pattern_are_flagged_with_why() -> None:
     assert "watch_accessed_variables" in why["tape_watching_accessed_variables", "tf.GradientTape"]
     assert "other than by" in why["tape_jacobian", "tf.GradientTape"]
     assert "list of targets" in why["tape_with_a_list_of_targets", "tf.GradientTape"]
+    assert "source `w` is not watched" in why["tape_with_an_unwatched_source", "tf.GradientTape"]
+    module_flags = [e for e in result.flagged if e.function == "<module>"]
+    assert [e.tf for e in module_flags] == ["import tensorflow as tf"]  # kept for the others
     assert not [e for e in result.flagged if e.function == "tape_ok"]
     code = result.code
     assert "tuple(torch.autograd.grad(y, [x_watched, w_watched]" in code
@@ -401,7 +417,7 @@ def test_tapes_outside_the_pattern_are_flagged_with_why() -> None:
 
 def test_a_translated_tape_gives_tf_gradients_differentiably() -> None:
     result = port_source(TAPES, "tapes.py")
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, Any] = {"tf": None}  # only the flagged functions, not called, use it
     code = result.code.replace("import tensorflow as tf\n", "")
     exec(compile(code, "tapes.py", "exec"), namespace)
     x = torch.tensor([1.0, -2.0], dtype=torch.float64, requires_grad=True)
@@ -414,6 +430,7 @@ def test_a_translated_tape_gives_tf_gradients_differentiably() -> None:
     torch.testing.assert_close(dw_scaled, 2.0 * x.detach() * y)
     (second,) = torch.autograd.grad(dw.sum(), x)
     torch.testing.assert_close(second, torch.full_like(x, 2.0))
+    torch.testing.assert_close(namespace["dv"], 2.0 * torch.exp(torch.tensor(6.0)).double())
     assert not x.grad_fn and w.grad is None and not w.requires_grad  # inputs left as they were
 
 

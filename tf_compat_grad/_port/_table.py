@@ -953,9 +953,11 @@ RULES: tuple[Rule, ...] = (
         ("GradientTape",),
         (),
         note="Translated in one pattern: `with tf.GradientTape() as tape:` (`persistent=` "
-        "allowed) opening with `tape.watch(NAME or [NAMES])`, in a function, the block reading "
-        "only watched names, names it assigns, parameters and module-level names, and the tape "
-        "used after it only as `tape.gradient(target, NAME or [NAMES], output_gradients=)`: "
+        "allowed) opening with `tape.watch(NAME or [NAMES])` (or none, for module-level "
+        "`tf.Variable`s), the block reading only watched names, names it assigns, parameters "
+        "and module-level names (at module level: functions, imports, variables), and the tape "
+        "used after it only as `tape.gradient(target, NAME or [NAMES], output_gradients=)` with "
+        "watched names, names the block assigns or variables as sources: "
         "`with torch.enable_grad():`, `x_watched = x if x.requires_grad else "
         "x.detach().requires_grad_()`, and `torch.autograd.grad(target, [x_watched], "
         "grad_outputs=output_gradients or ones, create_graph=True, allow_unused=True)`, "

@@ -9,7 +9,10 @@ whose gradients are taken after the block.
 It is exact when the block reads no tensor that depends on a watched one through ops outside
 the block (TF's tape did not record those; torch's graph has them): the block may read only the
 watched names, names it assigns, parameters of the enclosing functions and names no enclosing
-function assigns (module-level names). `create_graph=True` keeps the gradient differentiable, as
+function assigns (module-level names; at module level, functions, classes, imports and
+`tf.Variable`s). The sources of `tape.gradient` must be watched names, names the block assigns,
+or module-level `tf.Variable`s (nn.Parameters after the port, watched by TF when read): TF gives
+any other source no gradient. `create_graph=True` keeps the gradient differentiable, as
 TF's is under an outer tape; `allow_unused=True` gives None for an unconnected source, as TF.
 Anything else about the tape (another method, `watch_accessed_variables=`,
 `unconnected_gradients=`, a list of targets, the tape used elsewhere) leaves it untranslated.
@@ -37,6 +40,7 @@ class _Names(cst.CSTVisitor):
         self.read: set[str] = set()
         self.bound: set[str] = set()
         self.nested = False  # a def, class or lambda inside
+        self.defined: set[str] = set()  # bound by def and class statements, imports
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         node.value.visit(self)
@@ -49,11 +53,32 @@ class _Names(cst.CSTVisitor):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         self.nested = True
         self.bound.add(node.name.value)
+        self.defined.add(node.name.value)
         return False
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         self.nested = True
         self.bound.add(node.name.value)
+        self.defined.add(node.name.value)
+        return False
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        for alias in node.names:
+            name: cst.BaseExpression = alias.asname.name if alias.asname is not None else alias.name
+            while isinstance(name, cst.Attribute):
+                name = name.value
+            if isinstance(name, cst.Name):
+                self.bound.add(name.value)
+                self.defined.add(name.value)
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        if not isinstance(node.names, cst.ImportStar):
+            for alias in node.names:
+                name = alias.asname.name if alias.asname is not None else alias.name
+                if isinstance(name, cst.Name):
+                    self.bound.add(name.value)
+                    self.defined.add(name.value)
         return False
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
@@ -181,8 +206,9 @@ def _sources(node: cst.BaseExpression) -> list[str] | None:
     return found
 
 
-def check_gradient_call(call: cst.Call) -> str | None:
-    """Why a `tape.gradient(...)` call is not translated, or None."""
+def check_gradient_call(call: cst.Call, allowed: set[str]) -> str | None:
+    """Why a `tape.gradient(...)` call is not translated, or None. Its sources must be in
+    `allowed`: watched, computed in the block, or variables."""
     positional = [a for a in call.args if a.keyword is None]
     keywords = {a.keyword.value: a for a in call.args if a.keyword is not None}
     if any(a.star for a in call.args) or len(positional) > 3:
@@ -196,19 +222,29 @@ def check_gradient_call(call: cst.Call) -> str | None:
         return "`tape.gradient` needs a target and sources"
     if isinstance(given["target"].value, (cst.List, cst.Tuple, cst.Dict)):
         return "a list of targets is not translated (sum them first)"
-    if _sources(given["sources"].value) is None:
+    sources = _sources(given["sources"].value)
+    if sources is None:
         return "the sources must be names or a list or tuple of names"
+    unwatched = [s for s in sources if s not in allowed]
+    if unwatched:
+        return (
+            f"the source `{unwatched[0]}` is not watched, computed in the block or a module-level "
+            "tf.Variable: TF gives it no gradient, torch would if it requires grad"
+        )
     return None
 
 
 def check(
     block: cst.With,
-    function_body: cst.CSTNode | None,
+    scope: cst.CSTNode,
     enclosing: list[cst.FunctionDef],
     tf_name: str | None,
+    variables: frozenset[str] = frozenset(),
 ) -> tuple[str, list[str], int] | str:
-    """(tape name, watched names, number of watch statements) when `block` is the pattern this module translates; else why
-    not. `tf_name` is the table name of the block's context manager call, if it is one."""
+    """(tape name, watched names, number of watch statements) when `block` is the pattern this
+    module translates; else why not. `scope` is the innermost function's body, or the module;
+    `tf_name` the table name of the block's context manager call, if it is one; `variables` the
+    module-level names assigned a `tf.Variable` (trainable: TF's tape watches them when read)."""
     if len(block.items) != 1 or block.asynchronous:
         return "only `with tf.GradientTape() as tape:` alone in its `with` is translated"
     item = block.items[0]
@@ -225,8 +261,6 @@ def check(
                 "only `persistent=` of `tf.GradientTape` is translated (not "
                 "`watch_accessed_variables=`: torch has no tape to stop recording variables)"
             )
-    if function_body is None:
-        return "a tape outside a function is not translated"
     body = block.body.body if isinstance(block.body, cst.IndentedBlock) else []
     watched: list[str] = []
     rest: list[cst.BaseStatement] = []
@@ -238,8 +272,6 @@ def check(
             return "`tape.watch` after other statements of the block is not translated"
         else:
             watched.extend(found)
-    if not watched:
-        return "a tape that watches no name is not translated (variables are watched implicitly)"
     inside = _Names()
     for statement in rest:
         statement.visit(inside)
@@ -249,23 +281,27 @@ def check(
         return "a watched name assigned inside the block is not translated"
     if tape in inside.read:
         return "the tape used inside its block (other than `tape.watch` first) is not translated"
-    allowed = set(watched) | inside.bound
+    allowed = set(watched) | inside.bound | variables
     local: set[str] = set()
     for function in enclosing:
         allowed |= parameters(function)
         local |= names(function.body).bound
+    if not enclosing:  # at module level: what its statements assign (not defs, imports)
+        module = names(scope)
+        local |= module.bound - module.defined
     risky = sorted((inside.read - allowed) & local)
     if risky:
         return (
             f"the block reads `{risky[0]}`, computed outside it: TF's tape did not record how it "
             "depends on the watched tensors, torch's graph would"
         )
-    calls, uses = gradient_calls(function_body, tape)
+    calls, uses = gradient_calls(scope, tape)
     # `as tape`, each watch and each gradient call use the name once
     if uses != 1 + len(body) - len(rest) + len(calls):
         return "the tape is used other than by `tape.watch` and `tape.gradient`"
+    sources = set(watched) | inside.bound | variables
     for gradient in calls:
-        why = check_gradient_call(gradient)
+        why = check_gradient_call(gradient, sources)
         if why is not None:
             return why
     return tape, watched, len(body) - len(rest)

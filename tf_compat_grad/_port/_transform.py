@@ -313,6 +313,8 @@ class _Porter(cst.CSTTransformer):
         self.direct: dict[str, str] = {}  # name -> the tensorflow name it is ("custom_gradient")
         self.tf_imports: list[cst.SimpleStatementLine] = []  # the statements binding them
         self.remaining = 0  # uses of those names left untranslated
+        self.module: cst.Module = cst.Module([])
+        self.variables: set[str] = set()  # module-level names of tf.Variables
         self.foreign: dict[str, str] = {}  # names bound by flagged tensorflow imports -> module
         self.needed: set[str] = set()  # keys of IMPORTS the translations use
         self.scope: list[str] = []
@@ -455,6 +457,22 @@ class _Porter(cst.CSTTransformer):
                     self.foreign.setdefault(_alias_name(alias), module)
 
         node.visit(Foreign())
+        self.module = node
+        for statement in node.body:  # NAME = tf.Variable(...): trainable, watched when read
+            if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+                small = statement.body[0]
+                if (
+                    isinstance(small, cst.Assign)
+                    and len(small.targets) == 1
+                    and isinstance(small.targets[0].target, cst.Name)
+                    and isinstance(small.value, cst.Call)
+                    and self.tf_name(small.value.func) == "Variable"
+                    and not any(
+                        a.keyword is not None and a.keyword.value == "trainable"
+                        for a in small.value.args
+                    )
+                ):
+                    self.variables.add(small.targets[0].target.value)
         for name in [*self.aliases, *self.direct]:
             self.foreign.pop(name, None)
 
@@ -687,12 +705,12 @@ class _Porter(cst.CSTTransformer):
         call = node.items[0].item if node.items else None
         if not isinstance(call, cst.Call) or self.tf_name(call.func) != "GradientTape":
             return
-        body = self.functions[-1].body if self.functions else None
-        found = _tape.check(node, body, self.functions, "GradientTape")
+        body = self.functions[-1].body if self.functions else self.module
+        found = _tape.check(node, body, self.functions, "GradientTape", frozenset(self.variables))
         if isinstance(found, str):
             self.tape_calls[id(call)] = found
             asname = node.items[0].asname
-            if body is not None and asname is not None and isinstance(asname.name, cst.Name):
+            if asname is not None and isinstance(asname.name, cst.Name):
                 for gradient in _tape.gradient_calls(body, asname.name.value)[0]:
                     self.tape_calls[id(gradient)] = (
                         f"the gradient of the untranslated tape of line {self.line(node)}"
@@ -703,7 +721,6 @@ class _Porter(cst.CSTTransformer):
         tape = _tape.Tape(name, mapping, node, watches)
         self.tapes[id(node)] = tape
         self.tape_calls[id(call)] = tape
-        assert body is not None
         for gradient in _tape.gradient_calls(body, name)[0]:
             self.tape_calls[id(gradient)] = tape
 

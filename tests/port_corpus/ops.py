@@ -343,6 +343,10 @@ def sums_and_products(x, y):
     return tf.add_n([x, y, x * y]), tf.scalar_mul(0.3, x), tf.tensordot(x, y, 1)
 
 
+def padded(x):
+    return tf.pad(x, [[1, 0], [0, 2]]), tf.pad(x * 2.0, [[0, 1], [1, 1]], constant_values=-1.5)
+
+
 EXAMPLES = {
     "reduce_sum_all": ([[1.0, 2.0], [3.0, -4.0]],),
     "reduce_sum_axis_keepdims": ([[1.0, 2.0, 0.5], [3.0, -4.0, 1.0]],),
@@ -416,4 +420,5 @@ EXAMPLES = {
     "linear_algebra": ([[2.0, 1.0], [0.5, 3.0]], [[1.0, -1.0, 0.5], [2.0, 0.0, 1.0]]),
     "more_math": ([-0.5, 0.0, 0.75], [1.0, -2.0, 0.0]),
     "sums_and_products": ([1.0, -2.0, 0.5], [0.25, 3.0, -1.0]),
+    "padded": ([[1.0, 2.0], [3.0, -4.0]],),
 }

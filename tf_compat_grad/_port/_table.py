@@ -928,6 +928,24 @@ RULES: tuple[Rule, ...] = (
         note="`axes` an int (the last N of a with the first N of b) or two lists, in both.",
     ),
     Rule(
+        ("pad",),
+        ("tensor", "paddings", "mode", "constant_values", "name"),
+        (
+            _v(
+                "torch.nn.functional.pad({tensor}, [p for pair in reversed({paddings}) "
+                "for p in pair], value={constant_values})"
+            ),
+            _v(
+                "torch.nn.functional.pad({tensor}, [p for pair in reversed({paddings}) "
+                "for p in pair])"
+            ),
+        ),
+        note="TF's `[[before, after], ...]` from the first dimension becomes torch's flat list "
+        "from the last. Constant mode only.",
+        otherwise="only the default CONSTANT mode is translated (REFLECT and SYMMETRIC differ "
+        "from torch's modes at the edges)",
+    ),
+    Rule(
         ("unstack",),
         ("value", "num", "axis", "name"),
         (

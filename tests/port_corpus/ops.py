@@ -347,6 +347,12 @@ def padded(x):
     return tf.pad(x, [[1, 0], [0, 2]]), tf.pad(x * 2.0, [[0, 1], [1, 1]], constant_values=-1.5)
 
 
+def nn_helpers(x, b):
+    table = tf.reshape(x, [3, 2])
+    rows = tf.nn.embedding_lookup(table, [2, 0, 2])
+    return tf.nn.l2_loss(x), tf.nn.bias_add(table, b), rows * 2.0
+
+
 EXAMPLES = {
     "reduce_sum_all": ([[1.0, 2.0], [3.0, -4.0]],),
     "reduce_sum_axis_keepdims": ([[1.0, 2.0, 0.5], [3.0, -4.0, 1.0]],),
@@ -421,4 +427,5 @@ EXAMPLES = {
     "more_math": ([-0.5, 0.0, 0.75], [1.0, -2.0, 0.0]),
     "sums_and_products": ([1.0, -2.0, 0.5], [0.25, 3.0, -1.0]),
     "padded": ([[1.0, 2.0], [3.0, -4.0]],),
+    "nn_helpers": ([1.0, -2.0, 0.5, 3.0, 0.25, -1.0], [0.5, -0.25]),
 }

@@ -946,6 +946,26 @@ RULES: tuple[Rule, ...] = (
         "from torch's modes at the edges)",
     ),
     Rule(
+        ("nn.l2_loss",),
+        ("t", "name"),
+        (_v("torch.sum(torch.square({t})) / 2"),),
+        note="`sum(t ** 2) / 2`, as TF.",
+    ),
+    Rule(
+        ("nn.bias_add",),
+        ("value", "bias", "data_format", "name"),
+        (_v("{value} + {bias}"),),
+        note="The default data_format adds the bias along the last dimension: broadcasting.",
+        otherwise="`data_format=` is not translated (NCHW adds along dimension 1)",
+    ),
+    Rule(
+        ("nn.embedding_lookup",),
+        ("params", "ids", "max_norm", "name"),
+        (_v("{params}[torch.as_tensor({ids}).long()]"),),
+        note="One params tensor (a sharded list is an error in torch), as `tf.gather`.",
+        otherwise="`max_norm` is not translated",
+    ),
+    Rule(
         ("unstack",),
         ("value", "num", "axis", "name"),
         (
@@ -1032,7 +1052,6 @@ RULES: tuple[Rule, ...] = (
             "nn.avg_pool",
             "nn.avg_pool1d",
             "nn.avg_pool2d",
-            "nn.bias_add",
         ),
         _NHWC,
     ),

@@ -1,6 +1,8 @@
 """The LibCST transformer that applies the translation table (`_table`) to a module.
 
-Only `import tensorflow as NAME` (or `import tensorflow`) binds the names it translates. A
+The module-level imports of `_bindings` bind the names it translates (`import tensorflow as tf`,
+`tensorflow.compat.v2`, `from tensorflow import nn, custom_gradient`); every use of a name bound
+by another tensorflow import is flagged. `tf.GradientTape` blocks are translated by `_tape`. A
 construct it cannot translate with certainty is left as written, with a
 `# tf_compat_grad port: <why>` comment on the line above its statement, and reported as flagged.
 Comments and formatting elsewhere are kept by LibCST; a comment inside a translated call that the

@@ -353,6 +353,10 @@ def nn_helpers(x, b):
     return tf.nn.l2_loss(x), tf.nn.bias_add(table, b), rows * 2.0
 
 
+def sorted_with_ties(x):
+    return tf.sort(x), tf.sort(x * 2.0, axis=0, direction="DESCENDING"), tf.sort(x, -1, "ASCENDING")
+
+
 EXAMPLES = {
     "reduce_sum_all": ([[1.0, 2.0], [3.0, -4.0]],),
     "reduce_sum_axis_keepdims": ([[1.0, 2.0, 0.5], [3.0, -4.0, 1.0]],),
@@ -428,4 +432,5 @@ EXAMPLES = {
     "sums_and_products": ([1.0, -2.0, 0.5], [0.25, 3.0, -1.0]),
     "padded": ([[1.0, 2.0], [3.0, -4.0]],),
     "nn_helpers": ([1.0, -2.0, 0.5, 3.0, 0.25, -1.0], [0.5, -0.25]),
+    "sorted_with_ties": ([[3.0, 1.0, 3.0, -2.0], [1.0, 1.0, 0.5, 1.0]],),
 }

@@ -12,6 +12,7 @@ The facts a variant can require, besides which arguments are given:
 
 - `P=True` / `P=False`: the flag P is that literal (a literal equal to its default counts as
   not given; a flag that is not a literal is flagged);
+- `P=TEXT`: the string parameter P (of `strings`) is the literal 'TEXT', not its default;
 - `P:number`: P is a literal number (`2`, `-0.5`);
 - `P:literal`: P is a literal number or a nested list/tuple of them;
 - `P:ints`: P is a literal int or a nested list/tuple of literal ints only;
@@ -60,6 +61,7 @@ class Rule:
     value: str = ""  # the translation of the bare name (a value rule, or a function passed along)
     flags: Mapping[str, bool] = field(default_factory=dict)  # literal booleans and their defaults
     dynamic: tuple[str, ...] = ()  # flags that may also be an expression, then a `{placeholder}`
+    strings: Mapping[str, str] = field(default_factory=dict)  # literal strings and their defaults
     drop: tuple[str, ...] = ("name",)  # arguments without effect in torch
     refuse: Mapping[str, str] = field(default_factory=dict)  # fact -> why it is not translated
     note: str = ""  # semantics worth knowing, in the guide
@@ -964,6 +966,27 @@ RULES: tuple[Rule, ...] = (
         (_v("{params}[torch.as_tensor({ids}).long()]"),),
         note="One params tensor (a sharded list is an error in torch), as `tf.gather`.",
         otherwise="`max_norm` is not translated",
+    ),
+    Rule(
+        ("sort",),
+        ("values", "axis", "direction", "name"),
+        (
+            _v(
+                "torch.sort({values}, dim={axis}, descending=True, stable=True).values",
+                "direction=DESCENDING",
+                "axis:axis",
+            ),
+            _v(
+                "torch.sort({values}, dim=-1, descending=True, stable=True).values",
+                "direction=DESCENDING",
+            ),
+            _v("torch.sort({values}, dim={axis}, stable=True).values", "axis:axis"),
+            _v("torch.sort({values}, dim=-1, stable=True).values"),
+        ),
+        strings={"direction": "ASCENDING"},
+        note="Stable, so that tied values take their gradients in TF's order (TF sorts with "
+        "`top_k`, lower indices first).",
+        otherwise="`axis` must be a literal int",
     ),
     Rule(
         ("unstack",),

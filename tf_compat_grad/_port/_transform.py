@@ -957,6 +957,14 @@ def _choose(
         del given[param]
         if (value.value == "True") != default:
             facts.add(f"{param}={value.value}")
+    for param, text in rule.strings.items():
+        if param not in given:
+            continue
+        string = given.pop(param)
+        if not isinstance(string, cst.SimpleString) or string.prefix:
+            raise _Untranslated(f"`{param}=` must be a literal string")
+        if string.raw_value != text:
+            facts.add(f"{param}={string.raw_value}")
     for param, value in given.items():
         facts |= _facts(param, value, ints)
     for fact, why in rule.refuse.items():

@@ -186,7 +186,7 @@ def train_step(x, axis, a, b, n):
     s = tf.reduce_sum(x, axis=axis[0])
     c = tf.constant(n)
     d = tf.clip_by_norm(a + b, 1.0)  # a + b evaluated once
-    m = tf.matmul(a, b, adjoint_a=True)
+    m = tf.matmul(a, b, adjoint_a=True) + tf.pad(a, [[1, 1]], mode="REFLECT")
     e = tf.reduce_sum(x, axis=[])
     f = tf.reduce_sum
     g = tf.exp(x)
@@ -206,6 +206,7 @@ def test_untranslatable_constructs_are_flagged_at_their_line() -> None:
         (10, "tf.reduce_sum"),
         (11, "tf.constant"),
         (13, "tf.matmul"),
+        (13, "tf.pad"),
         (14, "tf.reduce_sum"),
         (15, "tf.reduce_sum"),
         (17, "tf.shape"),
@@ -218,6 +219,7 @@ def test_untranslatable_constructs_are_flagged_at_their_line() -> None:
     assert "literal int" in why["tf.reduce_sum10"]
     assert "dtype=" in why["tf.constant11"]
     assert "adjoint_a" in why["tf.matmul13"]
+    assert "CONSTANT mode" in why["tf.pad13"]
     assert "used as a value" in why["tf.reduce_sum15"]
     assert "only when indexed" in why["tf.shape17"]
     assert "untranslated tape of line 5" in why["tape.gradient17"]
@@ -557,7 +559,7 @@ def test_cli_json_report_and_exit_status_1_when_flagged(
     status = _cli.main(["port", str(source), "-o", str(output), "--json"])
     assert status == 1
     document = json.loads(capsys.readouterr().out)
-    assert document["flagged"] == 12 and document["input"] == str(source)
+    assert document["flagged"] == 13 and document["input"] == str(source)
     assert MARK in output.read_text(encoding="utf-8")
 
 

@@ -344,7 +344,8 @@ def sums_and_products(x, y):
 
 
 def padded(x):
-    return tf.pad(x, [[1, 0], [0, 2]]), tf.pad(x * 2.0, [[0, 1], [1, 1]], constant_values=-1.5)
+    constant = tf.pad(x * 2.0, [[0, 1], [1, 1]], "CONSTANT", constant_values=-1.5)
+    return tf.pad(x, [[1, 0], [0, 2]]), constant
 
 
 def nn_helpers(x, b):

@@ -942,6 +942,7 @@ RULES: tuple[Rule, ...] = (
                 "for p in pair])"
             ),
         ),
+        strings={"mode": "CONSTANT"},
         note="TF's `[[before, after], ...]` from the first dimension becomes torch's flat list "
         "from the last. Constant mode only.",
         otherwise="only the default CONSTANT mode is translated (REFLECT and SYMMETRIC differ "

@@ -71,6 +71,9 @@ def record(fn: Any, spec: tuple[Any, ...], variables: list[tf.Variable]) -> dict
             ]
             loss = tf.add_n(terms) if terms else None
         grads = inner.gradient(loss, sources) if loss is not None else [None for _ in sources]
+        grads = [  # tf.gather's gradient is sparse
+            tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads
+        ]
         vectors = [pattern(tuple(s.shape), 10 + j) for j, s in enumerate(sources)]
         second_terms = [
             tf.reduce_sum(g * v) for g, v in zip(grads, vectors, strict=True) if g is not None

@@ -1,0 +1,307 @@
+"""The one `tf.GradientTape` pattern `port` translates: a tape inside a function, watching names,
+whose gradients are taken after the block.
+
+    with tf.GradientTape() as tape:          with torch.enable_grad():
+        tape.watch(x)                            x_watched = x if x.requires_grad else x.detach().requires_grad_()
+        y = g(x)                       ->        y = g(x_watched)
+    dx = tape.gradient(y, x)                 dx = torch.autograd.grad(y, [x_watched], grad_outputs=torch.ones_like(y), create_graph=True, allow_unused=True)[0]
+
+It is exact when the block reads no tensor that depends on a watched one through ops outside
+the block (TF's tape did not record those; torch's graph has them): the block may read only the
+watched names, names it assigns, parameters of the enclosing functions and names no enclosing
+function assigns (module-level names; at module level, functions, classes, imports and
+`tf.Variable`s). The sources of `tape.gradient` must be watched names, names the block assigns,
+or module-level `tf.Variable`s (nn.Parameters after the port, watched by TF when read): TF gives
+any other source no gradient. `create_graph=True` keeps the gradient differentiable, as
+TF's is under an outer tape; `allow_unused=True` gives None for an unconnected source, as TF.
+Anything else about the tape (another method, `watch_accessed_variables=`,
+`unconnected_gradients=`, a list of targets, the tape used elsewhere) leaves it untranslated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+
+@dataclass
+class Tape:
+    name: str  # the tape's name
+    watched: dict[str, str]  # watched name -> the name of its watched tensor
+    block: cst.With
+    watches: int  # how many `tape.watch` statements open the block
+
+
+class _Names(cst.CSTVisitor):
+    """Names read and names bound in a piece of code (not attribute names or keywords)."""
+
+    def __init__(self) -> None:
+        self.read: set[str] = set()
+        self.bound: set[str] = set()
+        self.nested = False  # a def, class or lambda inside
+        self.defined: set[str] = set()  # bound by def and class statements, imports
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.nested = True
+        self.bound.add(node.name.value)
+        self.defined.add(node.name.value)
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self.nested = True
+        self.bound.add(node.name.value)
+        self.defined.add(node.name.value)
+        return False
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        for alias in node.names:
+            name: cst.BaseExpression = alias.asname.name if alias.asname is not None else alias.name
+            while isinstance(name, cst.Attribute):
+                name = name.value
+            if isinstance(name, cst.Name):
+                self.bound.add(name.value)
+                self.defined.add(name.value)
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        if not isinstance(node.names, cst.ImportStar):
+            for alias in node.names:
+                name = alias.asname.name if alias.asname is not None else alias.name
+                if isinstance(name, cst.Name):
+                    self.bound.add(name.value)
+                    self.defined.add(name.value)
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        self.nested = True
+        return False
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
+        self._bind(node.target)
+        return False
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._bind(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._bind(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._bind(node.target)
+
+    def visit_AsName(self, node: cst.AsName) -> bool:
+        self._bind(node.name)
+        return False
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._bind(node.target)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.read.add(node.value)
+
+    def _bind(self, target: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Name):
+            self.bound.add(target.value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._bind(element.value)
+        else:  # x[i] = ..., x.a = ...: reads x
+            target.visit(self)
+
+
+def names(node: cst.CSTNode) -> _Names:
+    found = _Names()
+    node.visit(found)
+    return found
+
+
+def parameters(function: cst.FunctionDef) -> set[str]:
+    params = function.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            every.append(star)
+    return {p.name.value for p in every}
+
+
+def watch_names(statement: cst.BaseStatement, tape: str) -> list[str] | None:
+    """The names of a `tape.watch(x)` / `tape.watch([x, y])` statement; None if it is not one."""
+    if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
+        return None
+    small = statement.body[0]
+    if not isinstance(small, cst.Expr) or not isinstance(small.value, cst.Call):
+        return None
+    call = small.value
+    if not (
+        isinstance(call.func, cst.Attribute)
+        and isinstance(call.func.value, cst.Name)
+        and call.func.value.value == tape
+        and call.func.attr.value == "watch"
+        and len(call.args) == 1
+        and call.args[0].keyword is None
+        and not call.args[0].star
+    ):
+        return None
+    value = call.args[0].value
+    items = value.elements if isinstance(value, (cst.List, cst.Tuple)) else [value]
+    found = []
+    for item in items:
+        item_value = item.value if isinstance(item, cst.BaseElement) else item
+        if not isinstance(item_value, cst.Name):
+            return None
+        found.append(item_value.value)
+    return found
+
+
+def gradient_calls(node: cst.CSTNode, tape: str) -> tuple[list[cst.Call], int]:
+    """The `tape.gradient(...)` calls in `node`, and how many other uses of `tape` it has."""
+    calls: list[cst.Call] = []
+    uses = 0
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            if (
+                isinstance(func, cst.Attribute)
+                and isinstance(func.value, cst.Name)
+                and func.value.value == tape
+                and func.attr.value == "gradient"
+            ):
+                calls.append(node)
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            node.value.visit(self)
+            return False
+
+        def visit_Arg(self, node: cst.Arg) -> bool:
+            node.value.visit(self)
+            return False
+
+        def visit_Name(self, node: cst.Name) -> None:
+            nonlocal uses
+            if node.value == tape:
+                uses += 1
+
+    node.visit(Finder())
+    return calls, uses
+
+
+def _sources(node: cst.BaseExpression) -> list[str] | None:
+    items = node.elements if isinstance(node, (cst.List, cst.Tuple)) else [node]
+    found = []
+    for item in items:
+        value = item.value if isinstance(item, cst.BaseElement) else item
+        if not isinstance(value, cst.Name):
+            return None
+        found.append(value.value)
+    return found
+
+
+def check_gradient_call(call: cst.Call, allowed: set[str]) -> str | None:
+    """Why a `tape.gradient(...)` call is not translated, or None. Its sources must be in
+    `allowed`: watched, computed in the block, or variables."""
+    positional = [a for a in call.args if a.keyword is None]
+    keywords = {a.keyword.value: a for a in call.args if a.keyword is not None}
+    if any(a.star for a in call.args) or len(positional) > 3:
+        return "`tape.gradient` with starred or more than 3 positional arguments"
+    names = ["target", "sources", "output_gradients"][: len(positional)]
+    given = dict(zip(names, positional, strict=True)) | keywords
+    unknown = set(given) - {"target", "sources", "output_gradients"}
+    if unknown:
+        return f"`tape.gradient(..., {sorted(unknown)[0]}=)` is not translated"
+    if "target" not in given or "sources" not in given:
+        return "`tape.gradient` needs a target and sources"
+    if isinstance(given["target"].value, (cst.List, cst.Tuple, cst.Dict)):
+        return "a list of targets is not translated (sum them first)"
+    sources = _sources(given["sources"].value)
+    if sources is None:
+        return "the sources must be names or a list or tuple of names"
+    unwatched = [s for s in sources if s not in allowed]
+    if unwatched:
+        return (
+            f"the source `{unwatched[0]}` is not watched, computed in the block or a module-level "
+            "tf.Variable: TF gives it no gradient, torch would if it requires grad"
+        )
+    return None
+
+
+def check(
+    block: cst.With,
+    scope: cst.CSTNode,
+    enclosing: list[cst.FunctionDef],
+    tf_name: str | None,
+    variables: frozenset[str] = frozenset(),
+) -> tuple[str, list[str], int] | str:
+    """(tape name, watched names, number of watch statements) when `block` is the pattern this
+    module translates; else why not. `scope` is the innermost function's body, or the module;
+    `tf_name` the table name of the block's context manager call, if it is one; `variables` the
+    module-level names assigned a `tf.Variable` (trainable: TF's tape watches them when read)."""
+    if len(block.items) != 1 or block.asynchronous:
+        return "only `with tf.GradientTape() as tape:` alone in its `with` is translated"
+    item = block.items[0]
+    call = item.item
+    if not isinstance(call, cst.Call) or tf_name != "GradientTape":
+        return "not a tape"
+    if item.asname is None or not isinstance(item.asname.name, cst.Name):
+        return "a tape without `as NAME` is not translated"
+    tape = item.asname.name.value
+    for arg in call.args:
+        keyword = arg.keyword.value if arg.keyword is not None else None
+        if keyword != "persistent":
+            return (
+                "only `persistent=` of `tf.GradientTape` is translated (not "
+                "`watch_accessed_variables=`: torch has no tape to stop recording variables)"
+            )
+    body = block.body.body if isinstance(block.body, cst.IndentedBlock) else []
+    watched: list[str] = []
+    rest: list[cst.BaseStatement] = []
+    for statement in body:
+        found = watch_names(statement, tape)
+        if found is None:
+            rest.append(statement)
+        elif rest:
+            return "`tape.watch` after other statements of the block is not translated"
+        else:
+            watched.extend(found)
+    inside = _Names()
+    for statement in rest:
+        statement.visit(inside)
+    if inside.nested:
+        return "a def, class or lambda inside the tape's block is not translated"
+    if inside.bound & set(watched):
+        return "a watched name assigned inside the block is not translated"
+    if tape in inside.read:
+        return "the tape used inside its block (other than `tape.watch` first) is not translated"
+    allowed = set(watched) | inside.bound | variables
+    local: set[str] = set()
+    for function in enclosing:
+        allowed |= parameters(function)
+        local |= names(function.body).bound
+    if not enclosing:  # at module level: what its statements assign (not defs, imports)
+        module = names(scope)
+        local |= module.bound - module.defined
+    risky = sorted((inside.read - allowed) & local)
+    if risky:
+        return (
+            f"the block reads `{risky[0]}`, computed outside it: TF's tape did not record how it "
+            "depends on the watched tensors, torch's graph would"
+        )
+    calls, uses = gradient_calls(scope, tape)
+    # `as tape`, each watch and each gradient call use the name once
+    if uses != 1 + len(body) - len(rest) + len(calls):
+        return "the tape is used other than by `tape.watch` and `tape.gradient`"
+    sources = set(watched) | inside.bound | variables
+    for gradient in calls:
+        why = check_gradient_call(gradient, sources)
+        if why is not None:
+            return why
+    return tape, watched, len(body) - len(rest)

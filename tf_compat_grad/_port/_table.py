@@ -695,26 +695,31 @@ RULES: tuple[Rule, ...] = (
         ("x", "axis", "epsilon", "name", "dim"),
         (
             _v(
-                "{x} * torch.rsqrt(torch.sum(torch.square({x}), dim={axis}, keepdim=True)"
-                ".clamp(min={epsilon}))",
+                "{x} * torch.rsqrt(torch.where("
+                "torch.sum(torch.square({x}), dim={axis}, keepdim=True) >= {epsilon}, "
+                "torch.sum(torch.square({x}), dim={axis}, keepdim=True), {epsilon}))",
                 "axis:axes",
             ),
             _v(
-                "{x} * torch.rsqrt(torch.sum(torch.square({x}), dim={axis}, keepdim=True)"
-                ".clamp(min=1e-12))",
+                "{x} * torch.rsqrt(torch.where("
+                "torch.sum(torch.square({x}), dim={axis}, keepdim=True) >= 1e-12, "
+                "torch.sum(torch.square({x}), dim={axis}, keepdim=True), 1e-12))",
                 "axis:axes",
             ),
             _v(
-                "{x} * torch.rsqrt(torch.sum(torch.square({x}), dim=None, keepdim=True)"
-                ".clamp(min={epsilon}))"
+                "{x} * torch.rsqrt(torch.where("
+                "torch.sum(torch.square({x}), dim=None, keepdim=True) >= {epsilon}, "
+                "torch.sum(torch.square({x}), dim=None, keepdim=True), {epsilon}))"
             ),
             _v(
-                "{x} * torch.rsqrt(torch.sum(torch.square({x}), dim=None, keepdim=True)"
-                ".clamp(min=1e-12))"
+                "{x} * torch.rsqrt(torch.where("
+                "torch.sum(torch.square({x}), dim=None, keepdim=True) >= 1e-12, "
+                "torch.sum(torch.square({x}), dim=None, keepdim=True), 1e-12))"
             ),
         ),
         note="TF's formula, `x * rsqrt(max(sum(x**2), epsilon))`, epsilon 1e-12 by default: "
-        "epsilon bounds the squared norm, not the norm.",
+        "epsilon bounds the squared norm, not the norm; a tie's gradient goes to the sum, as "
+        "TF's `maximum` gives it (`torch.clamp`'s changed in torch 2.14).",
         otherwise="`axis` must be a literal int or a non-empty list of literal ints",
     ),
     Rule(

@@ -338,9 +338,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "port":
         from ._port.cli import run
 
-        return run(args, _check_translated)
+        return run(args, lambda paths: _check_or_usage(paths, None, []))
+    return _check_or_usage(args.targets or [GALLERY], args.json, args.only)
+
+
+def _check_or_usage(targets: list[str], json_path: str | None, only: list[str]) -> int:
+    """`_check`'s exit status, or 2 with the reason when a target cannot be checked (also for
+    the files `port --check` wrote)."""
     try:
-        return _check(args.targets or [GALLERY], args.json, args.only)
+        return _check(targets, json_path, only)
     except TargetError as error:
         print(f"tf_compat_grad: error: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -447,12 +453,3 @@ def _check(targets: list[str], json_path: str | None, only: list[str]) -> int:
         else:
             Path(json_path).write_text(payload + "\n", encoding="utf-8")
     return int(summary["exit_status"])
-
-
-def _check_translated(paths: list[str]) -> int:
-    """`check` on the files `port --check` wrote; the exit status of `check`."""
-    try:
-        return _check(paths, None, [])
-    except TargetError as error:
-        print(f"tf_compat_grad: error: {error}", file=sys.stderr)
-        return EXIT_USAGE

@@ -102,7 +102,7 @@ class EagerPath:
     def call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         f = self._f
         if jit_tracing_state() is not None:
-            raise _jit_trace_error(self._f)
+            raise _jit_trace_error(f)
         if functorch_transforms_active():
             return _functorch.call_under_transform(self._transform_node, f, bound, args, kwargs)
         flat_args, arg_spec, positions, inputs = _run.inputs(f, bound, args)

@@ -102,7 +102,7 @@ def call_under_transform(
     """Call f through `node`, the class `make_transform_node` made for it: under a `torch.func`
     transform, or (`dual`) outside one with dual tensors among the inputs."""
     flat_args, arg_spec, positions, inputs = _run.inputs(f, bound, args)
-    constants = [None if isinstance(leaf, torch.Tensor) else leaf for leaf in flat_args]
+    constants = _structure.put(flat_args, positions, [None] * len(positions))
     call = _Call(bound, constants, arg_spec, kwargs, positions)
     *outputs, aux = node.apply(call, *inputs)  # type: ignore[no-untyped-call]
     if dual and aux.variables and call.grad_enabled:

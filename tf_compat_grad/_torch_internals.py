@@ -46,7 +46,8 @@ jit_tracing_state = torch._C._get_tracing_state
 # `Function.apply` without its Python wrapper (docs/torch_facts.md, "Function styles and
 # torch.func").
 function_apply_c = torch._C._FunctionBase.__dict__["apply"]
-is_functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+_functorch = torch._C._functorch
+is_functorch_wrapped = _functorch.is_functorch_wrapped_tensor
 
 # A version comparison, not a feature probe: each failure in Note [compile on older torch] is
 # a Dynamo bug, not a missing attribute, and a probe that compiles would run inside the
@@ -152,8 +153,6 @@ def never_compiled(function: Callable[..., Any]) -> Callable[..., Any]:
 
 # --- forward-mode AD and torch.func: levels and wrapped tensors ------------------------------
 
-_functorch = torch._C._functorch
-
 
 def dual_level_active() -> bool:
     """Whether a `torch.autograd.forward_ad.dual_level` is entered."""
@@ -162,7 +161,8 @@ def dual_level_active() -> bool:
 
 def any_dual(tensors: Sequence[torch.Tensor]) -> bool:
     """Whether one of tensors carries a tangent of the active `torch.autograd.forward_ad` level
-    (a dual tensor), so that the custom rule must give the outputs theirs (Note [transforms] in `_functorch.py`)."""
+    (a dual tensor), so that the custom rule must give the outputs theirs (Note [transforms] in
+    `_functorch.py`)."""
     if forward_ad._current_level < 0:  # no dual level: the usual case, decided without a call
         return False
     unpack = forward_ad.unpack_dual

@@ -19,6 +19,7 @@ they are, like a grad_fn that is not a plain Python function (a bound method, a
 
 from __future__ import annotations
 
+import operator
 import types
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -30,6 +31,8 @@ from . import _structure
 _FunctionType = types.FunctionType
 _CellType = types.CellType
 _Tensor = torch.Tensor
+_TENSOR_TYPES = frozenset({_Tensor, torch.nn.Parameter})  # exactly these, not subclasses
+_cell_contents = operator.attrgetter("cell_contents")
 
 
 def _holds_tensor(value: Any) -> bool:
@@ -173,8 +176,26 @@ class _Unchanged:
         return self.fn
 
 
+class _TensorCells:
+    """What `capture` returns for the usual grad_fn: a plain function without default values
+    whose every closure cell holds a tensor, saved in the order of the cells."""
+
+    __slots__ = ("code", "globals", "name", "qualname")
+
+    def __init__(self, fn: types.FunctionType) -> None:
+        self.code = fn.__code__
+        self.globals = fn.__globals__
+        self.name = fn.__name__
+        self.qualname = fn.__qualname__
+
+    def rebuild(self, saved: Sequence[torch.Tensor]) -> Callable[..., Any]:
+        fn = _FunctionType(self.code, self.globals, self.name, None, tuple(map(_CellType, saved)))
+        fn.__qualname__ = self.qualname
+        return fn
+
+
 # A grad_fn with its closure tensors taken out; see Note [saved closures].
-Captured = _Template | _Unchanged
+Captured = _Template | _TensorCells | _Unchanged
 
 
 def capture(grad_fn: Callable[..., Any], inside: str) -> tuple[Captured, list[torch.Tensor]]:
@@ -183,11 +204,20 @@ def capture(grad_fn: Callable[..., Any], inside: str) -> tuple[Captured, list[to
     `inside` is the qualified-name prefix of functions defined inside f
     (``f.__qualname__ + ".<locals>."``): function-valued cells defined there are captured too.
     """
-    if type(grad_fn) is not _FunctionType or not (
-        grad_fn.__closure__ or grad_fn.__defaults__ or grad_fn.__kwdefaults__
-    ):
+    if type(grad_fn) is not _FunctionType:
         return _Unchanged(grad_fn), []
-    saved: list[torch.Tensor] = []
+    closure = grad_fn.__closure__
+    if grad_fn.__defaults__ is None and grad_fn.__kwdefaults__ is None:
+        if closure is None:
+            return _Unchanged(grad_fn), []
+        try:
+            saved: list[torch.Tensor] = list(map(_cell_contents, closure))
+        except ValueError:  # an empty cell (a name f assigns later)
+            saved = []
+        else:
+            if _TENSOR_TYPES.issuperset(map(type, saved)):
+                return _TensorCells(grad_fn), saved
+    saved = []
     return _Template(grad_fn, inside, saved, {}, None), saved
 
 

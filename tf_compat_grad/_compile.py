@@ -37,10 +37,12 @@ from . import _run, _structure
 from ._errors import PREFIX, describe
 from ._parameters import run_watched
 from ._record import Record, node_class
-from ._run import UNBOUND
+from ._run import Layout
 
-# (bound is not UNBOUND, arg_spec, number of flattened arguments, tensor positions, variables)
-_Layout = tuple[bool, _structure.Spec, int, Sequence[int], list[torch.nn.Parameter]]
+# The call's `Layout` and variables as plain constants, the only kind of non-tensor argument
+# Dynamo passes through `apply` on every supported torch (Note [compile]): (bound, spec,
+# number of flattened arguments, tensor positions, variables).
+_Constants = tuple[bool, _structure.Spec, int, Sequence[int], list[torch.nn.Parameter]]
 
 
 def call_compiled(
@@ -51,15 +53,15 @@ def call_compiled(
     kwargs: dict[str, Any],
 ) -> Any:
     """Call f through `node`, the class `make_compile_node` made for it."""
-    flat_args, arg_spec, positions, inputs = _run.inputs(f, bound, args)
+    flat_args, layout, inputs = _run.inputs(f, bound, args)
     with torch.no_grad():
         result, grad_fn, variables = run_watched(f, bound, args, kwargs, flat_args)
     outputs, out_spec = _run.outputs(f, result)
     if not variables and not any(t.requires_grad for t in inputs):
         return _structure.unflatten(out_spec, outputs)
-    layout: _Layout = (bound is not UNBOUND, arg_spec, len(flat_args), positions, variables)
+    constants: _Constants = (layout.bound, layout.spec, layout.n_args, layout.positions, variables)
     node_outputs = node.apply(  # type: ignore[no-untyped-call]
-        layout, grad_fn, len(outputs), *outputs, *inputs, *variables
+        constants, grad_fn, len(outputs), *outputs, *inputs, *variables
     )
     return _structure.unflatten(out_spec, node_outputs)
 
@@ -80,19 +82,17 @@ def make_compile_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
     """The Function class for f under `torch.compile`; see Note [compile]."""
 
     def forward(
-        layout: _Layout, grad_fn: Callable[..., Any], n_outputs: int, *tensors: torch.Tensor
+        constants: _Constants, grad_fn: Callable[..., Any], n_outputs: int, *tensors: torch.Tensor
     ) -> tuple[torch.Tensor, ...]:
         return tuple(t.detach() for t in tensors[:n_outputs])
 
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-        layout, grad_fn, n_outputs, *tensors = inputs
-        bound, arg_spec, n_args, positions, variables = layout
+        constants, grad_fn, n_outputs, *tensors = inputs
+        bound, spec, n_args, positions, variables = constants
         ctx.grad_fn = grad_fn
         ctx.n_outputs = n_outputs
-        ctx.record = Record(
-            f, bound, arg_spec, n_args, positions, tensors[n_outputs:][: len(positions)],
-            variables,
-        )  # fmt: skip
+        layout = Layout(f, bound, spec, n_args, positions)
+        ctx.record = Record(layout, tensors[n_outputs:][: len(positions)], variables)
 
     def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
         needs = ctx.needs_input_grad[3 + ctx.n_outputs :]

@@ -19,26 +19,34 @@ Item numbers refer to docs/tensorflow_semantics.md.
 from __future__ import annotations
 
 import inspect
+import operator
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
 from . import _functorch, _run, _structure
-from ._closure import capture
-from ._errors import PREFIX, CustomGradientNotImplementedError, bug, describe
+from ._closure import Captured, capture
+from ._errors import PREFIX, CustomGradientNotImplementedError, describe
 from ._parameters import ParameterReach, run_watched
 from ._record import Record, node_class
-from ._run import UNBOUND
+from ._run import UNBOUND, Layout
 from ._torch_internals import (
     any_dual,
+    call_backward_directly,
     function_apply_c,
     functorch_transforms_active,
     is_functorch_wrapped,
     jit_tracing_state,
+    plain_autograd,
 )
 
 _Tensor = torch.Tensor
+_TENSOR_TYPES = frozenset({_Tensor, torch.nn.Parameter})  # exactly these, not subclasses
+_FunctionType = types.FunctionType
+_is_nested = operator.attrgetter("is_nested")
+_requires_grad = operator.attrgetter("requires_grad")
 _grad_enabled = torch.is_grad_enabled
 
 
@@ -46,89 +54,121 @@ def make_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
     """The eager Function class for f (Note [where f runs])."""
 
     def forward(
-        ctx: Any, record: Record, *inputs: torch.Tensor
-    ) -> torch.Tensor | tuple[torch.Tensor, ...]:
-        if record.saved is None or record.outputs is None:
-            raise bug("a call record reached its node's forward twice")
-        ctx.save_for_backward(*record.saved)
+        ctx: Any, record: Record, handoff: tuple[Any, Captured, list[torch.Tensor]], *inputs: Any
+    ) -> Any:
+        # f's outputs (one tensor when f returned one), and grad_fn without the tensors it
+        # closes over and those tensors (Note [saved closures]): passed with the call, so
+        # that the record, which the node keeps, does not keep them by another path.
+        outputs, ctx.captured, saved = handoff
+        ctx.save_for_backward(*saved)
         ctx.record = record
-        outputs = record.outputs
-        record.saved = record.outputs = None  # the node must not keep them by another path
         return outputs
 
     def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
-        record: Record = ctx.record
-        if record.captured is None:
-            raise bug("an eager node has no captured grad_fn")
-        grad_fn = record.captured.rebuild(ctx.saved_tensors)
-        return (None, *record.gradients(grad_fn, upstream, ctx.needs_input_grad[1:]))
+        grad_fn = ctx.captured.rebuild(ctx.saved_tensors)
+        grads = ctx.record.gradients(grad_fn, upstream, ctx.needs_input_grad[2:])
+        return (None, None, *grads)
 
-    return node_class(f, forward=staticmethod(forward), backward=staticmethod(backward))
+    node = node_class(f, forward=staticmethod(forward), backward=staticmethod(backward))
+    call_backward_directly(node)
+    return node
 
 
-def eager_apply(node: type[torch.autograd.Function]) -> Callable[..., Any]:
-    """`node.apply` for use outside `torch.func` transforms, through torch's C entry point.
+class _Layouts(dict[int, Layout]):
+    """The `Layout` of a call with n tensors as its positional arguments, made on first use:
+    key n for a plain call, ~n for a method call."""
 
-    `Function.apply` first takes the arguments apart as a pytree to unwrap tensors left over
-    from a finished `torch.func` transform; none of ours is one unless a tensor escaped a
-    transform, which is checked here instead, for a fraction of the cost.
-    """
-    c_apply = function_apply_c.__get__(None, node)
+    def __init__(self, f: Callable[..., Any]) -> None:
+        super().__init__()
+        self.f = f
 
-    def apply(record: Record, *inputs: torch.Tensor) -> Any:
-        for tensor in inputs:
-            if is_functorch_wrapped(tensor):
-                return node.apply(record, *inputs)  # type: ignore[no-untyped-call]
-        return c_apply(record, *inputs)
-
-    return apply
+    def __missing__(self, key: int) -> Layout:
+        layout = self[key] = Layout.of_tensors(self.f, key < 0, ~key if key < 0 else key)
+        return layout
 
 
 class EagerPath:
     """The calls of one decorated function outside `torch.compile`: under plain autograd through
     its node (Note [where f runs]), under `torch.no_grad()` with no node, and under a `torch.func`
-    transform or with dual tensors through the transform node (Note [transforms])."""
+    transform or with dual tensors through the transform node (Note [transforms]).
 
-    __slots__ = ("_apply", "_checked", "_f", "_inside", "_transform_node", "reach")
+    # Note [the fast path]
+    Most calls pass tensors only, by position, under plain autograd, to an f that provably reads
+    no Parameter. `call` decides that with a handful of checks and then skips what only other
+    calls need: flattening and checking the arguments, building their `Layout` (one per number of
+    arguments is kept), the keyword arguments' part of the proof, and the watcher. Any other call
+    takes the general branch, which handles every call; both end in the same record and node.
+    """
+
+    __slots__ = (
+        "_c_apply", "_checked", "_f", "_inside", "_layouts", "_node", "_transform_node", "reach",
+    )  # fmt: skip
 
     def __init__(self, f: Callable[..., Any]) -> None:
         self._f = f
-        self._apply = eager_apply(make_node(f))
+        self._node = make_node(f)
+        # `Function.apply` first takes the arguments apart as a pytree, to unwrap tensors left
+        # over from a finished `torch.func` transform; the call checks for those instead, for
+        # a fraction of the cost, and otherwise applies the node through torch's C entry point.
+        self._c_apply = function_apply_c.__get__(None, self._node)
         self._transform_node = _functorch.make_transform_node(f)
         self._inside = getattr(f, "__qualname__", "") + ".<locals>."
         self._checked = False  # a call has passed the `variables` check (item 33)
+        self._layouts = _Layouts(f)
         self.reach = ParameterReach(f)
 
     def call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         f = self._f
-        if jit_tracing_state() is not None:
-            raise _jit_trace_error(f)
-        if functorch_transforms_active():
-            return _functorch.call_under_transform(self._transform_node, f, bound, args, kwargs)
-        flat_args, arg_spec, positions, inputs = _run.inputs(f, bound, args)
-        if any_dual(inputs):
-            return _functorch.call_under_transform(
-                self._transform_node, f, bound, args, kwargs, dual=True
-            )
-        if not _grad_enabled():
-            return self._call_without_grad(bound, args, kwargs, flat_args)
-        result, grad_fn, variables = run_watched(f, bound, args, kwargs, flat_args, self.reach)
-        self._checked = True
-        if not variables:
-            for tensor in inputs:
-                if tensor.requires_grad:
-                    break
+        # Note [the fast path]
+        if (
+            not kwargs
+            and plain_autograd()
+            and _TENSOR_TYPES.issuperset(map(type, args))
+            and not any(map(_is_nested, args))
+        ):
+            inputs: Sequence[torch.Tensor] = args
+            if bound is UNBOUND and self.reach.reads_none():
+                out = f(*args)
+                if type(out) is tuple and len(out) == 2 and type(out[1]) is _FunctionType:
+                    result, grad_fn = out
+                else:
+                    result, grad_fn = _run.split(f, out)
+                variables: list[torch.nn.Parameter] = _NO_VARIABLES
+                layout = self._layouts[len(args)]
             else:
-                return _run.fresh(f, result)  # nothing to record: f's own autodiff (item 39)
-        record = Record(
-            f, bound is not UNBOUND, arg_spec, len(flat_args), positions, inputs, variables
-        )
-        record.captured, record.saved = capture(grad_fn, self._inside)
-        if type(result) is _Tensor:  # one output: the node returns it as it is
-            record.outputs = result.detach()
-            return self._apply(record, *inputs, *variables)
-        record.outputs, out_spec = _run.outputs(f, result)
-        return _structure.unflatten(out_spec, self._apply(record, *inputs, *variables))
+                result, grad_fn, variables = run_watched(f, bound, args, kwargs, args, self.reach)
+                self._checked = True
+                layout = self._layouts[len(args) if bound is UNBOUND else ~len(args)]
+        else:
+            if jit_tracing_state() is not None:
+                raise _jit_trace_error(f)
+            if functorch_transforms_active():
+                return _functorch.call_under_transform(self._transform_node, f, bound, args, kwargs)
+            flat_args, layout, inputs = _run.inputs(f, bound, args)
+            if any_dual(inputs):
+                return _functorch.call_under_transform(
+                    self._transform_node, f, bound, args, kwargs, dual=True
+                )
+            if not _grad_enabled():
+                return self._call_without_grad(bound, args, kwargs, flat_args)
+            result, grad_fn, variables = run_watched(f, bound, args, kwargs, flat_args, self.reach)
+            self._checked = True
+        if not variables and not any(map(_requires_grad, inputs)):
+            return _run.fresh(f, result)  # nothing to record: f's own autodiff (item 39)
+        record = Record(layout, inputs, variables)
+        single = type(result) is _Tensor  # one output: the node returns it as it is
+        if single:
+            outputs = result.detach()
+        else:
+            outputs, out_spec = _run.outputs(f, result)
+        handoff = (outputs, *capture(grad_fn, self._inside))
+        if any(map(is_functorch_wrapped, inputs)):  # a tensor left over from a transform
+            node_outputs = self._node.apply(  # type: ignore[no-untyped-call]
+                record, handoff, *inputs, *variables
+            )
+        else:
+            node_outputs = self._c_apply(record, handoff, *inputs, *variables)
+        return node_outputs if single else _structure.unflatten(out_spec, node_outputs)
 
     def _call_without_grad(
         self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any], flat_args: Sequence[Any]
@@ -145,6 +185,9 @@ class EagerPath:
         result, _, _ = run_watched(f, bound, args, kwargs, flat_args, self.reach)
         self._checked = True
         return _run.fresh(f, result)
+
+
+_NO_VARIABLES: list[torch.nn.Parameter] = []  # never written to
 
 
 def _jit_trace_error(f: Callable[..., Any]) -> CustomGradientNotImplementedError:

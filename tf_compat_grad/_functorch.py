@@ -39,7 +39,7 @@ from ._errors import PREFIX, CustomGradientNotImplementedError, describe
 from ._parameters import parameter_names, run_watched
 from ._record import Record, node_class
 from ._rng import RngState
-from ._run import UNBOUND
+from ._run import Layout
 from ._torch_internals import any_dual, differentiated_further, never_compiled
 
 
@@ -47,29 +47,23 @@ class _Call:
     """One call's non-tensor part, passed through `apply` to `forward` (an object, not a tuple:
     functorch takes tuples apart as pytrees)."""
 
-    __slots__ = ("arg_spec", "bound", "flat_args", "grad_enabled", "kwargs", "positions")
+    __slots__ = ("bound", "constants", "grad_enabled", "kwargs", "layout")
 
     def __init__(
-        self,
-        bound: Any,
-        flat_args: list[Any],
-        arg_spec: _structure.Spec,
-        kwargs: dict[str, Any],
-        positions: Sequence[int],
+        self, bound: Any, layout: Layout, constants: list[Any], kwargs: dict[str, Any]
     ) -> None:
         self.bound = bound
-        self.flat_args = flat_args  # with the tensors left out, as None
-        self.arg_spec = arg_spec
+        self.layout = layout
+        self.constants = constants  # the flattened arguments, with the tensors left out (None)
         self.kwargs = kwargs
-        self.positions = positions
         # `Function.apply` runs forward under no_grad; f runs with the caller's mode instead.
         self.grad_enabled = torch.is_grad_enabled()
 
     def run_f(
         self, f: Callable[..., Any], inputs: Sequence[torch.Tensor]
     ) -> tuple[Any, Callable[..., Any], list[Any]]:
-        leaves = _structure.put(self.flat_args, self.positions, inputs)
-        args = _structure.unflatten(self.arg_spec, leaves)
+        leaves = _structure.put(self.constants, self.layout.positions, inputs)
+        args = _structure.unflatten(self.layout.spec, leaves)
         return run_watched(f, self.bound, args, self.kwargs, leaves)
 
 
@@ -101,9 +95,9 @@ def call_under_transform(
 ) -> Any:
     """Call f through `node`, the class `make_transform_node` made for it: under a `torch.func`
     transform, or (`dual`) outside one with dual tensors among the inputs."""
-    flat_args, arg_spec, positions, inputs = _run.inputs(f, bound, args)
-    constants = _structure.put(flat_args, positions, [None] * len(positions))
-    call = _Call(bound, constants, arg_spec, kwargs, positions)
+    flat_args, layout, inputs = _run.inputs(f, bound, args)
+    constants = _structure.put(flat_args, layout.positions, [None] * len(inputs))
+    call = _Call(bound, layout, constants, kwargs)
     *outputs, aux = node.apply(call, *inputs)  # type: ignore[no-untyped-call]
     if dual and aux.variables and call.grad_enabled:
         raise CustomGradientNotImplementedError(
@@ -134,15 +128,7 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         tensors = inputs[1:]
         ctx.call = call
         ctx.aux = aux
-        ctx.record = Record(
-            f,
-            call.bound is not UNBOUND,
-            call.arg_spec,
-            len(call.flat_args),
-            call.positions,
-            tensors,
-            aux.variables,
-        )
+        ctx.record = Record(call.layout, tensors, aux.variables)
         # The same tensors for both: torch's generated vmap rule keeps the batch dims of one.
         ctx.save_for_backward(*tensors, *output[:-1])
         ctx.save_for_forward(*tensors, *output[:-1])
@@ -176,16 +162,16 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         record: Record = ctx.record
         # Parameters read under a transform are constants of it: their gradients are dropped.
         needs = [*needs, *(False for _ in record.variables)]
-        return record.gradients(grad_fn, upstream, needs)[: len(record.positions)]
+        return record.gradients(grad_fn, upstream, needs)[: len(record.layout.positions)]
 
     def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
-        inputs = ctx.saved_tensors[: len(ctx.record.positions)]
+        inputs = ctx.saved_tensors[: len(ctx.record.layout.positions)]
         grad_fn = grad_fn_for(ctx, inputs)
         return (None, *input_grads(ctx, grad_fn, upstream[:-1], ctx.needs_input_grad[1:]))
 
     def jvp(ctx: Any, *tangents: Any) -> tuple[Any, ...]:
         saved = ctx.saved_tensors
-        n_inputs = len(ctx.record.positions)
+        n_inputs = len(ctx.record.layout.positions)
         inputs, outputs = saved[:n_inputs], saved[n_inputs:]
         grad_fn = grad_fn_for(ctx, inputs, forward_mode=True)
         needs = [_has_tangent_space(x) for x in inputs]

@@ -215,16 +215,17 @@ class ParameterReach:
     """Whether one decorated function can read a Parameter; see Note [watching only when
     needed]."""
 
-    __slots__ = ("_cells", "_f", "_functions", "_names", "_safe")
+    __slots__ = ("_f", "_safe", "_unchanged", "reads_none")
 
     def __init__(self, f: Any) -> None:
         self._f = f
         self._safe = False
-        # What the answer was based on: (namespace, name, value) per name read, (cell, value)
-        # per closure cell read; None before the first analysis.
-        self._names: list[tuple[dict[str, Any], str, Any]] | None = None
-        self._cells: list[tuple[types.CellType, Any]] = []
-        self._functions: list[_Function] = []
+        # Whether every name, closure cell and function the last analysis read still holds
+        # what it held then (`_unchanged_check`); no analysis yet: never.
+        self._unchanged: Callable[[], bool] = _never
+        # The fast question of a call with no bound instance and no keyword arguments: True
+        # when the last analysis proved that f reads no Parameter and is still valid.
+        self.reads_none: Callable[[], bool] = _never
 
     def possible(self, extra: Iterable[Any]) -> bool:
         """False only when f provably reads no Parameter, called with the `extra` objects it
@@ -234,25 +235,9 @@ class ParameterReach:
                 _check_value(value, _Deps(), set())
             except _Unsafe:
                 return True
-        if self._names is None or not self._unchanged(self._names):
+        if not self._unchanged():
             self._analyse()
         return not self._safe
-
-    def _unchanged(self, names: list[tuple[dict[str, Any], str, Any]]) -> bool:
-        for namespace, name, value in names:  # plain loops: this runs on every call
-            if namespace.get(name, _MISSING) is not value:
-                return False
-        for cell, value in self._cells:
-            if _contents(cell) is not value:
-                return False
-        for fn, code, defaults, kwdefaults, attributes in self._functions:
-            if fn.__code__ is not code or fn.__defaults__ is not defaults:
-                return False
-            if (kwdefaults or fn.__kwdefaults__) and not _same_items(kwdefaults, fn.__kwdefaults__):
-                return False
-            if (attributes or fn.__dict__) and not _same_items(attributes, fn.__dict__):
-                return False
-        return True
 
     def _analyse(self) -> None:
         deps = _Deps()
@@ -261,7 +246,12 @@ class ParameterReach:
             self._safe = True
         except _Unsafe:
             self._safe = False
-        self._names, self._cells, self._functions = deps.names, deps.cells, deps.functions
+        self._unchanged = _unchanged_check(deps)
+        self.reads_none = self._unchanged if self._safe else _never
+
+
+def _never() -> bool:
+    return False
 
 
 # A function an analysis read: the function, its code, its defaults, its keyword defaults and
@@ -297,6 +287,57 @@ def _contents(cell: types.CellType) -> Any:
         return cell.cell_contents
     except ValueError:  # an empty cell
         return _MISSING
+
+
+def _unchanged_check(deps: _Deps) -> Callable[[], bool]:
+    """A function that tells whether everything `deps` lists still holds what it held.
+
+    It runs on every call, so it is generated as one expression with each comparison written
+    out (`ns0.get('torch', MISSING) is v0 and fn0.__code__ is code0 and ...`), over the objects
+    bound as closure variables, and without a loop or a call of its own.
+    """
+    env: dict[str, Any] = {"MISSING": _MISSING, "contents": _contents, "same": _same_items}
+    terms: list[str] = []
+    seen: set[tuple[int, str]] = set()
+    for k, (namespace, name, value) in enumerate(deps.names):
+        if (id(namespace), name) in seen:
+            continue
+        seen.add((id(namespace), name))
+        env[f"ns{k}"], env[f"v{k}"] = namespace, value
+        # A name deleted since raises KeyError: the check then answers False.
+        read = f"ns{k}.get({name!r}, MISSING)" if value is _MISSING else f"ns{k}[{name!r}]"
+        terms.append(f"{read} is v{k}")
+    for k, (cell, value) in enumerate(deps.cells):
+        env[f"cell{k}"], env[f"c{k}"] = cell, value
+        # A cell emptied since raises ValueError: the check then answers False.
+        read = f"contents(cell{k})" if value is _MISSING else f"cell{k}.cell_contents"
+        terms.append(f"{read} is c{k}")
+    for k, (fn, code, defaults, kwdefaults, attributes) in enumerate(deps.functions):
+        env[f"fn{k}"], env[f"code{k}"], env[f"d{k}"] = fn, code, defaults
+        terms.append(f"fn{k}.__code__ is code{k} and fn{k}.__defaults__ is d{k}")
+        for attribute, items, key in (
+            ("__kwdefaults__", kwdefaults, f"kw{k}"),
+            ("__dict__", attributes, f"attrs{k}"),
+        ):
+            if items is None:
+                terms.append(f"not fn{k}.{attribute}")
+            else:
+                env[key] = items
+                terms.append(f"same({key}, fn{k}.{attribute})")
+    names = ", ".join(env)
+    source = (
+        f"def make({names}):\n"
+        "    def unchanged():\n"
+        "        try:\n"
+        f"            return {' and '.join(terms) or 'True'}\n"
+        "        except (KeyError, ValueError):\n"
+        "            return False\n"
+        "    return unchanged\n"
+    )
+    made: dict[str, Any] = {}
+    exec(compile(source, f"<tf_compat_grad reach check of {len(terms)} terms>", "exec"), made)
+    check: Callable[[], bool] = made["make"](**env)
+    return check
 
 
 def _check_value(value: Any, deps: _Deps, seen: set[int]) -> None:

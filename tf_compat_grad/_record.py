@@ -19,8 +19,7 @@ from typing import Any, NoReturn
 
 import torch
 
-from . import _autocast, _run, _structure
-from ._closure import Captured
+from . import _autocast, _structure
 from ._errors import (
     PREFIX,
     CustomGradientTypeError,
@@ -30,12 +29,19 @@ from ._errors import (
     fn_name,
     plural,
 )
-from ._run import is_numpy
+from ._run import Layout, is_numpy
+from ._torch_internals import any_autocast_enabled
 
 _Tensor = torch.Tensor
 
 # What a gradient for one tensor input must look like: the input's shape, dtype and device.
 InputMeta = tuple[torch.Size, torch.dtype, torch.device]
+
+
+def _meta(tensor: torch.Tensor) -> InputMeta:
+    """A function, not `operator.attrgetter`, which Dynamo cannot trace (the compile node's
+    record and backward use it too)."""
+    return tensor.shape, tensor.dtype, tensor.device
 
 
 def _is_number_like(value: object, real: bool) -> bool:
@@ -157,55 +163,25 @@ def _parameter_names(variables: Sequence[torch.nn.Parameter]) -> str:
 
 
 class Record:
-    """What one call hands to its node's backward: how the arguments were laid out and which
-    Parameters f read. Holds no tensor of the call's own."""
+    """What one call hands to its node's backward: its `Layout`, its inputs' metadata, which
+    Parameters f read, and the autocast state. Holds no tensor of the call's own."""
 
-    __slots__ = (
-        "arg_spec",
-        "autocast",
-        "bound",
-        "captured",
-        "f",
-        "metas",
-        "n_args",
-        "outputs",
-        "positions",
-        "saved",
-        "variables",
-    )
+    __slots__ = ("autocast", "layout", "metas", "variables")
 
     def __init__(
         self,
-        f: Callable[..., Any],
-        bound: bool,
-        arg_spec: _structure.Spec,
-        n_args: int,
-        positions: Sequence[int],
+        layout: Layout,
         inputs: Sequence[torch.Tensor],
-        variables: list[torch.nn.Parameter],
+        variables: Sequence[torch.nn.Parameter],
     ) -> None:
-        self.f = f
-        self.bound = bound  # called as a method: `self` is not among the arguments
-        self.arg_spec = arg_spec
-        self.n_args = n_args  # flattened positional arguments, tensors or not (item 11)
-        self.positions = positions  # where each tensor input stands among them
+        self.layout = layout
         # One `InputMeta` per tensor input, then per variable.
-        self.metas = [(t.shape, t.dtype, t.device) for t in inputs]
+        self.metas = list(map(_meta, inputs))
         if variables:
-            self.metas.extend((v.shape, v.dtype, v.device) for v in variables)
+            self.metas.extend(map(_meta, variables))
         self.variables = variables
-        self.autocast = _autocast.current()  # grad_fn runs in the forward's autocast state
-        # Handed over to the eager node's forward, which empties them (Note [saved closures]);
-        # `outputs` is one tensor when f returned one tensor.
-        self.captured: Captured | None = None
-        self.saved: list[torch.Tensor] | None = None
-        self.outputs: torch.Tensor | tuple[torch.Tensor, ...] | None = None
-
-    def arg_names(self) -> str:
-        return ", ".join(self._paths()) or "none"
-
-    def _paths(self) -> list[str]:
-        return _structure.leaf_paths(self.arg_spec, _run.positional_names(self.f, self.bound))
+        # grad_fn runs in the forward's autocast state.
+        self.autocast = _autocast.current() if any_autocast_enabled() else ()
 
     def gradients(
         self,
@@ -225,23 +201,28 @@ class Record:
             grad_fn = functools.partial(_autocast.call_in, self.autocast, grad_fn)
         if variables:
             returned = grad_fn(*upstream, variables=list(variables))
-            input_grads, variable_grads = split_variable_grads(returned, variables, self.f)
+            input_grads, variable_grads = split_variable_grads(returned, variables, self.layout.f)
         else:
             input_grads, variable_grads = grad_fn(*upstream), ()
         # One gradient per flattened argument; a single bare tensor is the usual case.
         flat = [input_grads] if type(input_grads) is _Tensor else _structure.leaves(input_grads)
-        positions = self.positions
-        if len(flat) != self.n_args:
-            raise count_error(len(flat), self.n_args, self.f, self.arg_names())
-        if len(positions) != len(flat):  # not every argument is a tensor
-            flat = [flat[p] for p in positions]
+        layout = self.layout
+        if len(flat) != layout.n_args:
+            raise count_error(len(flat), layout.n_args, layout.f, layout.arg_names())
+        if not layout.tensors_only:
+            flat = [flat[p] for p in layout.positions]
         if variable_grads:
             flat.extend(variable_grads)
         if raw:
             return flat
         metas = self.metas
+        try:
+            if list(map(_meta, flat)) == metas:  # every one a tensor like its input already
+                return flat
+        except (AttributeError, TypeError):  # None, a number, an array: checked one by one
+            pass
         for i, grad in enumerate(flat):
-            if type(grad) is not _Tensor or (grad.shape, grad.dtype, grad.device) != metas[i]:
+            if type(grad) is not _Tensor or _meta(grad) != metas[i]:
                 flat[i] = self._repair(grad, i, needs)
         return flat
 
@@ -250,12 +231,13 @@ class Record:
         wanted or returned, else converted, moved, cast or reshaped, or an error."""
         if grad is None or not needs[i]:
             return None
-        return repair(grad, self.metas[i], self.f, self._input_name, i)
+        return repair(grad, self.metas[i], self.layout.f, self._input_name, i)
 
     def _input_name(self, i: int) -> str:
-        if i < len(self.positions):
-            return f"argument `{self._paths()[self.positions[i]]}`"
-        k = i - len(self.positions)
+        positions = self.layout.positions
+        if i < len(positions):
+            return f"argument `{self.layout.paths()[positions[i]]}`"
+        k = i - len(positions)
         return f"`variables[{k}]` (Parameter of shape {list(self.variables[k].shape)})"
 
 

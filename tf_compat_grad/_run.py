@@ -47,17 +47,54 @@ def call_f(f: Callable[..., Any], bound: Any, args: tuple[Any, ...], kwargs: dic
     return f(bound, *args, **kwargs)
 
 
+class Layout:
+    """Where the tensor inputs stand among a call's flattened positional arguments (item 11).
+
+    `inputs` builds it from the arguments; the eager path keeps one per number of arguments for
+    calls with plain tensors only. Every path hands it unchanged to its node's `Record` (the
+    compile path through `apply` as plain constants, Note [compile]).
+    """
+
+    __slots__ = ("bound", "f", "n_args", "positions", "spec", "tensors_only")
+
+    def __init__(
+        self,
+        f: Callable[..., Any],
+        bound: bool,
+        spec: _structure.Spec,
+        n_args: int,
+        positions: Sequence[int],
+    ) -> None:
+        self.f = f
+        self.bound = bound  # called as a method: `self` is not among the arguments
+        self.spec = spec
+        self.n_args = n_args  # flattened positional arguments, tensors or not
+        self.positions = positions  # where each tensor input stands among them
+        self.tensors_only = len(positions) == n_args
+
+    @classmethod
+    def of_tensors(cls, f: Callable[..., Any], bound: bool, n: int) -> Layout:
+        """The layout of `n` positional arguments that are all tensors."""
+        return cls(f, bound, _structure.tuple_spec(n), n, range(n))
+
+    def paths(self) -> list[str]:
+        """Each flattened argument's path as the user wrote it (`x`, `params['w'][1]`)."""
+        return _structure.leaf_paths(self.spec, positional_names(self.f, self.bound))
+
+    def arg_names(self) -> str:
+        return ", ".join(self.paths()) or "none"
+
+
 def inputs(
     f: Callable[..., Any], bound: Any, args: tuple[Any, ...]
-) -> tuple[Sequence[Any], _structure.Spec, Sequence[int], Sequence[_Tensor]]:
+) -> tuple[Sequence[Any], Layout, Sequence[_Tensor]]:
     """The flattened positional arguments (item 11), each checked to be usable (item 13), their
-    spec, where the tensors stand among them, and the tensors."""
+    layout, and the tensors among them."""
     for arg in args:
         if not isinstance(arg, _Tensor) or arg.is_nested:
             break
     else:  # the usual case: tensors only (Parameters too), which are the inputs as they are
-        n = len(args)
-        return args, _structure.tuple_spec(n), range(n), args
+        return args, Layout.of_tensors(f, bound is not UNBOUND, len(args)), args
     flat_args, arg_spec = _structure.flatten(args)
     for i, leaf in enumerate(flat_args):
         if isinstance(leaf, _Tensor) and leaf.is_nested and leaf.layout is torch.strided:
@@ -79,7 +116,8 @@ def inputs(
                 "arguments reach f but are not inputs."
             ) from None
     positions = [i for i, leaf in enumerate(flat_args) if isinstance(leaf, _Tensor)]
-    return flat_args, arg_spec, positions, [flat_args[i] for i in positions]
+    layout = Layout(f, bound is not UNBOUND, arg_spec, len(flat_args), positions)
+    return flat_args, layout, [flat_args[i] for i in positions]
 
 
 def split(f: Callable[..., Any], out: Any) -> tuple[Any, Callable[..., Any]]:

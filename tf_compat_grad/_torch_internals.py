@@ -43,11 +43,27 @@ TORCH_RELEASE = _release(torch.__version__)
 any_autocast_enabled = torch._C._is_any_autocast_enabled
 functorch_transforms_active = torch._C._are_functorch_transforms_active
 jit_tracing_state = torch._C._get_tracing_state
+_grad_enabled = torch.is_grad_enabled
 # `Function.apply` without its Python wrapper (docs/torch_facts.md, "Function styles and
 # torch.func").
 function_apply_c = torch._C._FunctionBase.__dict__["apply"]
 _functorch = torch._C._functorch
 is_functorch_wrapped = _functorch.is_functorch_wrapped_tensor
+
+
+def call_backward_directly(node: type[torch.autograd.Function]) -> None:
+    """Have the autograd engine call `node.backward` itself, as the node's `apply`.
+
+    The engine calls `apply` on the class that `Function`'s metaclass generates for backward
+    (`_backward_cls`), a Python method that looks up the user's `backward` or `vjp` and checks
+    that not both are defined: about 50 Python instructions per backward, a tenth of the eager
+    path's whole cost. The library's eager node defines `backward` alone, so the lookup always
+    finds it. Kept when the class is not there (a torch that changed it).
+    """
+    backward_cls = getattr(node, "_backward_cls", None)
+    if backward_cls is not None and "apply" in vars(torch.autograd.function.BackwardCFunction):
+        backward_cls.apply = node.backward
+
 
 # A version comparison, not a feature probe: each failure in Note [compile on older torch] is
 # a Dynamo bug, not a missing attribute, and a probe that compiles would run inside the
@@ -157,6 +173,17 @@ def never_compiled(function: Callable[..., Any]) -> Callable[..., Any]:
 def dual_level_active() -> bool:
     """Whether a `torch.autograd.forward_ad.dual_level` is entered."""
     return forward_ad._current_level >= 0
+
+
+def plain_autograd() -> bool:
+    """Whether a call runs under plain autograd: grad mode on, and no `torch.jit.trace`,
+    `torch.func` transform or `forward_ad` dual level around it (the eager fast path)."""
+    return (
+        _grad_enabled()
+        and jit_tracing_state() is None
+        and not functorch_transforms_active()
+        and forward_ad._current_level < 0
+    )
 
 
 def any_dual(tensors: Sequence[torch.Tensor]) -> bool:

@@ -131,11 +131,10 @@ def _raw_gradient_notes(s: _Subject) -> list[str]:
     f = s.cg.__tf_compat_grad_calls__()
     inputs = _Inputs(s, None)
     positional = inputs.args[1:] if s.self_arg else inputs.args
-    flat_args, arg_spec, positions, tensors = _run.inputs(f, s.bound, positional)
+    flat_args, layout, tensors = _run.inputs(f, s.bound, positional)
     with torch.enable_grad():
         result, grad_fn, variables = run_watched(f, s.bound, positional, inputs.kwargs, flat_args)
-    bound = s.bound is not _run.UNBOUND
-    record = Record(f, bound, arg_spec, len(flat_args), positions, tensors, variables)
+    record = Record(layout, tensors, variables)
     outputs, _ = _run.outputs(f, result)
     upstreams = [
         u if o.is_floating_point() else torch.zeros_like(o)
@@ -143,7 +142,7 @@ def _raw_gradient_notes(s: _Subject) -> list[str]:
     ]
     with torch.no_grad():
         returned = record.gradients(grad_fn, upstreams, (), raw=True)
-    names = [s.names[p] or "x" for p in positions]
+    names = [s.names[p] or "x" for p in layout.positions]
     names += [f"variables[{j}]" for j in range(len(variables))]
     notes: list[str] = []
     for name, g, x in zip(names, returned, [*tensors, *variables], strict=True):

@@ -12,12 +12,15 @@ D = torch.float64
 
 def named(fn: Callable[..., Any]) -> str:
     """How a message names a function after the first time: `qualname`. For a decorated
-    function, the function it decorates."""
-    return f"`{getattr(fn, '__wrapped__', fn).__qualname__}`"
+    function, the function it decorates; for a callable with no name (a partial), its repr."""
+    fn = getattr(fn, "__wrapped__", fn)
+    return f"`{getattr(fn, '__qualname__', None) or repr(fn)}`"
 
 
 def where(fn: Callable[..., Any]) -> str:
     """How a message first names a function: `qualname` (file:line). For a decorated function,
-    the function it decorates."""
-    code = getattr(fn, "__wrapped__", fn).__code__
+    the function it decorates; for one with no code of its own (a builtin), its name alone."""
+    code = getattr(getattr(fn, "__wrapped__", fn), "__code__", None)
+    if code is None:
+        return named(fn)
     return f"{named(fn)} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"

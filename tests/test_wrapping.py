@@ -5,7 +5,6 @@ grad_fn returns exactly one gradient: a bound instance or class must not be coun
 """
 
 import inspect
-import re
 import sys
 import threading
 import types
@@ -13,9 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import messages
 import pytest
 import torch
 from helpers import D
+from messages import exactly
 from torch import nn
 
 from tf_compat_grad import CustomGradientTypeError, CustomGradientValueError, custom_gradient
@@ -354,34 +355,17 @@ def test_method_sees_its_own_instance():
     torch.testing.assert_close(b.method(x), 5 * x.detach())
 
 
-DECORATE_FIX = (
-    "Decorate a function, a method, a staticmethod or a classmethod (the decorator above or "
-    "below @staticmethod / @classmethod)."
-)
 NOT_DECORATABLE = {
-    "class": (
-        WithMethod,
-        "tf_compat_grad: custom_gradient decorates a function that returns (outputs, grad_fn), "
-        "but it was given the class `WithMethod`, which is not a function. <fix>",
-    ),
-    "int": (
-        3,
-        "tf_compat_grad: custom_gradient decorates a function that returns (outputs, grad_fn), "
-        "but it was given 3 (int), which is not callable. <fix>",
-    ),
-    "string": (
-        "f",
-        "tf_compat_grad: custom_gradient decorates a function that returns (outputs, grad_fn), "
-        "but it was given 'f' (str), which is not callable. <fix>",
-    ),
+    "class": (WithMethod, messages.decorated_class(WithMethod)),
+    "int": (3, messages.decorated_value("3 (int)")),
+    "string": ("f", messages.decorated_value("'f' (str)")),
 }
 
 
 @pytest.mark.parametrize("name", NOT_DECORATABLE)
 def test_decorating_a_class_or_non_callable_raises(name):
     value, message = NOT_DECORATABLE[name]
-    message = message.replace("<fix>", DECORATE_FIX)
-    with pytest.raises(TypeError, match=re.escape(message) + "$") as info:
+    with pytest.raises(TypeError, match=exactly(message)) as info:
         custom_gradient(value)
     assert isinstance(info.value, CustomGradientTypeError)
 

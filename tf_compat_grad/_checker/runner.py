@@ -23,14 +23,13 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .finite_difference_checks import _check_numerical, _check_second_order
 from .gradient_checks import (
     _check_autodiff,
     _check_determinism,
     _check_forward,
     _check_gradients,
     _check_linearity,
-    _check_numerical,
-    _check_second_order,
     _gradient_skip,
 )
 from .numerics import FAIL, SKIP, _first_line, _seeded

@@ -12,7 +12,6 @@ import torch
 
 from .. import _structure
 from .._torch_internals import COMPILE_SUPPORT, DYNAMO_TRACES_WATCHER, TorchDispatchMode, dynamo
-from .gradient_checks import _forward_f64
 from .numerics import (
     BATCH,
     F64,
@@ -33,7 +32,7 @@ from .numerics import (
     _vjp,
 )
 from .report import Row
-from .subject import _Inputs, _Subject
+from .subject import _forward_f64, _Inputs, _Subject
 
 
 def _transform_skip(s: _Subject, check: str) -> Row | None:

@@ -38,13 +38,11 @@ from .subject import _Subject, function_name, location, resolve_example
 from .torch_checks import (
     _check_autocast,
     _check_compile,
-    _check_func_grad,
     _check_inplace,
     _check_memory,
     _check_no_grad,
-    _check_vmap,
-    _transform_skip,
 )
+from .torch_func_checks import _check_func_grad, _check_vmap, _transform_skip
 
 # The checks that need a gradient: skipped when the forward or `gradients` fails.
 _NEEDS_GRADIENT = (

@@ -47,16 +47,12 @@ def _check_numerical(s: _Subject) -> Row:
     figure = f"max |custom - numerical| {_fmt(diff.max)}"
     kinks = numerical.kinks(s)
     s.true_gradient = None if kinks else False
-    if diff.bad_got is not None:
-        i, k, got, want = diff.bad_got
-        return Row(
-            "numerical",
-            FAIL,
-            f"the custom gradient is {got} at {numerical.where(s, i, k)} where "
-            f"the numerical derivative is finite ({want:.4g}); {diff.n_bad_got} such element(s)",
-            figure,
-            diff.max,
-        )
+    if reason := diff.nonfinite(
+        "the custom gradient is {got} at {where} where the numerical derivative is finite "
+        "({want:.4g}); {n} such element(s)",
+        lambda i, k: numerical.where(s, i, k),
+    ):
+        return Row("numerical", FAIL, reason, figure, diff.max)
     undefined = f"; {how} undefined at {diff.n_bad_want} element(s)" if diff.n_bad_want else ""
     if not numerical.compared_count:
         return Row("numerical", WARN, _nothing_compared(kinks, "the gradient"), figure, diff.max)
@@ -122,16 +118,12 @@ def _check_second_order(s: _Subject) -> Row:
     diff = _Diff(*numerical.compared())
     figure = f"max |double backward - numerical| {_fmt(diff.max)}"
     kinks = numerical.kinks(s)
-    if diff.bad_got is not None:
-        i, k, got, want = diff.bad_got
-        return Row(
-            "second_order",
-            FAIL,
-            f"double backward gives {got} at {numerical.where(s, i, k)} "
-            f"where the gradient's finite differences give {want:.4g}",
-            figure,
-            diff.max,
-        )
+    if reason := diff.nonfinite(
+        "double backward gives {got} at {where} where the gradient's finite differences give "
+        "{want:.4g}",
+        lambda i, k: numerical.where(s, i, k),
+    ):
+        return Row("second_order", FAIL, reason, figure, diff.max)
     if not numerical.compared_count:
         return Row(
             "second_order",

@@ -190,16 +190,12 @@ def _check_autodiff(s: _Subject) -> Row:
             )
     diff = _Diff(custom, auto)
     figure = f"max |custom - autodiff| {_fmt(diff.max)}"
-    if diff.bad_got is not None:
-        i, k, got, want = diff.bad_got
-        return Row(
-            "autodiff",
-            FAIL,
-            f"the custom gradient is {got} at {s.element(i, k, custom[i].shape)} "
-            f"where autodiff of f gives {want:.4g}; {diff.n_bad_got} such element(s)",
-            figure,
-            diff.max,
-        )
+    if reason := diff.nonfinite(
+        "the custom gradient is {got} at {where} where autodiff of f gives {want:.4g}; "
+        "{n} such element(s)",
+        s.elements_of(custom),
+    ):
+        return Row("autodiff", FAIL, reason, figure, diff.max)
     stable = (
         f"; finite at {diff.n_bad_want} element(s) where autodiff of f gives nan/inf"
         if diff.n_bad_want
@@ -236,27 +232,17 @@ def _check_linearity(s: _Subject) -> Row:
     at_zero = _Diff(g0, zeros)
     mix = _Diff(gm, expected)
     figure = f"max deviation {_fmt(max(mix.max, at_zero.max))}"
-    if at_zero.bad_got is not None:
-        i, k, got, _ = at_zero.bad_got
-        return Row(
-            "linearity",
-            FAIL,
-            f"grad_fn gives {got} at {s.element(i, k, g0[i].shape)} for a zero "
-            "upstream gradient; an output the loss does not use gets a zero upstream, so this "
-            "puts nan/inf into the gradients",
-            figure,
-            math.inf,
-        )
-    if mix.bad_got is not None:
-        i, k, got, _ = mix.bad_got
-        return Row(
-            "linearity",
-            FAIL,
-            f"grad_fn({a:g}u {b:+g}v) is {got} at {s.element(i, k, gm[i].shape)} "
-            f"where {a:g} grad_fn(u) {b:+g} grad_fn(v) is finite",
-            figure,
-            math.inf,
-        )
+    reason = at_zero.nonfinite(
+        "grad_fn gives {got} at {where} for a zero upstream gradient; an output the loss does "
+        "not use gets a zero upstream, so this puts nan/inf into the gradients",
+        s.elements_of(g0),
+    ) or mix.nonfinite(
+        f"grad_fn({a:g}u {b:+g}v) is {{got}} at {{where}} where {a:g} grad_fn(u) {b:+g} "
+        "grad_fn(v) is finite",
+        s.elements_of(gm),
+    )
+    if reason:
+        return Row("linearity", FAIL, reason, figure, math.inf)
     scale = max(1.0, mix.scale, max((float(g.abs().max()) for g in gu if g.numel()), default=0.0))
     deviation = max(mix.max, at_zero.max)
     if deviation <= 1e-9 * scale:
@@ -315,9 +301,10 @@ def _check_determinism(s: _Subject) -> Row:
         nan_mismatch = diff.n_bad_got or diff.n_bad_want
         if nan_mismatch or not diff.within(rtol=1e-12, atol=1e-12):
             where = ""
-            if diff.at is not None and not nan_mismatch:
-                i, k = diff.at
-                where = f" at {s.element(i, k, first[i].shape)} ({diff.want_value:.6g} then {diff.got_value:.6g})"
+            if not nan_mismatch:
+                where = diff.largest(
+                    " at {where} ({want:.6g} then {got:.6g})", s.elements_of(first)
+                )
             return Row(
                 "determinism",
                 FAIL,

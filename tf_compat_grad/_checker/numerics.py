@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -130,6 +130,22 @@ class _Diff:
     @property
     def relative(self) -> float:
         return self.max / max(1.0, self.scale)
+
+    def nonfinite(self, reason: str, where: Callable[[int, int], str]) -> str | None:
+        """`reason` filled in for the first element where `got` is NaN or infinite and `want` is
+        finite: `{got}`, `{want}`, `{where}` (the element, as `where(i, k)` names it) and `{n}`
+        (how many such elements there are); None where there is none. The checks FAIL on it."""
+        if self.bad_got is None:
+            return None
+        i, k, got, want = self.bad_got
+        return reason.format(got=got, want=want, where=where(i, k), n=self.n_bad_got)
+
+    def largest(self, text: str, where: Callable[[int, int], str]) -> str:
+        """`text` filled in for the largest difference: `{where}` (the element, as `where(i, k)`
+        names it), `{got}` and `{want}`; empty where no element was compared."""
+        if self.at is None:
+            return ""
+        return text.format(where=where(*self.at), got=self.got_value, want=self.want_value)
 
 
 def _first_line(error: BaseException) -> str:

@@ -119,6 +119,10 @@ class _Subject:
             return f"`{name}`"
         return f"`{name}[{', '.join(str(j) for j in _unravel(k, shape))}]`"
 
+    def elements_of(self, tensors: Sequence[_Tensor]) -> Callable[[int, int], str]:
+        """What names element k of `tensors[i]` (one tensor per target), for `_Diff`."""
+        return lambda i, k: self.element(i, k, tensors[i].shape)
+
     def modules(self) -> list[torch.nn.Module]:
         candidates = [self.bound, *self.kwarg_leaves, getattr(self.fn, "__self__", None)]
         return [m for m in candidates if isinstance(m, torch.nn.Module)]

@@ -185,16 +185,11 @@ def _check_autocast(s: _Subject) -> Row:
             )
     diff = _Diff(grads, ref_grads)
     figure = f"max relative difference {_fmt(diff.relative)}"
-    if diff.bad_got is not None:
-        i, k, got, want = diff.bad_got
-        return Row(
-            "autocast",
-            FAIL,
-            f"the gradient is {got} at {s.element(i, k, grads[i].shape)} under "
-            f"autocast, {want:.4g} in float32",
-            figure,
-            diff.relative,
-        )
+    if reason := diff.nonfinite(
+        "the gradient is {got} at {where} under autocast, {want:.4g} in float32",
+        s.elements_of(grads),
+    ):
+        return Row("autocast", FAIL, reason, figure, diff.relative)
     lowered = sorted({str(o.dtype).replace("torch.", "") for o in outputs})
     if diff.relative > 0.1:
         return Row(
@@ -299,10 +294,7 @@ def _check_inplace(s: _Subject) -> Row:
     diff = _Diff(got, expected)
     figure = f"max change {_fmt(diff.max)}"
     if diff.differs():
-        where = ""
-        if diff.at is not None:
-            i, k = diff.at
-            where = f" ({s.element(i, k, got[i].shape)}: {diff.want_value:.4g} became {diff.got_value:.4g})"
+        where = diff.largest(" ({where}: {want:.4g} became {got:.4g})", s.elements_of(got))
         return Row(
             "inplace",
             FAIL,

@@ -53,17 +53,9 @@ def _check_func_grad(s: _Subject) -> Row:
     diff = _Diff(list(got), eager)
     figure = f"max |func.grad - backward| {_fmt(diff.max)}"
     if diff.differs():
-        where = ""
-        if diff.at is not None:
-            i, k = diff.at
-            where = f" at {s.element(i, k, eager[i].shape)} ({diff.got_value:.4g}, backward {diff.want_value:.4g})"
-        return Row(
-            "func_grad",
-            FAIL,
-            f"torch.func.grad gives a different gradient{where}",
-            figure,
-            diff.max,
-        )
+        where = diff.largest(" at {where} ({got:.4g}, backward {want:.4g})", s.elements_of(eager))
+        reason = f"torch.func.grad gives a different gradient{where}"
+        return Row("func_grad", FAIL, reason, figure, diff.max)
     return Row("func_grad", PASS, "torch.func.grad gives the eager gradient", figure, diff.max)
 
 

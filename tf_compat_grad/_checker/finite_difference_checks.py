@@ -19,9 +19,8 @@ from .numerics import (
     _first_line,
     _float_outputs,
     _fmt,
-    _like,
+    _random_like,
     _Tensor,
-    _upstreams,
     _vjp,
 )
 from .report import Row
@@ -92,8 +91,8 @@ def _check_second_order(s: _Subject) -> Row:
         inputs = _Inputs(s, F64)
         targets = inputs.targets
         outputs = _float_outputs(inputs.call())
-        upstreams = _upstreams(outputs, 0)
-        weights = _like(targets, 3)
+        upstreams = _random_like(outputs, 0)
+        weights = _random_like(targets, 3)
         try:
             grads = _vjp(outputs, upstreams, targets, create_graph=True)
             total = sum(

@@ -23,9 +23,9 @@ from .numerics import (
     _first_line,
     _float_outputs,
     _fmt,
+    _random_like,
     _seeded,
     _Tensor,
-    _upstreams,
     _vjp,
 )
 from .report import Row
@@ -95,7 +95,7 @@ def _check_gradients(s: _Subject) -> Row:
             "no output requires grad although the inputs do: no gradient "
             "reaches the inputs (is the output detached, or computed under no_grad?)",
         )
-    upstreams = _upstreams(outputs, 0)
+    upstreams = _random_like(outputs, 0)
     pairs = [(o, u) for o, u in zip(outputs, upstreams, strict=True) if o.requires_grad]
     try:
         grads = torch.autograd.grad(
@@ -136,7 +136,7 @@ def _raw_gradient_notes(s: _Subject) -> list[str]:
     outputs, _ = _run.outputs(f, result)
     upstreams = [
         u if o.is_floating_point() else torch.zeros_like(o)
-        for o, u in zip(outputs, _upstreams(outputs, 0), strict=True)
+        for o, u in zip(outputs, _random_like(outputs, 0), strict=True)
     ]
     with torch.no_grad():
         returned = record.gradients(grad_fn, upstreams, (), raw=True)
@@ -220,7 +220,7 @@ def _check_linearity(s: _Subject) -> Row:
     with s.cast(F64):
         inputs = _Inputs(s, F64)
         outputs = _float_outputs(inputs.call())
-        u, v = _upstreams(outputs, 1), _upstreams(outputs, 2)
+        u, v = _random_like(outputs, 1), _random_like(outputs, 2)
         mixed = [a * ui + b * vi for ui, vi in zip(u, v, strict=True)]
         zero = [torch.zeros_like(ui) for ui in u]
         targets = inputs.targets

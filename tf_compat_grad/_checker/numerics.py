@@ -33,19 +33,14 @@ def _float_outputs(out: Any) -> list[_Tensor]:
     return [o for o in _structure.leaves(out) if isinstance(o, _Tensor) and o.is_floating_point()]
 
 
-def _upstreams(outputs: Sequence[_Tensor], seed: int) -> list[_Tensor]:
-    generator = torch.Generator().manual_seed(seed)
-    return [
-        torch.randn(o.shape, generator=generator, dtype=F64).to(device=o.device, dtype=o.dtype)
-        for o in outputs
-    ]
-
-
-def _like(targets: Sequence[_Tensor], seed: int) -> list[_Tensor]:
+def _random_like(tensors: Sequence[_Tensor], seed: int) -> list[_Tensor]:
+    """Normal draws of each tensor's shape, device and dtype, the same for a seed whatever the
+    dtype (drawn in float64): upstream gradients for outputs, directions and weights for
+    inputs."""
     generator = torch.Generator().manual_seed(seed)
     return [
         torch.randn(t.shape, generator=generator, dtype=F64).to(device=t.device, dtype=t.dtype)
-        for t in targets
+        for t in tensors
     ]
 
 

@@ -14,7 +14,7 @@ import torch
 
 from .. import _run, _structure
 from .._decorator import CustomGradient
-from .numerics import F64, _float_outputs, _seeded, _Tensor, _upstreams
+from .numerics import F64, _float_outputs, _random_like, _seeded, _Tensor
 from .report import Example
 
 # --- the function under check -------------------------------------------------------------
@@ -56,7 +56,7 @@ def _forward_f64(s: _Subject) -> tuple[_Inputs, list[_Tensor], list[_Tensor]]:
     them (seed 0)."""
     inputs = _Inputs(s, F64)
     outputs = _float_outputs(inputs.call())
-    return inputs, outputs, _upstreams(outputs, 0)
+    return inputs, outputs, _random_like(outputs, 0)
 
 
 def _copy(value: Any, dtype: torch.dtype | None, grad: bool) -> Any:

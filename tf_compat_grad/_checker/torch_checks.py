@@ -25,9 +25,9 @@ from .numerics import (
     _float_outputs,
     _fmt,
     _quiet_compiler_logs,
+    _random_like,
     _seeded,
     _Tensor,
-    _upstreams,
     _vjp,
 )
 from .report import Row
@@ -162,7 +162,7 @@ def _check_autocast(s: _Subject) -> Row:
     with s.cast(torch.float32):
         reference = _Inputs(s, torch.float32)
         ref_outputs = _float_outputs(reference.call())
-        upstreams = _upstreams(ref_outputs, 0)
+        upstreams = _random_like(ref_outputs, 0)
         ref_grads = _vjp(ref_outputs, upstreams, reference.targets)
         inputs = _Inputs(s, torch.float32)
         try:
@@ -267,7 +267,7 @@ def _check_inplace(s: _Subject) -> Row:
         with _seeded(9):
             reference = _Inputs(s, F64)
             outputs = _float_outputs(reference.call())
-            upstreams = _upstreams(outputs, 0)
+            upstreams = _random_like(outputs, 0)
             expected = _vjp(outputs, upstreams, reference.inputs)
         with _seeded(9):
             inputs = _Inputs(s, F64)

@@ -17,8 +17,8 @@ from .numerics import (
     _first_line,
     _float_outputs,
     _fmt,
+    _random_like,
     _Tensor,
-    _upstreams,
     _vjp,
 )
 from .report import Row
@@ -91,7 +91,7 @@ def _check_vmap(s: _Subject) -> Row:
                 f"max difference {_fmt(diff.max)}",
                 diff.max,
             )
-        upstreams = _upstreams(list(reference[0]), 0)
+        upstreams = _random_like(list(reference[0]), 0)
         floats = tuple(i for i, p in enumerate(s.tensor_positions) if p in s.float_positions)
 
         def loss(*tensors: _Tensor) -> _Tensor:

@@ -1,5 +1,6 @@
-"""Numerical helpers of the checker: finite differences (with one-sided differences at
-kinks), vector-Jacobian products, comparisons with tolerances, and formatting."""
+"""Numerical helpers of the checker: vector-Jacobian products, seeded random tensors,
+comparisons with tolerances (`_Diff`), and formatting. Finite differences are in
+`finite_differences.py`."""
 
 from __future__ import annotations
 

@@ -29,10 +29,10 @@ from types import ModuleType
 from typing import Any, TextIO
 
 from ._decorator import CustomGradient
+from ._exit_status import EXIT_FAILED, EXIT_NOTHING_CHECKED, EXIT_OK, EXIT_USAGE
 from .testing import CHECKS, Report, Status
 
 GALLERY = "tf_compat_grad.examples"
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOTHING_CHECKED = 0, 1, 2, 3
 _FACTORY_MAKERS = frozenset({"custom_gradient", "recompute_grad", "grad_pass_through"})
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from .numerics import DIRECTIONS, EPS, F64, KINK_RTOL, MAX_ELEMENTS, _like, _Tensor
+from .numerics import DIRECTIONS, EPS, F64, KINK_RTOL, MAX_ELEMENTS, _random_like, _Tensor
 from .subject import _Subject, _unravel
 
 # --- finite differences -------------------------------------------------------------------
@@ -50,7 +50,7 @@ class _Numerical:
                 sides = [self._per_element(evaluate, t) for t in targets]
                 self.analytic = [a.detach().to(F64).reshape(-1) for a in analytic]
             else:
-                directions = [_like(targets, 100 + d) for d in range(DIRECTIONS)]
+                directions = [_random_like(targets, 100 + d) for d in range(DIRECTIONS)]
                 self.shapes = [torch.Size([DIRECTIONS])]
                 sides = [
                     torch.tensor([self._along(evaluate, targets, saved, d) for d in directions]).T

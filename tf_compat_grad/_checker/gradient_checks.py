@@ -1,5 +1,6 @@
-"""The checks of the gradient itself: forward, gradients, numerical, autodiff, linearity,
-determinism and second order (Note [statuses] in `runner.py`)."""
+"""The checks of the gradient itself: forward, gradients, autodiff, linearity and determinism
+(those against finite differences are in `finite_difference_checks.py`; Note [statuses] in
+`runner.py`)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,7 @@ import torch
 from .. import _run, _structure
 from .._parameters import ParameterWatcher, run_watched
 from .._record import Record
-from .finite_differences import _Numerical
 from .numerics import (
-    DIRECTIONS,
     F64,
     FAIL,
     LINEAR_A,
@@ -21,18 +20,16 @@ from .numerics import (
     SKIP,
     WARN,
     _Diff,
-    _dot,
     _first_line,
     _float_outputs,
     _fmt,
-    _like,
+    _random_like,
     _seeded,
     _Tensor,
-    _upstreams,
     _vjp,
 )
 from .report import Row
-from .subject import _Inputs, _Subject
+from .subject import _forward_f64, _Inputs, _Subject
 
 # --- the checks ---------------------------------------------------------------------------
 
@@ -98,7 +95,7 @@ def _check_gradients(s: _Subject) -> Row:
             "no output requires grad although the inputs do: no gradient "
             "reaches the inputs (is the output detached, or computed under no_grad?)",
         )
-    upstreams = _upstreams(outputs, 0)
+    upstreams = _random_like(outputs, 0)
     pairs = [(o, u) for o, u in zip(outputs, upstreams, strict=True) if o.requires_grad]
     try:
         grads = torch.autograd.grad(
@@ -138,7 +135,7 @@ def _raw_gradient_notes(s: _Subject) -> list[str]:
     outputs, _ = _run.outputs(f, result)
     upstreams = [
         u if o.is_floating_point() else torch.zeros_like(o)
-        for o, u in zip(outputs, _upstreams(outputs, 0), strict=True)
+        for o, u in zip(outputs, _random_like(outputs, 0), strict=True)
     ]
     with torch.no_grad():
         returned = record.gradients(grad_fn, upstreams, (), raw=True)
@@ -161,77 +158,6 @@ def _raw_gradient_notes(s: _Subject) -> list[str]:
         if g.dtype != x.dtype:
             notes.append(f"grad_fn returns {g.dtype} for `{name}` of dtype {x.dtype} (cast)")
     return notes
-
-
-def _forward_f64(s: _Subject) -> tuple[_Inputs, list[torch.Tensor], list[torch.Tensor]]:
-    """Fresh float64 inputs, the float outputs of one call on them, and upstreams drawn for
-    them (seed 0)."""
-    inputs = _Inputs(s, F64)
-    outputs = _float_outputs(inputs.call())
-    return inputs, outputs, _upstreams(outputs, 0)
-
-
-def _check_numerical(s: _Subject) -> Row:
-    with s.cast(F64):
-        inputs, outputs, upstreams = _forward_f64(s)
-        custom = _vjp(outputs, upstreams, inputs.targets)
-
-        def evaluate() -> float:
-            with torch.no_grad():
-                return float(_dot(_float_outputs(inputs.call()), upstreams))
-
-        numerical = _Numerical(evaluate, inputs.targets, custom)
-    diff = _Diff(*numerical.compared())
-    how = (
-        "finite differences"
-        if numerical.per_element
-        else f"finite differences along {DIRECTIONS} random directions"
-    )
-    figure = f"max |custom - numerical| {_fmt(diff.max)}"
-    kinks = numerical.kinks(s)
-    s.true_gradient = None if kinks else False
-    if diff.bad_got is not None:
-        i, k, got, want = diff.bad_got
-        return Row(
-            "numerical",
-            FAIL,
-            f"the custom gradient is {got} at {numerical.where(s, i, k)} where "
-            f"the numerical derivative is finite ({want:.4g}); {diff.n_bad_got} such element(s)",
-            figure,
-            diff.max,
-        )
-    undefined = f"; {how} undefined at {diff.n_bad_want} element(s)" if diff.n_bad_want else ""
-    if not numerical.compared_count:
-        return Row("numerical", WARN, _nothing_compared(kinks, "the gradient"), figure, diff.max)
-    if diff.within(rtol=1e-5, atol=1e-6):
-        if kinks:
-            return Row(
-                "numerical",
-                WARN,
-                f"matches the true derivative ({how}) at the other "
-                f"{numerical.compared_count} {numerical.unit}; {kinks}{undefined}",
-                figure,
-                diff.max,
-            )
-        s.true_gradient = True
-        return Row(
-            "numerical", PASS, f"matches the true derivative ({how}){undefined}", figure, diff.max
-        )
-    assert diff.at is not None
-    where = numerical.where(s, *diff.at)
-    return Row(
-        "numerical",
-        WARN,
-        f"deliberately differs from the true derivative at {diff.count} "
-        f"element(s): largest at {where} (custom {diff.got_value:.4g}, numerical "
-        f"{diff.want_value:.4g}){undefined}{f'; {kinks}' if kinks else ''}",
-        figure,
-        diff.max,
-    )
-
-
-def _nothing_compared(kinks: str, what: str) -> str:
-    return f"nothing compared: {kinks}. Give example inputs away from the kinks to check {what}"
 
 
 def _check_autodiff(s: _Subject) -> Row:
@@ -263,16 +189,12 @@ def _check_autodiff(s: _Subject) -> Row:
             )
     diff = _Diff(custom, auto)
     figure = f"max |custom - autodiff| {_fmt(diff.max)}"
-    if diff.bad_got is not None:
-        i, k, got, want = diff.bad_got
-        return Row(
-            "autodiff",
-            FAIL,
-            f"the custom gradient is {got} at {s.element(i, k, custom[i].shape)} "
-            f"where autodiff of f gives {want:.4g}; {diff.n_bad_got} such element(s)",
-            figure,
-            diff.max,
-        )
+    if reason := diff.nonfinite(
+        "the custom gradient is {got} at {where} where autodiff of f gives {want:.4g}; "
+        "{n} such element(s)",
+        s.elements_of(custom),
+    ):
+        return Row("autodiff", FAIL, reason, figure, diff.max)
     stable = (
         f"; finite at {diff.n_bad_want} element(s) where autodiff of f gives nan/inf"
         if diff.n_bad_want
@@ -297,7 +219,7 @@ def _check_linearity(s: _Subject) -> Row:
     with s.cast(F64):
         inputs = _Inputs(s, F64)
         outputs = _float_outputs(inputs.call())
-        u, v = _upstreams(outputs, 1), _upstreams(outputs, 2)
+        u, v = _random_like(outputs, 1), _random_like(outputs, 2)
         mixed = [a * ui + b * vi for ui, vi in zip(u, v, strict=True)]
         zero = [torch.zeros_like(ui) for ui in u]
         targets = inputs.targets
@@ -309,27 +231,17 @@ def _check_linearity(s: _Subject) -> Row:
     at_zero = _Diff(g0, zeros)
     mix = _Diff(gm, expected)
     figure = f"max deviation {_fmt(max(mix.max, at_zero.max))}"
-    if at_zero.bad_got is not None:
-        i, k, got, _ = at_zero.bad_got
-        return Row(
-            "linearity",
-            FAIL,
-            f"grad_fn gives {got} at {s.element(i, k, g0[i].shape)} for a zero "
-            "upstream gradient; an output the loss does not use gets a zero upstream, so this "
-            "puts nan/inf into the gradients",
-            figure,
-            math.inf,
-        )
-    if mix.bad_got is not None:
-        i, k, got, _ = mix.bad_got
-        return Row(
-            "linearity",
-            FAIL,
-            f"grad_fn({a:g}u {b:+g}v) is {got} at {s.element(i, k, gm[i].shape)} "
-            f"where {a:g} grad_fn(u) {b:+g} grad_fn(v) is finite",
-            figure,
-            math.inf,
-        )
+    reason = at_zero.nonfinite(
+        "grad_fn gives {got} at {where} for a zero upstream gradient; an output the loss does "
+        "not use gets a zero upstream, so this puts nan/inf into the gradients",
+        s.elements_of(g0),
+    ) or mix.nonfinite(
+        f"grad_fn({a:g}u {b:+g}v) is {{got}} at {{where}} where {a:g} grad_fn(u) {b:+g} "
+        "grad_fn(v) is finite",
+        s.elements_of(gm),
+    )
+    if reason:
+        return Row("linearity", FAIL, reason, figure, math.inf)
     scale = max(1.0, mix.scale, max((float(g.abs().max()) for g in gu if g.numel()), default=0.0))
     deviation = max(mix.max, at_zero.max)
     if deviation <= 1e-9 * scale:
@@ -388,9 +300,10 @@ def _check_determinism(s: _Subject) -> Row:
         nan_mismatch = diff.n_bad_got or diff.n_bad_want
         if nan_mismatch or not diff.within(rtol=1e-12, atol=1e-12):
             where = ""
-            if diff.at is not None and not nan_mismatch:
-                i, k = diff.at
-                where = f" at {s.element(i, k, first[i].shape)} ({diff.want_value:.6g} then {diff.got_value:.6g})"
+            if not nan_mismatch:
+                where = diff.largest(
+                    " at {where} ({want:.6g} then {got:.6g})", s.elements_of(first)
+                )
             return Row(
                 "determinism",
                 FAIL,
@@ -407,111 +320,3 @@ def _check_determinism(s: _Subject) -> Row:
         figure,
         max(same_graph.max, fresh.max),
     )
-
-
-def _check_second_order(s: _Subject) -> Row:
-    with s.cast(F64):
-        inputs = _Inputs(s, F64)
-        targets = inputs.targets
-        outputs = _float_outputs(inputs.call())
-        upstreams = _upstreams(outputs, 0)
-        weights = _like(targets, 3)
-        try:
-            grads = _vjp(outputs, upstreams, targets, create_graph=True)
-            total = sum(
-                ((g * w).sum() for g, w in zip(grads, weights, strict=True)),
-                torch.zeros((), dtype=F64),
-            )
-            graph = total.requires_grad
-            analytic = (
-                _vjp([total], [torch.ones((), dtype=F64)], targets)
-                if graph
-                else [torch.zeros_like(t) for t in targets]
-            )
-        except Exception as error:
-            return Row("second_order", WARN, f"double backward raises {_first_line(error)}")
-
-        def evaluate() -> float:
-            with torch.enable_grad():
-                g = _vjp(_float_outputs(inputs.call()), upstreams, targets)
-            return float(sum(float((gi * wi).sum()) for gi, wi in zip(g, weights, strict=True)))
-
-        numerical = _Numerical(evaluate, targets, analytic)
-    diff = _Diff(*numerical.compared())
-    figure = f"max |double backward - numerical| {_fmt(diff.max)}"
-    kinks = numerical.kinks(s)
-    if diff.bad_got is not None:
-        i, k, got, want = diff.bad_got
-        return Row(
-            "second_order",
-            FAIL,
-            f"double backward gives {got} at {numerical.where(s, i, k)} "
-            f"where the gradient's finite differences give {want:.4g}",
-            figure,
-            diff.max,
-        )
-    if not numerical.compared_count:
-        return Row(
-            "second_order",
-            WARN,
-            _nothing_compared(kinks, "the second derivative"),
-            figure,
-            diff.max,
-        )
-    if not diff.within(rtol=1e-4, atol=1e-5):
-        assert diff.at is not None
-        where = numerical.where(s, *diff.at)
-        if not graph:
-            why = (
-                "the gradient has no autograd graph, so its second derivative comes out as "
-                "zero, yet it changes with the inputs: grad_fn computes it outside autograd "
-                "(.detach(), .item(), numpy, no_grad, or a tensor f computed under no_grad)"
-            )
-        else:
-            why = "grad_fn's ops lose a dependence on the inputs (a detached or stale tensor?)"
-        return Row(
-            "second_order",
-            FAIL,
-            f"the second derivative is wrong: double backward gives "
-            f"{diff.got_value:.4g} at {where}, finite differences of the gradient give "
-            f"{diff.want_value:.4g}; {why}{f'; {kinks}' if kinks else ''}",
-            figure,
-            diff.max,
-        )
-    reason = "double backward matches finite differences of the gradient"
-    if not graph:
-        reason = "the gradient does not depend on the inputs: the second derivative is zero"
-    if kinks:
-        return Row(
-            "second_order",
-            WARN,
-            f"{reason} at the other {numerical.compared_count} {numerical.unit}; {kinks}",
-            figure,
-            diff.max,
-        )
-    if s.true_gradient and not s.variables and graph:
-        if not _gradgradcheck(s):
-            return Row(
-                "second_order",
-                FAIL,
-                "torch.autograd.gradgradcheck fails although the gradient is the true one",
-                figure,
-                diff.max,
-            )
-        reason += "; gradgradcheck passes"
-    return Row("second_order", PASS, reason, figure, diff.max)
-
-
-def _gradgradcheck(s: _Subject) -> bool:
-    inputs = _Inputs(s, F64)
-    if sum(t.numel() for t in inputs.inputs) > 16:
-        return True  # too slow to be worth it; the finite differences above cover it
-    floats = [i for i, p in enumerate(s.tensor_positions) if p in s.float_positions]
-
-    def h(*xs: _Tensor) -> tuple[_Tensor, ...]:
-        tensors = list(inputs.tensors)
-        for i, x in zip(floats, xs, strict=True):
-            tensors[i] = x
-        return tuple(_float_outputs(inputs.call_with(tensors)))
-
-    return bool(torch.autograd.gradgradcheck(h, tuple(inputs.inputs), raise_exception=False))

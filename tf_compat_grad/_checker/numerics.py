@@ -1,11 +1,12 @@
-"""Numerical helpers of the checker: finite differences (with one-sided differences at
-kinks), vector-Jacobian products, comparisons with tolerances, and formatting."""
+"""Numerical helpers of the checker: vector-Jacobian products, seeded random tensors,
+comparisons with tolerances (`_Diff`), and formatting. Finite differences are in
+`finite_differences.py`."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -33,19 +34,14 @@ def _float_outputs(out: Any) -> list[_Tensor]:
     return [o for o in _structure.leaves(out) if isinstance(o, _Tensor) and o.is_floating_point()]
 
 
-def _upstreams(outputs: Sequence[_Tensor], seed: int) -> list[_Tensor]:
-    generator = torch.Generator().manual_seed(seed)
-    return [
-        torch.randn(o.shape, generator=generator, dtype=F64).to(device=o.device, dtype=o.dtype)
-        for o in outputs
-    ]
-
-
-def _like(targets: Sequence[_Tensor], seed: int) -> list[_Tensor]:
+def _random_like(tensors: Sequence[_Tensor], seed: int) -> list[_Tensor]:
+    """Normal draws of each tensor's shape, device and dtype, the same for a seed whatever the
+    dtype (drawn in float64): upstream gradients for outputs, directions and weights for
+    inputs."""
     generator = torch.Generator().manual_seed(seed)
     return [
         torch.randn(t.shape, generator=generator, dtype=F64).to(device=t.device, dtype=t.dtype)
-        for t in targets
+        for t in tensors
     ]
 
 
@@ -130,6 +126,22 @@ class _Diff:
     @property
     def relative(self) -> float:
         return self.max / max(1.0, self.scale)
+
+    def nonfinite(self, reason: str, where: Callable[[int, int], str]) -> str | None:
+        """`reason` filled in for the first element where `got` is NaN or infinite and `want` is
+        finite: `{got}`, `{want}`, `{where}` (the element, as `where(i, k)` names it) and `{n}`
+        (how many such elements there are); None where there is none. The checks FAIL on it."""
+        if self.bad_got is None:
+            return None
+        i, k, got, want = self.bad_got
+        return reason.format(got=got, want=want, where=where(i, k), n=self.n_bad_got)
+
+    def largest(self, text: str, where: Callable[[int, int], str]) -> str:
+        """`text` filled in for the largest difference: `{where}` (the element, as `where(i, k)`
+        names it), `{got}` and `{want}`; empty where no element was compared."""
+        if self.at is None:
+            return ""
+        return text.format(where=where(*self.at), got=self.got_value, want=self.want_value)
 
 
 def _first_line(error: BaseException) -> str:

@@ -23,14 +23,13 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .finite_difference_checks import _check_numerical, _check_second_order
 from .gradient_checks import (
     _check_autodiff,
     _check_determinism,
     _check_forward,
     _check_gradients,
     _check_linearity,
-    _check_numerical,
-    _check_second_order,
     _gradient_skip,
 )
 from .numerics import FAIL, SKIP, _first_line, _seeded
@@ -39,13 +38,11 @@ from .subject import _Subject, function_name, location, resolve_example
 from .torch_checks import (
     _check_autocast,
     _check_compile,
-    _check_func_grad,
     _check_inplace,
     _check_memory,
     _check_no_grad,
-    _check_vmap,
-    _transform_skip,
 )
+from .torch_func_checks import _check_func_grad, _check_vmap, _transform_skip
 
 # The checks that need a gradient: skipped when the forward or `gradients` fails.
 _NEEDS_GRADIENT = (

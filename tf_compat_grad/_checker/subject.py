@@ -14,7 +14,7 @@ import torch
 
 from .. import _run, _structure
 from .._decorator import CustomGradient
-from .numerics import _seeded, _Tensor
+from .numerics import F64, _float_outputs, _random_like, _seeded, _Tensor
 from .report import Example
 
 # --- the function under check -------------------------------------------------------------
@@ -49,6 +49,14 @@ class _Inputs:
         """Call with the positional tensor leaves replaced by `tensors` (for transforms)."""
         leaves = _structure.put(self.leaves, self.subject.tensor_positions, tensors)
         return self.subject.fn(*self.subject.args_from(leaves), **self.kwargs)
+
+
+def _forward_f64(s: _Subject) -> tuple[_Inputs, list[_Tensor], list[_Tensor]]:
+    """Fresh float64 inputs, the float outputs of one call on them, and upstreams drawn for
+    them (seed 0)."""
+    inputs = _Inputs(s, F64)
+    outputs = _float_outputs(inputs.call())
+    return inputs, outputs, _random_like(outputs, 0)
 
 
 def _copy(value: Any, dtype: torch.dtype | None, grad: bool) -> Any:
@@ -110,6 +118,10 @@ class _Subject:
         if len(shape) == 0:
             return f"`{name}`"
         return f"`{name}[{', '.join(str(j) for j in _unravel(k, shape))}]`"
+
+    def elements_of(self, tensors: Sequence[_Tensor]) -> Callable[[int, int], str]:
+        """What names element k of `tensors[i]` (one tensor per target), for `_Diff`."""
+        return lambda i, k: self.element(i, k, tensors[i].shape)
 
     def modules(self) -> list[torch.nn.Module]:
         candidates = [self.bound, *self.kwarg_leaves, getattr(self.fn, "__self__", None)]

@@ -1,5 +1,6 @@
-"""The checks of what training code does with the function: torch.func, torch.compile,
-autocast, no-grad, in-place edits and memory (Note [statuses] in `runner.py`)."""
+"""The checks of what training code does with the function: torch.compile, autocast, no-grad,
+in-place edits and memory (the torch.func checks are in `torch_func_checks.py`; Note
+[statuses] in `runner.py`)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,7 @@ import torch
 
 from .. import _structure
 from .._torch_internals import COMPILE_SUPPORT, DYNAMO_TRACES_WATCHER, TorchDispatchMode, dynamo
-from .gradient_checks import _forward_f64
 from .numerics import (
-    BATCH,
     F64,
     FAIL,
     PASS,
@@ -22,131 +21,17 @@ from .numerics import (
     WARN,
     _bytes,
     _Diff,
-    _dot,
     _first_line,
     _float_outputs,
     _fmt,
     _quiet_compiler_logs,
+    _random_like,
     _seeded,
     _Tensor,
-    _upstreams,
     _vjp,
 )
 from .report import Row
-from .subject import _Inputs, _Subject
-
-
-def _transform_skip(s: _Subject, check: str) -> Row | None:
-    if not s.float_positions:
-        return Row(
-            check,
-            SKIP,
-            "no floating-point positional input (Parameters are constants of "
-            "torch.func transforms)",
-        )
-    return None
-
-
-def _check_func_grad(s: _Subject) -> Row:
-    with s.cast(F64):
-        inputs, outputs, upstreams = _forward_f64(s)
-        eager = _vjp(outputs, upstreams, inputs.inputs)
-        plain = [t.detach() for t in inputs.tensors]
-        floats = tuple(i for i, p in enumerate(s.tensor_positions) if p in s.float_positions)
-
-        def loss(*tensors: _Tensor) -> _Tensor:
-            return _dot(_float_outputs(inputs.call_with(tensors)), upstreams)
-
-        try:
-            got = torch.func.grad(loss, argnums=floats)(*plain)
-        except Exception as error:
-            return Row("func_grad", WARN, f"torch.func.grad raises {_first_line(error)}")
-    diff = _Diff(list(got), eager)
-    figure = f"max |func.grad - backward| {_fmt(diff.max)}"
-    if diff.differs():
-        where = ""
-        if diff.at is not None:
-            i, k = diff.at
-            where = f" at {s.element(i, k, eager[i].shape)} ({diff.got_value:.4g}, backward {diff.want_value:.4g})"
-        return Row(
-            "func_grad",
-            FAIL,
-            f"torch.func.grad gives a different gradient{where}",
-            figure,
-            diff.max,
-        )
-    return Row("func_grad", PASS, "torch.func.grad gives the eager gradient", figure, diff.max)
-
-
-def _check_vmap(s: _Subject) -> Row:
-    with s.cast(F64):
-        base = _Inputs(s, F64, grad=False)
-        generator = torch.Generator().manual_seed(11)
-        batched = []
-        for t in base.tensors:
-            if t.is_floating_point():
-                noise = torch.randn((BATCH, *t.shape), generator=generator, dtype=F64)
-                scale = torch.arange(BATCH, dtype=F64).reshape(BATCH, *([1] * t.dim())) * 0.05
-                batched.append(t.unsqueeze(0) + scale * noise.to(t.dtype))
-            else:
-                batched.append(t.unsqueeze(0).expand(BATCH, *t.shape).clone())
-        samples = [[b[j] for b in batched] for j in range(BATCH)]
-
-        def forward(*tensors: _Tensor) -> tuple[_Tensor, ...]:
-            return tuple(_float_outputs(base.call_with(tensors)))
-
-        reference = [forward(*sample) for sample in samples]
-        stacked = [torch.stack(parts) for parts in zip(*reference, strict=True)]
-        try:
-            got = torch.func.vmap(forward)(*batched)
-        except Exception as error:
-            return Row("vmap", WARN, f"vmap of the forward raises {_first_line(error)}")
-        diff = _Diff(list(got), stacked)
-        if diff.differs():
-            return Row(
-                "vmap",
-                FAIL,
-                "vmap of the forward gives other outputs than a loop over the batch",
-                f"max difference {_fmt(diff.max)}",
-                diff.max,
-            )
-        upstreams = _upstreams(list(reference[0]), 0)
-        floats = tuple(i for i, p in enumerate(s.tensor_positions) if p in s.float_positions)
-
-        def loss(*tensors: _Tensor) -> _Tensor:
-            return _dot(forward(*tensors), upstreams)
-
-        eager = []
-        for sample in samples:
-            leaves = [t.clone().requires_grad_(i in floats) for i, t in enumerate(sample)]
-            eager.append(_vjp(list(forward(*leaves)), upstreams, [leaves[i] for i in floats]))
-        expected = [torch.stack(parts) for parts in zip(*eager, strict=True)]
-        try:
-            per_sample = torch.func.vmap(torch.func.grad(loss, argnums=floats))(*batched)
-        except Exception as error:
-            return Row(
-                "vmap",
-                WARN,
-                f"the batched forward works, but per-sample gradients (vmap of "
-                f"grad) raise {_first_line(error)}",
-            )
-    grad_diff = _Diff(list(per_sample), expected)
-    figure = f"max difference {_fmt(max(diff.max, grad_diff.max))}"
-    if grad_diff.differs():
-        return Row(
-            "vmap",
-            FAIL,
-            "per-sample gradients (vmap of grad) differ from a loop over the batch",
-            figure,
-            grad_diff.max,
-        )
-    return Row(
-        "vmap",
-        PASS,
-        f"a batch of {BATCH}: outputs and per-sample gradients match a loop",
-        figure,
-        max(diff.max, grad_diff.max),
-    )
+from .subject import _forward_f64, _Inputs, _Subject
 
 
 def _check_compile(s: _Subject) -> Row:
@@ -277,7 +162,7 @@ def _check_autocast(s: _Subject) -> Row:
     with s.cast(torch.float32):
         reference = _Inputs(s, torch.float32)
         ref_outputs = _float_outputs(reference.call())
-        upstreams = _upstreams(ref_outputs, 0)
+        upstreams = _random_like(ref_outputs, 0)
         ref_grads = _vjp(ref_outputs, upstreams, reference.targets)
         inputs = _Inputs(s, torch.float32)
         try:
@@ -300,16 +185,11 @@ def _check_autocast(s: _Subject) -> Row:
             )
     diff = _Diff(grads, ref_grads)
     figure = f"max relative difference {_fmt(diff.relative)}"
-    if diff.bad_got is not None:
-        i, k, got, want = diff.bad_got
-        return Row(
-            "autocast",
-            FAIL,
-            f"the gradient is {got} at {s.element(i, k, grads[i].shape)} under "
-            f"autocast, {want:.4g} in float32",
-            figure,
-            diff.relative,
-        )
+    if reason := diff.nonfinite(
+        "the gradient is {got} at {where} under autocast, {want:.4g} in float32",
+        s.elements_of(grads),
+    ):
+        return Row("autocast", FAIL, reason, figure, diff.relative)
     lowered = sorted({str(o.dtype).replace("torch.", "") for o in outputs})
     if diff.relative > 0.1:
         return Row(
@@ -387,7 +267,7 @@ def _check_inplace(s: _Subject) -> Row:
         with _seeded(9):
             reference = _Inputs(s, F64)
             outputs = _float_outputs(reference.call())
-            upstreams = _upstreams(outputs, 0)
+            upstreams = _random_like(outputs, 0)
             expected = _vjp(outputs, upstreams, reference.inputs)
         with _seeded(9):
             inputs = _Inputs(s, F64)
@@ -414,10 +294,7 @@ def _check_inplace(s: _Subject) -> Row:
     diff = _Diff(got, expected)
     figure = f"max change {_fmt(diff.max)}"
     if diff.differs():
-        where = ""
-        if diff.at is not None:
-            i, k = diff.at
-            where = f" ({s.element(i, k, got[i].shape)}: {diff.want_value:.4g} became {diff.got_value:.4g})"
+        where = diff.largest(" ({where}: {want:.4g} became {got:.4g})", s.elements_of(got))
         return Row(
             "inplace",
             FAIL,

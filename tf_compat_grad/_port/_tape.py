@@ -33,14 +33,9 @@ class Tape:
     watches: int  # how many `tape.watch` statements open the block
 
 
-class _Names(cst.CSTVisitor):
-    """Names read and names bound in a piece of code (not attribute names or keywords)."""
-
-    def __init__(self) -> None:
-        self.read: set[str] = set()
-        self.bound: set[str] = set()
-        self.nested = False  # a def, class or lambda inside
-        self.defined: set[str] = set()  # bound by def and class statements, imports
+class _Variables(cst.CSTVisitor):
+    """A visitor whose `visit_Name` sees only the names of variables: not attribute names
+    (`x` of `a.x`) or keywords (`x` of `f(x=1)`)."""
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         node.value.visit(self)
@@ -49,6 +44,16 @@ class _Names(cst.CSTVisitor):
     def visit_Arg(self, node: cst.Arg) -> bool:
         node.value.visit(self)
         return False
+
+
+class _Names(_Variables):
+    """Names read and names bound in a piece of code (not attribute names or keywords)."""
+
+    def __init__(self) -> None:
+        self.read: set[str] = set()
+        self.bound: set[str] = set()
+        self.nested = False  # a def, class or lambda inside
+        self.defined: set[str] = set()  # bound by def and class statements, imports
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         self.nested = True
@@ -151,15 +156,7 @@ def watch_names(statement: cst.BaseStatement, tape: str) -> list[str] | None:
         and not call.args[0].star
     ):
         return None
-    value = call.args[0].value
-    items = value.elements if isinstance(value, (cst.List, cst.Tuple)) else [value]
-    found = []
-    for item in items:
-        item_value = item.value if isinstance(item, cst.BaseElement) else item
-        if not isinstance(item_value, cst.Name):
-            return None
-        found.append(item_value.value)
-    return found
+    return _name_list(call.args[0].value)
 
 
 def gradient_calls(node: cst.CSTNode, tape: str) -> tuple[list[cst.Call], int]:
@@ -167,7 +164,8 @@ def gradient_calls(node: cst.CSTNode, tape: str) -> tuple[list[cst.Call], int]:
     calls: list[cst.Call] = []
     uses = 0
 
-    class Finder(cst.CSTVisitor):
+    # Not `_Names`: every use of the tape counts, in a nested def or lambda too and as a target.
+    class Finder(_Variables):
         def visit_Call(self, node: cst.Call) -> None:
             func = node.func
             if (
@@ -178,14 +176,6 @@ def gradient_calls(node: cst.CSTNode, tape: str) -> tuple[list[cst.Call], int]:
             ):
                 calls.append(node)
 
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
-            node.value.visit(self)
-            return False
-
-        def visit_Arg(self, node: cst.Arg) -> bool:
-            node.value.visit(self)
-            return False
-
         def visit_Name(self, node: cst.Name) -> None:
             nonlocal uses
             if node.value == tape:
@@ -195,7 +185,8 @@ def gradient_calls(node: cst.CSTNode, tape: str) -> tuple[list[cst.Call], int]:
     return calls, uses
 
 
-def _sources(node: cst.BaseExpression) -> list[str] | None:
+def _name_list(node: cst.BaseExpression) -> list[str] | None:
+    """The names of `x`, `[x, y]` or `(x, y)`; None if an item is not a name."""
     items = node.elements if isinstance(node, (cst.List, cst.Tuple)) else [node]
     found = []
     for item in items:
@@ -222,7 +213,7 @@ def check_gradient_call(call: cst.Call, allowed: set[str]) -> str | None:
         return "`tape.gradient` needs a target and sources"
     if isinstance(given["target"].value, (cst.List, cst.Tuple, cst.Dict)):
         return "a list of targets is not translated (sum them first)"
-    sources = _sources(given["sources"].value)
+    sources = _name_list(given["sources"].value)
     if sources is None:
         return "the sources must be names or a list or tuple of names"
     unwatched = [s for s in sources if s not in allowed]

@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from ._report import PortResult
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 # The decorators whose translation makes an output file worth checking.
 _DECORATORS = ("tf.custom_gradient", "tf.recompute_grad", "tf.grad_pass_through")
 

@@ -1,0 +1,190 @@
+"""The checks against finite differences: the gradient against the true derivative
+(`numerical`), and double backward against finite differences of the gradient
+(`second_order`), with the elements on a kink or jump set apart (Note [kinks] in
+`finite_differences.py`; Note [statuses] in `runner.py`)."""
+
+from __future__ import annotations
+
+import torch
+
+from .finite_differences import _Numerical
+from .numerics import (
+    DIRECTIONS,
+    F64,
+    FAIL,
+    PASS,
+    WARN,
+    _Diff,
+    _dot,
+    _first_line,
+    _float_outputs,
+    _fmt,
+    _random_like,
+    _Tensor,
+    _vjp,
+)
+from .report import Row
+from .subject import _forward_f64, _Inputs, _Subject
+
+
+def _check_numerical(s: _Subject) -> Row:
+    with s.cast(F64):
+        inputs, outputs, upstreams = _forward_f64(s)
+        custom = _vjp(outputs, upstreams, inputs.targets)
+
+        def evaluate() -> float:
+            with torch.no_grad():
+                return float(_dot(_float_outputs(inputs.call()), upstreams))
+
+        numerical = _Numerical(evaluate, inputs.targets, custom)
+    diff = _Diff(*numerical.compared())
+    how = (
+        "finite differences"
+        if numerical.per_element
+        else f"finite differences along {DIRECTIONS} random directions"
+    )
+    figure = f"max |custom - numerical| {_fmt(diff.max)}"
+    kinks = numerical.kinks(s)
+    s.true_gradient = None if kinks else False
+    if reason := diff.nonfinite(
+        "the custom gradient is {got} at {where} where the numerical derivative is finite "
+        "({want:.4g}); {n} such element(s)",
+        lambda i, k: numerical.where(s, i, k),
+    ):
+        return Row("numerical", FAIL, reason, figure, diff.max)
+    undefined = f"; {how} undefined at {diff.n_bad_want} element(s)" if diff.n_bad_want else ""
+    if not numerical.compared_count:
+        return Row("numerical", WARN, _nothing_compared(kinks, "the gradient"), figure, diff.max)
+    if diff.within(rtol=1e-5, atol=1e-6):
+        if kinks:
+            return Row(
+                "numerical",
+                WARN,
+                f"matches the true derivative ({how}) at the other "
+                f"{numerical.compared_count} {numerical.unit}; {kinks}{undefined}",
+                figure,
+                diff.max,
+            )
+        s.true_gradient = True
+        return Row(
+            "numerical", PASS, f"matches the true derivative ({how}){undefined}", figure, diff.max
+        )
+    assert diff.at is not None
+    where = numerical.where(s, *diff.at)
+    return Row(
+        "numerical",
+        WARN,
+        f"deliberately differs from the true derivative at {diff.count} "
+        f"element(s): largest at {where} (custom {diff.got_value:.4g}, numerical "
+        f"{diff.want_value:.4g}){undefined}{f'; {kinks}' if kinks else ''}",
+        figure,
+        diff.max,
+    )
+
+
+def _nothing_compared(kinks: str, what: str) -> str:
+    return f"nothing compared: {kinks}. Give example inputs away from the kinks to check {what}"
+
+
+def _check_second_order(s: _Subject) -> Row:
+    with s.cast(F64):
+        inputs = _Inputs(s, F64)
+        targets = inputs.targets
+        outputs = _float_outputs(inputs.call())
+        upstreams = _random_like(outputs, 0)
+        weights = _random_like(targets, 3)
+        try:
+            grads = _vjp(outputs, upstreams, targets, create_graph=True)
+            total = sum(
+                ((g * w).sum() for g, w in zip(grads, weights, strict=True)),
+                torch.zeros((), dtype=F64),
+            )
+            graph = total.requires_grad
+            analytic = (
+                _vjp([total], [torch.ones((), dtype=F64)], targets)
+                if graph
+                else [torch.zeros_like(t) for t in targets]
+            )
+        except Exception as error:
+            return Row("second_order", WARN, f"double backward raises {_first_line(error)}")
+
+        def evaluate() -> float:
+            with torch.enable_grad():
+                g = _vjp(_float_outputs(inputs.call()), upstreams, targets)
+            return float(sum(float((gi * wi).sum()) for gi, wi in zip(g, weights, strict=True)))
+
+        numerical = _Numerical(evaluate, targets, analytic)
+    diff = _Diff(*numerical.compared())
+    figure = f"max |double backward - numerical| {_fmt(diff.max)}"
+    kinks = numerical.kinks(s)
+    if reason := diff.nonfinite(
+        "double backward gives {got} at {where} where the gradient's finite differences give "
+        "{want:.4g}",
+        lambda i, k: numerical.where(s, i, k),
+    ):
+        return Row("second_order", FAIL, reason, figure, diff.max)
+    if not numerical.compared_count:
+        return Row(
+            "second_order",
+            WARN,
+            _nothing_compared(kinks, "the second derivative"),
+            figure,
+            diff.max,
+        )
+    if not diff.within(rtol=1e-4, atol=1e-5):
+        assert diff.at is not None
+        where = numerical.where(s, *diff.at)
+        if not graph:
+            why = (
+                "the gradient has no autograd graph, so its second derivative comes out as "
+                "zero, yet it changes with the inputs: grad_fn computes it outside autograd "
+                "(.detach(), .item(), numpy, no_grad, or a tensor f computed under no_grad)"
+            )
+        else:
+            why = "grad_fn's ops lose a dependence on the inputs (a detached or stale tensor?)"
+        return Row(
+            "second_order",
+            FAIL,
+            f"the second derivative is wrong: double backward gives "
+            f"{diff.got_value:.4g} at {where}, finite differences of the gradient give "
+            f"{diff.want_value:.4g}; {why}{f'; {kinks}' if kinks else ''}",
+            figure,
+            diff.max,
+        )
+    reason = "double backward matches finite differences of the gradient"
+    if not graph:
+        reason = "the gradient does not depend on the inputs: the second derivative is zero"
+    if kinks:
+        return Row(
+            "second_order",
+            WARN,
+            f"{reason} at the other {numerical.compared_count} {numerical.unit}; {kinks}",
+            figure,
+            diff.max,
+        )
+    if s.true_gradient and not s.variables and graph:
+        if not _gradgradcheck(s):
+            return Row(
+                "second_order",
+                FAIL,
+                "torch.autograd.gradgradcheck fails although the gradient is the true one",
+                figure,
+                diff.max,
+            )
+        reason += "; gradgradcheck passes"
+    return Row("second_order", PASS, reason, figure, diff.max)
+
+
+def _gradgradcheck(s: _Subject) -> bool:
+    inputs = _Inputs(s, F64)
+    if sum(t.numel() for t in inputs.inputs) > 16:
+        return True  # too slow to be worth it; the finite differences above cover it
+    floats = [i for i, p in enumerate(s.tensor_positions) if p in s.float_positions]
+
+    def h(*xs: _Tensor) -> tuple[_Tensor, ...]:
+        tensors = list(inputs.tensors)
+        for i, x in zip(floats, xs, strict=True):
+            tensors[i] = x
+        return tuple(_float_outputs(inputs.call_with(tensors)))
+
+    return bool(torch.autograd.gradgradcheck(h, tuple(inputs.inputs), raise_exception=False))

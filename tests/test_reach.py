@@ -359,3 +359,44 @@ def test_a_decorated_function_called_inside_f_is_analysed_through():
     `via_global` (which reads W) does not."""
     assert not calls_decorated_pure._eager.reach.possible(())
     assert calls_decorated_reader._eager.reach.possible(())
+
+
+def test_a_global_deleted_after_the_first_call_is_noticed():
+    """The per-call check reads a global by key: once deleted, it answers "changed" and f's own
+    NameError is what the caller sees."""
+    namespace = {
+        "torch": torch,
+        "SCALE": torch.full((3,), 2.0, dtype=D),
+        "_grad": _grad_with_variables,
+    }
+    exec("def f(x):\n    return x * SCALE, _grad\n", namespace)
+    fn = custom_gradient(namespace["f"])
+    fn(_x()).sum().backward()
+    assert fn._eager.reach.reads_none()
+    del namespace["SCALE"]
+    assert not fn._eager.reach.reads_none()
+    with pytest.raises(NameError, match="SCALE"):
+        fn(_x())
+
+
+def test_a_closure_cell_emptied_after_the_first_call_is_noticed():
+    def make():
+        scale = torch.full((3,), 2.0, dtype=D)
+
+        @custom_gradient
+        def f(x):
+            return x * scale, _grad_with_variables
+
+        def forget():
+            nonlocal scale
+            del scale
+
+        return f, forget
+
+    fn, forget = make()
+    fn(_x()).sum().backward()
+    assert fn._eager.reach.reads_none()
+    forget()
+    assert not fn._eager.reach.reads_none()
+    with pytest.raises(NameError, match="scale"):
+        fn(_x())

@@ -487,3 +487,20 @@ def test_tensor_default_beside_a_mutable_default_is_saved(mutable):
         store[0].add_(1)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.sum().backward()
+
+
+def test_the_engine_calls_the_eager_backward_directly():
+    """`call_backward_directly` skips torch's `BackwardCFunction.apply` lookup; the node still
+    answers a direct `grad_fn.apply` as torch's own nodes do."""
+
+    @custom_gradient
+    def double(x):
+        return x * 2, lambda dy: dy * 3
+
+    x = torch.ones(2, requires_grad=True)
+    y = double(x)
+    node = y.grad_fn
+    assert type(node).apply is type(node)._forward_cls.backward
+    returned = node.apply(torch.ones(2))
+    assert returned[:2] == (None, None)
+    torch.testing.assert_close(returned[2], torch.full((2,), 3.0))

@@ -19,9 +19,8 @@ they are, like a grad_fn that is not a plain Python function (a bound method, a
 
 from __future__ import annotations
 
-import operator
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
@@ -31,8 +30,7 @@ from . import _structure
 _FunctionType = types.FunctionType
 _CellType = types.CellType
 _Tensor = torch.Tensor
-_TENSOR_TYPES = frozenset({_Tensor, torch.nn.Parameter})  # exactly these, not subclasses
-_cell_contents = operator.attrgetter("cell_contents")
+_Parameter = torch.nn.Parameter
 
 
 def _holds_tensor(value: Any) -> bool:
@@ -176,21 +174,20 @@ class _Unchanged:
         return self.fn
 
 
-class _TensorCells:
-    """What `capture` returns for the usual grad_fn: a plain function without default values
-    whose every closure cell holds a tensor, saved in the order of the cells."""
+class _TensorCells(tuple[types.CodeType, dict[str, Any], Any, Any]):
+    """What `capture` returns for the usual grad_fn: a plain function whose every closure cell
+    holds a tensor, saved in the order of the cells, and whose default values (`variables=None`)
+    hold none. Only its code, globals and defaults are kept (a tuple: the cheapest object to
+    make on every call); the function made again takes its name from its code."""
 
-    __slots__ = ("code", "globals", "name", "qualname")
-
-    def __init__(self, fn: types.FunctionType) -> None:
-        self.code = fn.__code__
-        self.globals = fn.__globals__
-        self.name = fn.__name__
-        self.qualname = fn.__qualname__
+    __slots__ = ()
 
     def rebuild(self, saved: Sequence[torch.Tensor]) -> Callable[..., Any]:
-        fn = _FunctionType(self.code, self.globals, self.name, None, tuple(map(_CellType, saved)))
-        fn.__qualname__ = self.qualname
+        code, namespace, defaults, kwdefaults = self
+        cells = (_CellType(saved[0]),) if len(saved) == 1 else tuple(map(_CellType, saved))
+        fn = _FunctionType(code, namespace, None, defaults, cells)
+        if kwdefaults is not None:
+            fn.__kwdefaults__ = kwdefaults
         return fn
 
 
@@ -207,18 +204,38 @@ def capture(grad_fn: Callable[..., Any], inside: str) -> tuple[Captured, list[to
     if type(grad_fn) is not _FunctionType:
         return _Unchanged(grad_fn), []
     closure = grad_fn.__closure__
-    if grad_fn.__defaults__ is None and grad_fn.__kwdefaults__ is None:
+    defaults, kwdefaults = grad_fn.__defaults__, grad_fn.__kwdefaults__
+    if (defaults is None or _plain(defaults)) and (
+        kwdefaults is None or _plain(kwdefaults.values())
+    ):
         if closure is None:
             return _Unchanged(grad_fn), []
+        saved: list[torch.Tensor] = []
         try:
-            saved: list[torch.Tensor] = list(map(_cell_contents, closure))
+            for cell in closure:
+                value = cell.cell_contents
+                kind = type(value)
+                if kind is not _Tensor and kind is not _Parameter:
+                    break
+                saved.append(value)
+            else:
+                captured = (grad_fn.__code__, grad_fn.__globals__, defaults, kwdefaults)
+                return _TensorCells(captured), saved
         except ValueError:  # an empty cell (a name f assigns later)
-            saved = []
-        else:
-            if _TENSOR_TYPES.issuperset(map(type, saved)):
-                return _TensorCells(grad_fn), saved
+            pass
     saved = []
     return _Template(grad_fn, inside, saved, {}, None), saved
+
+
+def _plain(values: Iterable[Any]) -> bool:
+    """Default values that hold no tensor for certain (`None`, numbers, strings)."""
+    for value in values:  # noqa: SIM110 (a loop costs less than all() and a generator)
+        if type(value) not in _PLAIN_TYPES:
+            return False
+    return True
+
+
+_PLAIN_TYPES = frozenset({type(None), bool, int, float, complex, str})
 
 
 def _index(tensor: torch.Tensor, saved: list[torch.Tensor], seen: dict[int, int]) -> int:

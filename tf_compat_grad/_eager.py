@@ -19,7 +19,6 @@ Item numbers refer to docs/tensorflow_semantics.md.
 from __future__ import annotations
 
 import inspect
-import operator
 import types
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -43,10 +42,8 @@ from ._torch_internals import (
 )
 
 _Tensor = torch.Tensor
-_TENSOR_TYPES = frozenset({_Tensor, torch.nn.Parameter})  # exactly these, not subclasses
+_Parameter = torch.nn.Parameter
 _FunctionType = types.FunctionType
-_is_nested = operator.attrgetter("is_nested")
-_requires_grad = operator.attrgetter("requires_grad")
 _grad_enabled = torch.is_grad_enabled
 
 
@@ -108,8 +105,8 @@ class EagerPath:
         self._f = f
         self._node = make_node(f)
         # `Function.apply` first takes the arguments apart as a pytree, to unwrap tensors left
-        # over from a finished `torch.func` transform; the call checks for those instead, for
-        # a fraction of the cost, and otherwise applies the node through torch's C entry point.
+        # over from a finished `torch.func` transform; a call checks for those instead, for a
+        # fraction of the cost, and otherwise applies the node through torch's C entry point.
         self._c_apply = function_apply_c.__get__(None, self._node)
         self._transform_node = _functorch.make_transform_node(f)
         self._inside = getattr(f, "__qualname__", "") + ".<locals>."
@@ -119,14 +116,19 @@ class EagerPath:
 
     def call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         f = self._f
-        # Note [the fast path]
-        if (
-            not kwargs
-            and plain_autograd()
-            and _TENSOR_TYPES.issuperset(map(type, args))
-            and not any(map(_is_nested, args))
-        ):
-            inputs: Sequence[torch.Tensor] = args
+        inputs: Sequence[torch.Tensor] | None = None  # set when the call takes the fast path
+        if not kwargs and plain_autograd():  # Note [the fast path]
+            for arg in args:
+                kind = type(arg)
+                if (
+                    (kind is not _Tensor and kind is not _Parameter)
+                    or arg.is_nested
+                    or is_functorch_wrapped(arg)  # left over from a finished transform
+                ):
+                    break
+            else:
+                inputs = args
+        if inputs is not None:
             if bound is UNBOUND and self.reach.reads_none():
                 out = f(*args)
                 if type(out) is tuple and len(out) == 2 and type(out[1]) is _FunctionType:
@@ -139,6 +141,7 @@ class EagerPath:
                 result, grad_fn, variables = run_watched(f, bound, args, kwargs, args, self.reach)
                 self._checked = True
                 layout = self._layouts[len(args) if bound is UNBOUND else ~len(args)]
+            apply = self._c_apply
         else:
             if jit_tracing_state() is not None:
                 raise _jit_trace_error(f)
@@ -153,22 +156,23 @@ class EagerPath:
                 return self._call_without_grad(bound, args, kwargs, flat_args)
             result, grad_fn, variables = run_watched(f, bound, args, kwargs, flat_args, self.reach)
             self._checked = True
-        if not variables and not any(map(_requires_grad, inputs)):
-            return _run.fresh(f, result)  # nothing to record: f's own autodiff (item 39)
+            # `Function.apply` first unwraps tensors left over from a finished transform.
+            wrapped = any(map(is_functorch_wrapped, inputs))
+            apply = self._node.apply if wrapped else self._c_apply
+        if not variables:
+            for tensor in inputs:
+                if tensor.requires_grad:
+                    break
+            else:
+                return _run.fresh(f, result)  # nothing to record: f's own autodiff (item 39)
         record = Record(layout, inputs, variables)
-        single = type(result) is _Tensor  # one output: the node returns it as it is
-        if single:
-            outputs = result.detach()
-        else:
-            outputs, out_spec = _run.outputs(f, result)
-        handoff = (outputs, *capture(grad_fn, self._inside))
-        if any(map(is_functorch_wrapped, inputs)):  # a tensor left over from a transform
-            node_outputs = self._node.apply(  # type: ignore[no-untyped-call]
-                record, handoff, *inputs, *variables
+        if type(result) is _Tensor:  # one output: the node returns it as it is
+            return apply(
+                record, (result.detach(), *capture(grad_fn, self._inside)), *inputs, *variables
             )
-        else:
-            node_outputs = self._c_apply(record, handoff, *inputs, *variables)
-        return node_outputs if single else _structure.unflatten(out_spec, node_outputs)
+        outputs, out_spec = _run.outputs(f, result)
+        handoff = (outputs, *capture(grad_fn, self._inside))
+        return _structure.unflatten(out_spec, apply(record, handoff, *inputs, *variables))
 
     def _call_without_grad(
         self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any], flat_args: Sequence[Any]

@@ -176,7 +176,7 @@ class ParameterWatcher(TorchFunctionMode):
         """The Parameters found, first use first, less those passed as arguments."""
         if not self.found:
             return []
-        passed = {id(x) for x in exclude if isinstance(x, Parameter)}
+        passed = {id(x) for x in exclude if type(x) is not _Tensor and isinstance(x, Parameter)}
         return [p for key, p in self.found.items() if key not in passed]
 
 

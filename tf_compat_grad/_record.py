@@ -38,12 +38,6 @@ _Tensor = torch.Tensor
 InputMeta = tuple[torch.Size, torch.dtype, torch.device]
 
 
-def _meta(tensor: torch.Tensor) -> InputMeta:
-    """A function, not `operator.attrgetter`, which Dynamo cannot trace (the compile node's
-    record and backward use it too)."""
-    return tensor.shape, tensor.dtype, tensor.device
-
-
 def _is_number_like(value: object, real: bool) -> bool:
     """A Python number or numeric numpy value, real when the input is real."""
     if isinstance(value, (bool, int, float)):
@@ -176,9 +170,9 @@ class Record:
     ) -> None:
         self.layout = layout
         # One `InputMeta` per tensor input, then per variable.
-        self.metas = list(map(_meta, inputs))
+        self.metas = [(t.shape, t.dtype, t.device) for t in inputs]
         if variables:
-            self.metas.extend(map(_meta, variables))
+            self.metas.extend([(v.shape, v.dtype, v.device) for v in variables])
         self.variables = variables
         # grad_fn runs in the forward's autocast state.
         self.autocast = _autocast.current() if any_autocast_enabled() else ()
@@ -216,13 +210,8 @@ class Record:
         if raw:
             return flat
         metas = self.metas
-        try:
-            if list(map(_meta, flat)) == metas:  # every one a tensor like its input already
-                return flat
-        except (AttributeError, TypeError):  # None, a number, an array: checked one by one
-            pass
         for i, grad in enumerate(flat):
-            if type(grad) is not _Tensor or _meta(grad) != metas[i]:
+            if type(grad) is not _Tensor or (grad.shape, grad.dtype, grad.device) != metas[i]:
                 flat[i] = self._repair(grad, i, needs)
         return flat
 

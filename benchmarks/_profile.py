@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import cProfile
+import gc
 import io
 import os
 import pstats
@@ -57,49 +58,129 @@ def profile(calls: int = 5000, top: int = 20) -> str:
 
 
 def bytecodes(top: int = 20) -> str:
-    """Python bytecode instructions executed by one log1pexp n=100 fwd+bwd step, per
-    implementation and, for tf_compat_grad, per function of the library.
+    """Python bytecode instructions and garbage-collected objects of one fwd+bwd step: log1pexp
+    n=100 (the hand-written Function, the minimal decorator of `--floor`, tf_compat_grad), and a
+    linear layer of width 8, batch 4, where the kernels cost almost nothing (the Function, and
+    tf_compat_grad with the Parameters as arguments or read from the closure); and, for
+    tf_compat_grad's log1pexp, the instructions per function of the library.
 
-    Unlike timings, these counts are the same on every run and every machine (for one Python
-    and torch version), so they compare revisions exactly; an instruction costs roughly
-    15-30 ns on this machine. Counted with `sys.settrace` opcode events, on the second step (the
-    first fills lazy caches)."""
-    from _cases import Log1pexpFunction, log1pexp
+    Unlike timings, instruction counts are the same on every run and every machine (for one
+    Python and torch version), so they compare revisions exactly. Counted with `sys.settrace`
+    opcode events, on the second step (the first fills lazy caches). Objects: how many objects
+    the garbage collector tracks are alive after the forward and were not before (what the
+    graph keeps until backward; counted with `gc.get_count()` with the collector off), and
+    how many collections the collector, on and with its default thresholds, runs per 1000 steps.
+    """
+    from _cases import LinearFunction, Log1pexpFunction, linear_args, log1pexp, make_closure_linear
     from _floor import _f, _minimal
 
     x = torch.randn(100, requires_grad=True)
-    upstream = torch.ones(100)
-    impls = {"Function": Log1pexpFunction.apply, "minimal": _minimal(_f), TF: log1pexp}
-    counts = {name: _count(fn, x, upstream) for name, fn in impls.items()}
-    totals = {name: sum(c.values()) for name, c in counts.items()}
+    minimal = _minimal(_f)
+    gen = torch.Generator().manual_seed(0)
+    xl = torch.randn(4, 8, generator=gen, requires_grad=True)
+    w = torch.nn.Parameter(torch.randn(8, 8, generator=gen))
+    b = torch.nn.Parameter(torch.zeros(8))
+    closure = make_closure_linear(w, b)
+    steps = {
+        "log1pexp n=100": {
+            "Function": _Step(lambda: Log1pexpFunction.apply(x), [x]),
+            "minimal": _Step(lambda: minimal(x), [x]),
+            TF: _Step(lambda: log1pexp(x), [x]),
+        },
+        "linear layer, width 8": {
+            "Function": _Step(lambda: LinearFunction.apply(xl, w, b), [xl, w, b]),
+            f"{TF} (Parameters as arguments)": _Step(lambda: linear_args(xl, w, b), [xl, w, b]),
+            f"{TF} (closure Parameters)": _Step(lambda: closure(xl), [xl, w, b]),
+        },
+    }
     out = io.StringIO()
-    out.write("Python bytecode instructions per log1pexp n=100 fwd+bwd step:\n")
-    for name, total in totals.items():
-        extra = total - totals["Function"]
-        out.write(f"  {name:15s} {total:6d}  ({extra:+d} against the Function)\n")
-    ours = [(n, where) for where, n in counts[TF].items() if PACKAGE in where[0]]
+    out.write(
+        "Per fwd+bwd step: Python bytecode instructions; objects tracked by the garbage "
+        "collector that the forward leaves alive; collections per 1000 steps\n"
+    )
+    mine: Counter[tuple[str, str]] = Counter()
+    for case, impls in steps.items():
+        out.write(f"{case}:\n")
+        reference = None
+        for name, step in impls.items():
+            counts = step.count()
+            total = sum(counts.values())
+            reference = total if reference is None else reference
+            out.write(
+                f"  {name:40s} {total:6d} ({total - reference:+5d})  objects {step.kept():3d}  "
+                f"collections {step.collections():4.1f}\n"
+            )
+            if name == TF:
+                mine = counts
+    ours = [(n, where) for where, n in mine.items() if "tf_compat_grad" in where[0]]
     ours.sort(reverse=True)
-    out.write(f"\ntf_compat_grad's own functions ({sum(n for n, _ in ours)} instructions):\n")
+    out.write(
+        f"\ntf_compat_grad's own functions in a log1pexp step ({sum(n for n, _ in ours)} "
+        "instructions):\n"
+    )
     for n, (path, name) in ours[:top]:
         out.write(f"  {n:5d}  {path.split(PACKAGE)[-1]}({name})\n")
     return out.getvalue()
 
 
-def _count(fn: Any, x: torch.Tensor, upstream: torch.Tensor) -> Counter[tuple[str, str]]:
-    counts: Counter[tuple[str, str]] = Counter()
+class _Step:
+    """One fwd+bwd step: a forward, backward of ones, `.grad = None` on the leaves."""
 
-    def trace(frame: types.FrameType, event: str, arg: Any) -> Any:
-        frame.f_trace_opcodes = True
-        if event == "opcode":
-            counts[(frame.f_code.co_filename, frame.f_code.co_name)] += 1
-        return trace
+    def __init__(self, forward: Any, leaves: list[torch.Tensor]) -> None:
+        self.forward = forward
+        self.leaves = leaves
+        self.upstream = torch.ones_like(forward().detach())
 
-    for counting in (False, True):
-        if counting:
-            sys.settrace(trace)
+    def __call__(self) -> None:
+        self.forward().backward(self.upstream)
+        for leaf in self.leaves:
+            leaf.grad = None
+
+    def count(self) -> Counter[tuple[str, str]]:
+        counts: Counter[tuple[str, str]] = Counter()
+
+        def trace(frame: types.FrameType, event: str, arg: Any) -> Any:
+            frame.f_trace_opcodes = True
+            if event == "opcode":
+                counts[(frame.f_code.co_filename, frame.f_code.co_name)] += 1
+            return trace
+
+        self()
+        sys.settrace(trace)
         try:
-            fn(x).backward(upstream)
+            self()
         finally:
             sys.settrace(None)
-        x.grad = None
-    return counts
+        return counts
+
+    def kept(self) -> int:
+        gc.collect()
+        gc.disable()
+        # Far from zero, gen0's count goes down on every free (it stops at zero).
+        hold = [[i] for i in range(1000)]
+        try:
+            before = gc.get_count()[0]
+            y = self.forward()
+            after = gc.get_count()[0]
+            y.backward(self.upstream)
+        finally:
+            del hold
+            gc.enable()
+        for leaf in self.leaves:
+            leaf.grad = None
+        return after - before
+
+    def collections(self, steps: int = 2000) -> float:
+        started = [0]
+
+        def callback(phase: str, info: dict[str, Any]) -> None:
+            started[0] += phase == "start"
+
+        gc.collect()
+        gc.callbacks.append(callback)
+        try:
+            for _ in range(steps):
+                self()
+        finally:
+            gc.callbacks.remove(callback)
+        return started[0] * 1000 / steps

@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--bytecodes",
         action="store_true",
-        help="only count the Python bytecode instructions of a log1pexp n=100 step",
+        help="only count the Python instructions and garbage-collected objects of a log1pexp n=100 step and of a linear layer",
     )
     parser.add_argument(
         "--floor",

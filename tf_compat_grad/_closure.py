@@ -184,8 +184,7 @@ class _TensorCells(tuple[types.CodeType, dict[str, Any], Any, Any]):
 
     def rebuild(self, saved: Sequence[torch.Tensor]) -> Callable[..., Any]:
         code, namespace, defaults, kwdefaults = self
-        cells = (_CellType(saved[0]),) if len(saved) == 1 else tuple(map(_CellType, saved))
-        fn = _FunctionType(code, namespace, None, defaults, cells)
+        fn = _FunctionType(code, namespace, None, defaults, tuple(map(_CellType, saved)))
         if kwdefaults is not None:
             fn.__kwdefaults__ = kwdefaults
         return fn
@@ -219,8 +218,9 @@ def capture(grad_fn: Callable[..., Any], inside: str) -> tuple[Captured, list[to
                     break
                 saved.append(value)
             else:
-                captured = (grad_fn.__code__, grad_fn.__globals__, defaults, kwdefaults)
-                return _TensorCells(captured), saved
+                return _TensorCells(
+                    (grad_fn.__code__, grad_fn.__globals__, defaults, kwdefaults)
+                ), saved
         except ValueError:  # an empty cell (a name f assigns later)
             pass
     saved = []

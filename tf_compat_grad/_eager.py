@@ -63,8 +63,7 @@ def make_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
 
     def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
         grad_fn = ctx.captured.rebuild(ctx.saved_tensors)
-        grads = ctx.record.gradients(grad_fn, upstream, ctx.needs_input_grad[2:])
-        return (None, None, *grads)
+        return (None, None, *ctx.record.gradients(grad_fn, upstream, ctx.needs_input_grad[2:]))
 
     node = node_class(f, forward=staticmethod(forward), backward=staticmethod(backward))
     call_backward_directly(node)
@@ -131,9 +130,11 @@ class EagerPath:
         if inputs is not None:
             if bound is UNBOUND and self.reach.reads_none():
                 out = f(*args)
-                if type(out) is tuple and len(out) == 2 and type(out[1]) is _FunctionType:
-                    result, grad_fn = out
-                else:
+                try:
+                    result, grad_fn = out if type(out) is tuple else ()
+                except ValueError:  # not a pair: `split` says how (items 6, 7)
+                    result, grad_fn = _run.split(f, out)
+                if type(grad_fn) is not _FunctionType:
                     result, grad_fn = _run.split(f, out)
                 variables: list[torch.nn.Parameter] = _NO_VARIABLES
                 layout = self._layouts[len(args)]

@@ -314,16 +314,22 @@ def _unchanged_check(deps: _Deps) -> Callable[[], bool]:
         terms.append(f"{read} is c{k}")
     for k, (fn, code, defaults, kwdefaults, attributes) in enumerate(deps.functions):
         env[f"fn{k}"], env[f"code{k}"], env[f"d{k}"] = fn, code, defaults
-        terms.append(f"fn{k}.__code__ is code{k} and fn{k}.__defaults__ is d{k}")
+        terms.append(f"fn{k}.__code__ is code{k}")
+        empty = []  # the attributes that held nothing: one test for all of them
         for attribute, items, key in (
+            ("__defaults__", defaults, f"d{k}"),
             ("__kwdefaults__", kwdefaults, f"kw{k}"),
             ("__dict__", attributes, f"attrs{k}"),
         ):
-            if items is None:
-                terms.append(f"not fn{k}.{attribute}")
+            if not items:
+                empty.append(f"fn{k}.{attribute}")
+            elif attribute == "__defaults__":
+                terms.append(f"fn{k}.__defaults__ is d{k}")
             else:
                 env[key] = items
                 terms.append(f"same({key}, fn{k}.{attribute})")
+        if empty:
+            terms.append(f"not ({' or '.join(empty)})")
     names = ", ".join(env)
     source = (
         f"def make({names}):\n"

@@ -193,11 +193,12 @@ class Record:
         variables = self.variables
         if self.autocast:
             grad_fn = functools.partial(_autocast.call_in, self.autocast, grad_fn)
+        variable_grads: Sequence[Any] = ()
         if variables:
             returned = grad_fn(*upstream, variables=list(variables))
             input_grads, variable_grads = split_variable_grads(returned, variables, self.layout.f)
         else:
-            input_grads, variable_grads = grad_fn(*upstream), ()
+            input_grads = grad_fn(*upstream)
         # One gradient per flattened argument; a single bare tensor is the usual case.
         flat = [input_grads] if type(input_grads) is _Tensor else _structure.leaves(input_grads)
         layout = self.layout

@@ -7,6 +7,17 @@ import importlib.util
 collect_ignore = ["tests/port_corpus"]
 
 # The translator's transformer imports libcst, an optional dependency (the `port` extra, also in
-# `test`): without libcst its module cannot be imported, so doctest collection leaves it out.
+# `test`): without libcst its modules cannot be imported, so doctest collection leaves them out.
 if importlib.util.find_spec("libcst") is None:
-    collect_ignore.append("tf_compat_grad/_port/_transform.py")
+    collect_ignore += [
+        f"tf_compat_grad/_port/{name}.py"
+        for name in (
+            "_transform",
+            "_state",
+            "_imports",
+            "_arguments",
+            "_template",
+            "_syntax",
+            "_tape",
+        )
+    ]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ._rule import Rule, Variant, placeholders
 from ._syntax import _dotted
-from ._table import Rule, Variant, placeholders
 
 
 class _Untranslated(Exception):

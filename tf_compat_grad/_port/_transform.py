@@ -23,8 +23,9 @@ from . import _tape
 from ._arguments import _SHAPE_ARGUMENT, _choose, _simple, _Untranslated
 from ._imports import _Imports
 from ._report import PortResult
+from ._rule import placeholders
 from ._syntax import _code, _comments, _dotted, _Rename
-from ._table import TABLE, placeholders
+from ._table import TABLE
 from ._template import _ATOMS, _Fill, _parsed, _roots, _wrapped
 
 

@@ -1,0 +1,135 @@
+"""The translation table's rules for `tf.nn` activations, softmaxes and norms."""
+
+from __future__ import annotations
+
+from ._rule import Rule, _activation, _v
+
+NN_RULES: tuple[Rule, ...] = (
+    # --- activations ---------------------------------------------------------------------------
+    Rule(
+        ("nn.softmax", "math.softmax"),
+        ("logits", "axis", "name"),
+        (
+            _v("torch.softmax({logits}, dim={axis})", "axis:axis"),
+            _v("torch.softmax({logits}, dim=-1)"),
+        ),
+        note="No axis: the last, in both.",
+        otherwise="`axis` must be a literal int",
+    ),
+    Rule(
+        ("nn.log_softmax", "math.log_softmax"),
+        ("logits", "axis", "name"),
+        (
+            _v("torch.log_softmax({logits}, dim={axis})", "axis:axis"),
+            _v("torch.log_softmax({logits}, dim=-1)"),
+        ),
+        note="No axis: the last, in both.",
+        otherwise="`axis` must be a literal int",
+    ),
+    _activation(("nn.elu",), "torch.nn.functional.elu", "The gradient at 0 is 1, in both."),
+    Rule(
+        ("nn.selu",),
+        ("features", "name"),
+        (
+            _v(
+                "torch.where({features} < 0, 1.7580993408473768 * (torch.exp({features}) - 1.0), "
+                "1.0507009873554805 * {features})"
+            ),
+        ),
+        note="TF's kernel: at 0 the gradient is `scale` (the positive branch), where "
+        "`torch.selu`'s is `scale * alpha`.",
+    ),
+    _activation(
+        ("nn.relu6",), "torch.nn.functional.relu6", "The gradient at 0 and at 6 is 0, in both."
+    ),
+    Rule(
+        ("nn.leaky_relu",),
+        ("features", "alpha", "name"),
+        (
+            _v(
+                "torch.nn.functional.leaky_relu("
+                "{features}, torch.tensor({alpha}, dtype=torch.float32).item())"
+            ),
+            _v("torch.nn.functional.leaky_relu({features}, 0.20000000298023224)"),
+        ),
+        note="TF keeps alpha as a float32 attribute, also for float64 features: the slope is "
+        "alpha rounded to float32 (`0.1` is 0.10000000149...). TF's default alpha is 0.2 "
+        "(torch's negative_slope 0.01); the gradient at 0 is alpha, in both.",
+    ),
+    Rule(
+        ("nn.gelu",),
+        ("features", "approximate", "name"),
+        (
+            _v(
+                "0.5 * {features} * (1.0 + torch.tanh(0.7978845608028654 * ({features} + "
+                "0.044714998453855515 * torch.pow({features}, 3))))",
+                "approximate=True",
+            ),
+            _v("0.5 * {features} * (1.0 + torch.erf({features} * 0.7071067690849304))"),
+        ),
+        flags={"approximate": False},
+        note="TF's formulas, whose constants 1/sqrt(2) (erf form, the default) and 0.044715 "
+        "(tanh form, `approximate=True`) are rounded to float32 also for float64 features: "
+        "`torch.nn.functional.gelu` differs from TF by about 1e-9 in float64.",
+    ),
+    Rule(
+        ("nn.silu", "nn.swish"),
+        ("features", "beta", "name"),
+        (_v("torch.nn.functional.silu({features})"),),
+        otherwise="`beta` is not translated",
+    ),
+    Rule(
+        ("math.l2_normalize", "nn.l2_normalize", "linalg.l2_normalize"),
+        ("x", "axis", "epsilon", "name", "dim"),
+        (
+            _v(
+                "{x} * torch.rsqrt(torch.where("
+                "torch.sum(torch.square({x}), dim={axis}, keepdim=True) >= {epsilon}, "
+                "torch.sum(torch.square({x}), dim={axis}, keepdim=True), {epsilon}))",
+                "axis:axes",
+            ),
+            _v(
+                "{x} * torch.rsqrt(torch.where("
+                "torch.sum(torch.square({x}), dim={axis}, keepdim=True) >= 1e-12, "
+                "torch.sum(torch.square({x}), dim={axis}, keepdim=True), 1e-12))",
+                "axis:axes",
+            ),
+            _v(
+                "{x} * torch.rsqrt(torch.where("
+                "torch.sum(torch.square({x}), dim=None, keepdim=True) >= {epsilon}, "
+                "torch.sum(torch.square({x}), dim=None, keepdim=True), {epsilon}))"
+            ),
+            _v(
+                "{x} * torch.rsqrt(torch.where("
+                "torch.sum(torch.square({x}), dim=None, keepdim=True) >= 1e-12, "
+                "torch.sum(torch.square({x}), dim=None, keepdim=True), 1e-12))"
+            ),
+        ),
+        note="TF's formula, `x * rsqrt(max(sum(x**2), epsilon))`, epsilon 1e-12 by default: "
+        "epsilon bounds the squared norm, not the norm; a tie's gradient goes to the sum, as "
+        "TF's `maximum` gives it (`torch.clamp`'s changed in torch 2.14).",
+        otherwise="`axis` must be a literal int or a non-empty list of literal ints",
+    ),
+    Rule(
+        ("norm", "linalg.norm"),
+        ("tensor", "ord", "axis", "keepdims", "name"),
+        (
+            _v(
+                "torch.sqrt(torch.sum(torch.square({tensor}), dim={axis}, keepdim=True))",
+                "keepdims=True",
+                "axis:axes",
+            ),
+            _v(
+                "torch.sqrt(torch.sum(torch.square({tensor}), dim=None, keepdim=True))",
+                "keepdims=True",
+            ),
+            _v("torch.sqrt(torch.sum(torch.square({tensor}), dim={axis}))", "axis:axes"),
+            _v("torch.sqrt(torch.sum(torch.square({tensor})))"),
+        ),
+        flags={"keepdims": False},
+        note="The Euclidean (Frobenius over two axes) norm as TF computes it, the square root "
+        "of the sum of squares: at a zero vector the gradient is NaN in both "
+        "(`torch.linalg.vector_norm` would give 0).",
+        otherwise="only the default `ord` (Euclidean) with a literal `axis` is translated",
+    ),
+)

@@ -1,0 +1,290 @@
+"""The translation table's rules for indices and construction (argmax, one_hot, gather, range,
+ones...), shapes (reshape, transpose, concat, pad, squeeze...) and linear algebra."""
+
+from __future__ import annotations
+
+from ._rule import Rule, _unary, _v
+
+SHAPE_RULES: tuple[Rule, ...] = (
+    # --- indices and construction ------------------------------------------------------------
+    Rule(
+        ("argmax", "math.argmax"),
+        ("input", "axis", "output_type", "name"),
+        (
+            _v("torch.argmax({input}, dim={axis}).to({output_type})", "axis:axis"),
+            _v("torch.argmax({input}, dim={axis})", "axis:axis"),
+            _v("torch.argmax({input}, dim=0)"),
+        ),
+        note="No axis: axis 0 in TF (torch would flatten). int64, the first of ties, in both.",
+        otherwise="`axis` must be a literal int",
+    ),
+    Rule(
+        ("argmin", "math.argmin"),
+        ("input", "axis", "output_type", "name"),
+        (
+            _v("torch.argmin({input}, dim={axis}).to({output_type})", "axis:axis"),
+            _v("torch.argmin({input}, dim={axis})", "axis:axis"),
+            _v("torch.argmin({input}, dim=0)"),
+        ),
+        note="As `tf.argmax`.",
+        otherwise="`axis` must be a literal int",
+    ),
+    Rule(
+        ("one_hot",),
+        ("indices", "depth", "on_value", "off_value", "axis", "dtype", "name"),
+        (
+            _v("torch.nn.functional.one_hot({indices}.long(), {depth}).to({dtype})"),
+            _v("torch.nn.functional.one_hot({indices}.long(), {depth}).to(torch.float32)"),
+        ),
+        note="float32 unless `dtype=`, as TF. An index outside [0, depth) gives a zero row "
+        "in TF and an error in torch.",
+        otherwise="only `indices`, `depth` and `dtype` are translated",
+    ),
+    Rule(
+        ("gather",),
+        ("params", "indices", "validate_indices", "axis", "batch_dims", "name"),
+        (_v("{params}[torch.as_tensor({indices}).long()]"),),
+        note="Axis 0 only. A negative index is an error in TF, counts from the end in torch.",
+        otherwise="only axis 0 (no `axis`, `batch_dims`) is translated",
+    ),
+    Rule(("tile",), ("input", "multiples", "name"), (_v("torch.tile({input}, {multiples})"),)),
+    Rule(
+        ("range",),
+        ("start", "limit", "delta", "dtype", "name"),
+        (
+            _v("torch.arange({start}, dtype={dtype})"),
+            _v("torch.arange({start}, {limit}, dtype={dtype})"),
+            _v("torch.arange({start}, {limit}, {delta}, dtype={dtype})", "delta:intlike"),
+            _v("torch.arange({start}, dtype=torch.int32)", "start:intlike"),
+            _v(
+                "torch.arange({start}, {limit}, dtype=torch.int32)",
+                "start:intlike",
+                "limit:intlike",
+            ),
+            _v(
+                "torch.arange({start}, {limit}, {delta}, dtype=torch.int32)",
+                "start:intlike",
+                "limit:intlike",
+                "delta:intlike",
+            ),
+        ),
+        note="Without `dtype=`, integer arguments only (literal ints, sizes, names assigned "
+        "only those in the function): int32, as TF (torch's default is int64). With `dtype=`, "
+        "an integer step.",
+        otherwise="without `dtype=` only integer arguments (literal ints, sizes, names assigned "
+        "only those) are translated: TF infers int32 or float32 from them; a float step "
+        "accumulates differently",
+    ),
+    Rule(
+        ("ones",),
+        ("shape", "dtype", "name"),
+        (_v("torch.ones({shape}, dtype={dtype})"), _v("torch.ones({shape}, dtype=torch.float32)")),
+        note="float32 unless `dtype=`, as TF.",
+    ),
+    Rule(
+        ("zeros",),
+        ("shape", "dtype", "name"),
+        (
+            _v("torch.zeros({shape}, dtype={dtype})"),
+            _v("torch.zeros({shape}, dtype=torch.float32)"),
+        ),
+        note="float32 unless `dtype=`, as TF.",
+    ),
+    Rule(
+        ("fill",),
+        ("dims", "value", "name"),
+        (
+            _v("torch.full({dims}, {value}, dtype=torch.int32)", "value:ints"),
+            _v("torch.full({dims}, {value}, dtype=torch.float32)", "value:number"),
+        ),
+        note="A literal value: int32 or float32, as TF infers.",
+        otherwise="only a literal number `value` is translated (TF infers the dtype from it)",
+    ),
+    # --- shapes and linear algebra ----------------------------------------------------------
+    Rule(
+        ("matmul", "linalg.matmul"),
+        ("a", "b", "transpose_a", "transpose_b"),
+        (
+            _v("torch.matmul({a}.mT, {b}.mT)", "transpose_a=True", "transpose_b=True"),
+            _v("torch.matmul({a}.mT, {b})", "transpose_a=True"),
+            _v("torch.matmul({a}, {b}.mT)", "transpose_b=True"),
+            _v("torch.matmul({a}, {b})"),
+        ),
+        flags={"transpose_a": False, "transpose_b": False},
+        note="`transpose_a`/`transpose_b` transpose the last two dimensions (`.mT`).",
+        otherwise="only `transpose_a` and `transpose_b` are translated (not `adjoint_*`, "
+        "`*_is_sparse`, `output_type`)",
+    ),
+    _unary(("linalg.inv",), "input", "torch.linalg.inv"),
+    Rule(
+        ("linalg.trace", "trace"),
+        ("x", "name"),
+        (_v("torch.diagonal({x}, dim1=-2, dim2=-1).sum(-1)"),),
+        note="Of the last two dimensions (batched), as TF.",
+    ),
+    Rule(
+        ("linalg.diag_part",),
+        ("input", "name", "k", "padding_value", "align"),
+        (_v("torch.diagonal({input}, dim1=-2, dim2=-1)"),),
+        note="The main diagonal of the last two dimensions.",
+        otherwise="only the main diagonal (no `k`, `padding_value`, `align`) is translated",
+    ),
+    Rule(
+        ("linalg.diag",),
+        ("diagonal", "name", "k", "num_rows", "num_cols", "padding_value", "align"),
+        (_v("torch.diag_embed({diagonal})"),),
+        note="Batched: the last dimension becomes a diagonal matrix.",
+        otherwise="only the main diagonal (no `k`, `num_rows`, ...) is translated",
+    ),
+    Rule(
+        ("linalg.matrix_transpose", "linalg.transpose"),
+        ("a", "name", "conjugate"),
+        (_v("{a}.mT"),),
+        flags={"conjugate": False},
+        otherwise="`conjugate=True` is not translated",
+    ),
+    Rule(
+        ("linalg.solve",),
+        ("matrix", "rhs", "adjoint", "name"),
+        (
+            _v("torch.linalg.solve({matrix}.mT, {rhs})", "adjoint=True"),
+            _v("torch.linalg.solve({matrix}, {rhs})"),
+        ),
+        flags={"adjoint": False},
+        note="`rhs` is a matrix (`[..., M, K]`) in both.",
+    ),
+    Rule(
+        ("eye", "linalg.eye"),
+        ("num_rows", "num_columns", "batch_shape", "dtype", "name"),
+        (
+            _v("torch.eye({num_rows}, {num_columns}, dtype={dtype})"),
+            _v("torch.eye({num_rows}, dtype={dtype})"),
+            _v("torch.eye({num_rows}, {num_columns}, dtype=torch.float32)"),
+            _v("torch.eye({num_rows}, dtype=torch.float32)"),
+        ),
+        note="float32 unless `dtype=`, as TF.",
+        otherwise="`batch_shape` is not translated",
+    ),
+    Rule(
+        ("reshape",),
+        ("tensor", "shape", "name"),
+        (_v("torch.reshape({tensor}, {shape})"),),
+        note="A whole `tf.shape(x)` as the shape becomes `x.shape` (also in `tf.ones`, "
+        "`tf.zeros`, `tf.fill`).",
+    ),
+    Rule(
+        ("einsum", "linalg.einsum"),
+        value="torch.einsum",
+        note="The same equations (ellipsis included); the operands are passed as they are.",
+    ),
+    Rule(
+        ("transpose",),
+        ("a", "perm", "conjugate", "name"),
+        (
+            _v("torch.permute({a}, {perm})"),
+            _v("{a}.permute(*range({a}.dim() - 1, -1, -1))"),
+        ),
+        flags={"conjugate": False},
+        note="Without `perm`, all dimensions are reversed, as in TF.",
+        otherwise="`conjugate=True` is not translated",
+    ),
+    Rule(("concat",), ("values", "axis", "name"), (_v("torch.cat({values}, dim={axis})"),)),
+    Rule(
+        ("stack",),
+        ("values", "axis", "name"),
+        (_v("torch.stack({values}, dim={axis})"), _v("torch.stack({values})")),
+    ),
+    Rule(
+        ("broadcast_to",),
+        ("input", "shape", "name"),
+        (_v("torch.broadcast_to({input}, {shape})"),),
+        note="The gradient sums over the broadcast dimensions, in both.",
+    ),
+    Rule(
+        ("tensordot", "linalg.tensordot"),
+        ("a", "b", "axes", "name"),
+        (_v("torch.tensordot({a}, {b}, dims={axes})"),),
+        note="`axes` an int (the last N of a with the first N of b) or two lists, in both.",
+    ),
+    Rule(
+        ("pad",),
+        ("tensor", "paddings", "mode", "constant_values", "name"),
+        (
+            _v(
+                "torch.nn.functional.pad({tensor}, [p for pair in reversed({paddings}) "
+                "for p in pair], value={constant_values})"
+            ),
+            _v(
+                "torch.nn.functional.pad({tensor}, [p for pair in reversed({paddings}) "
+                "for p in pair])"
+            ),
+        ),
+        strings={"mode": "CONSTANT"},
+        note="TF's `[[before, after], ...]` from the first dimension becomes torch's flat list "
+        "from the last. Constant mode only.",
+        otherwise="only the default CONSTANT mode is translated (REFLECT and SYMMETRIC differ "
+        "from torch's modes at the edges)",
+    ),
+    Rule(
+        ("nn.l2_loss",),
+        ("t", "name"),
+        (_v("torch.sum(torch.square({t})) / 2"),),
+        note="`sum(t ** 2) / 2`, as TF.",
+    ),
+    Rule(
+        ("nn.bias_add",),
+        ("value", "bias", "data_format", "name"),
+        (_v("{value} + {bias}"),),
+        note="The default data_format adds the bias along the last dimension: broadcasting.",
+        otherwise="`data_format=` is not translated (NCHW adds along dimension 1)",
+    ),
+    Rule(
+        ("nn.embedding_lookup",),
+        ("params", "ids", "max_norm", "name"),
+        (_v("{params}[torch.as_tensor({ids}).long()]"),),
+        note="One params tensor (a sharded list is an error in torch), as `tf.gather`.",
+        otherwise="`max_norm` is not translated",
+    ),
+    Rule(
+        ("sort",),
+        ("values", "axis", "direction", "name"),
+        (
+            _v(
+                "torch.sort({values}, dim={axis}, descending=True, stable=True).values",
+                "direction=DESCENDING",
+                "axis:axis",
+            ),
+            _v(
+                "torch.sort({values}, dim=-1, descending=True, stable=True).values",
+                "direction=DESCENDING",
+            ),
+            _v("torch.sort({values}, dim={axis}, stable=True).values", "axis:axis"),
+            _v("torch.sort({values}, dim=-1, stable=True).values"),
+        ),
+        strings={"direction": "ASCENDING"},
+        note="Stable, so that tied values take their gradients in TF's order (TF sorts with "
+        "`top_k`, lower indices first).",
+        otherwise="`axis` must be a literal int",
+    ),
+    Rule(
+        ("unstack",),
+        ("value", "num", "axis", "name"),
+        (
+            _v("list(torch.unbind({value}, dim={axis}))", "axis:axis"),
+            _v("list(torch.unbind({value}))"),
+        ),
+        note="A list, as TF.",
+        otherwise="`axis` must be a literal int; `num` is not translated",
+    ),
+    Rule(
+        ("expand_dims",),
+        ("input", "axis", "name"),
+        (_v("torch.unsqueeze({input}, {axis})"),),
+    ),
+    Rule(
+        ("squeeze",),
+        ("input", "axis", "name"),
+        (_v("torch.squeeze({input}, dim={axis})"), _v("torch.squeeze({input})")),
+        note="TF raises for an axis whose size is not 1; torch leaves it.",
+    ),
+)

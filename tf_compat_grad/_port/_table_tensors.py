@@ -1,0 +1,154 @@
+"""The translation table's rules for the library's decorators, tensors and variables
+(construction, casts, shapes as values) and dtypes."""
+
+from __future__ import annotations
+
+from ._rule import Rule, _dtype, _like, _v
+
+TENSOR_RULES: tuple[Rule, ...] = (
+    # --- the library's decorators -------------------------------------------------------
+    Rule(
+        ("custom_gradient",),
+        value="custom_gradient",
+        note="f and grad_fn are kept as they are, `variables=` signatures included.",
+    ),
+    Rule(("recompute_grad",), value="recompute_grad"),
+    Rule(("grad_pass_through",), value="grad_pass_through"),
+    # --- tensors and variables ----------------------------------------------------------
+    Rule(
+        ("constant",),
+        ("value", "dtype", "shape", "name"),
+        (
+            _v("torch.tensor({value}, dtype={dtype})", "value:literal"),
+            _v("torch.tensor({value}, dtype=torch.int32)", "value:ints"),
+            _v("torch.tensor({value})", "value:literal"),
+            _v("torch.as_tensor({value}, dtype={dtype})"),
+        ),
+        note="Literal ints get `dtype=torch.int32`, TF's choice (torch's is int64); literal "
+        "floats get torch's default dtype (float32 unless changed; TF: float32).",
+        otherwise="`tf.constant` of a non-literal needs `dtype=` (TF infers int32 for Python "
+        "ints, torch int64); `shape=` is not translated",
+    ),
+    Rule(
+        ("Variable",),
+        (
+            "initial_value",
+            "trainable",
+            "validate_shape",
+            "caching_device",
+            "name",
+            "variable_def",
+            "dtype",
+        ),
+        (
+            _v(
+                "nn.Parameter(torch.tensor({initial_value}, dtype={dtype}))",
+                "initial_value:literal",
+            ),
+            _v("nn.Parameter(torch.tensor({initial_value}))", "initial_value:literal"),
+            _v("nn.Parameter(torch.as_tensor({initial_value}, dtype={dtype}))"),
+            _v("nn.Parameter({initial_value})"),
+        ),
+        flags={"trainable": True},
+        note="A trainable Parameter, found by `variables=` as TF finds the variable. "
+        "`trainable=False` is not translated (use a buffer or a plain tensor).",
+        otherwise="only `initial_value` and `dtype` are translated",
+    ),
+    Rule(
+        ("cast", "dtypes.cast"),
+        ("x", "dtype", "name"),
+        (
+            _v("torch.tensor({x}, dtype={dtype})", "x:intlike"),
+            _v("torch.as_tensor({x}).to({dtype})"),
+        ),
+        note="Float to int truncates toward zero in both. The gradient is cast back, as in TF. "
+        "A known Python int (`tf.shape(x)[i]`, now a size) becomes a tensor; `as_tensor` "
+        "makes other Python numbers tensors as TF does (floats through float32, as TF's "
+        "conversion) and returns a tensor itself.",
+    ),
+    Rule(
+        ("identity",),
+        ("input", "name"),
+        (_v("{input}.clone()"),),
+        note="A new tensor; the gradient passes through.",
+    ),
+    Rule(
+        ("stop_gradient",),
+        ("input", "name"),
+        (_v("{input}.detach()"),),
+        note="Inside grad_fn this also cuts the second derivative, as in TF.",
+    ),
+    _like("ones_like"),
+    _like("zeros_like"),
+    Rule(
+        ("shape",),
+        ("input", "out_type", "name"),
+        (_v("{input}.shape", "subscripted"),),
+        note="Only indexed, `tf.shape(x)[i]` -> `x.shape[i]` (a Python int), or as the shape "
+        "of `tf.reshape`, `tf.ones`, `tf.zeros`, `tf.fill`.",
+        otherwise="`tf.shape(x)` is translated only when indexed (`tf.shape(x)[i]` -> "
+        "`x.shape[i]`): a whole `torch.Size` is a tuple, not a tensor (`* 2` repeats it)",
+    ),
+    Rule(
+        ("convert_to_tensor",),
+        ("value", "dtype", "dtype_hint", "name"),
+        (
+            _v("torch.tensor({value}, dtype={dtype})", "value:literal"),
+            _v("torch.tensor({value}, dtype=torch.int32)", "value:ints"),
+            _v("torch.tensor({value})", "value:literal"),
+            _v("torch.as_tensor({value}, dtype={dtype})"),
+        ),
+        note="As `tf.constant` for literals; otherwise only with `dtype=`.",
+        otherwise="`tf.convert_to_tensor` of a non-literal needs `dtype=`: TF makes Python ints "
+        "int32 (torch int64); write `torch.as_tensor(value)` if it is a tensor already",
+    ),
+    Rule(
+        ("nn.sigmoid_cross_entropy_with_logits",),
+        ("labels", "logits", "name"),
+        (
+            _v(
+                "torch.where({logits} >= 0, {logits}, 0.0) - {logits} * {labels} + "
+                "torch.log1p(torch.exp(torch.where({logits} >= 0, -{logits}, {logits})))"
+            ),
+        ),
+        note="TF's formula, `max(x, 0) - x * z + log1p(exp(-abs(x)))` with its `where`s (at "
+        "x = 0 the gradient is 0.5 - z, as TF), labels differentiable too.",
+    ),
+    Rule(
+        ("size",),
+        ("input", "out_type", "name"),
+        (
+            _v("torch.tensor({input}.numel(), dtype={out_type})"),
+            _v("torch.tensor({input}.numel(), dtype=torch.int32)"),
+        ),
+        note="An int32 tensor (unless `out_type=`), as TF.",
+    ),
+    Rule(
+        ("rank",),
+        ("input", "name"),
+        (_v("torch.tensor({input}.dim(), dtype=torch.int32)"),),
+        note="An int32 tensor, as TF.",
+    ),
+    Rule(("Tensor",), value="torch.Tensor", note="In annotations and `isinstance`."),
+    Rule(("newaxis",), value="None", note="`x[:, tf.newaxis]` -> `x[:, None]`."),
+    # --- dtypes -------------------------------------------------------------------------
+    *(
+        _dtype(name)
+        for name in (
+            "float16",
+            "bfloat16",
+            "float32",
+            "float64",
+            "int8",
+            "int16",
+            "int32",
+            "int64",
+            "uint8",
+            "bool",
+            "complex64",
+            "complex128",
+        )
+    ),
+    _dtype("half", "float16"),
+    _dtype("double", "float64"),
+)

@@ -1,0 +1,88 @@
+"""The translation table's names that no template translates, with the reason: `tf.GradientTape`
+and `tf.function` (the transformer translates one pattern of each), random numbers, integer
+division, NHWC convolutions and pools."""
+
+from __future__ import annotations
+
+from ._rule import Rule, _flagged, _v
+
+_INTEGER_DIVISION = (
+    "integer division and remainder: TF and torch differ in rounding and result dtypes for "
+    "integer tensors; translate it by hand for the dtypes you use"
+)
+_NHWC = (
+    "NHWC layout: TF's default data_format is channels-last, torch's convolutions and pools "
+    "are channels-first; permute the tensors and the filter explicitly"
+)
+
+UNTRANSLATED_RULES: tuple[Rule, ...] = (
+    # --- not translated, with the reason ----------------------------------------------------
+    Rule(
+        ("GradientTape",),
+        (),
+        note="Translated in one pattern: `with tf.GradientTape() as tape:` (`persistent=` "
+        "allowed) opening with `tape.watch(NAME or [NAMES])` (or none, for module-level "
+        "`tf.Variable`s), the block reading only watched names, names it assigns, parameters "
+        "and module-level names (at module level: functions, imports, variables), and the tape "
+        "used after it only as `tape.gradient(target, NAME or [NAMES], output_gradients=)` with "
+        "watched names, names the block assigns or variables as sources: "
+        "`with torch.enable_grad():`, `x_watched = x if x.requires_grad else "
+        "x.detach().requires_grad_()`, and `torch.autograd.grad(target, [x_watched], "
+        "grad_outputs=output_gradients or ones, create_graph=True, allow_unused=True)`, "
+        "differentiable again as TF's under an outer tape. An unconnected target raises in "
+        "torch (TF: None).",
+        otherwise="only `with tf.GradientTape() as tape:` in the pattern of the note is translated",
+    ),
+    Rule(
+        ("function",),
+        ("func", "input_signature", "autograph", "jit_compile", "reduce_retracing"),
+        (_v("{func}"),),
+        note="A bare `@tf.function` decorator is removed and `tf.function(f)` becomes `f`: "
+        "the function runs eagerly, with the numbers of TF's eager mode (autograph keeps "
+        "Python semantics); `torch.compile(fn, fullgraph=True)` is torch's counterpart. Any "
+        "argument (`input_signature=`, `jit_compile=`, ...) is not translated.",
+        otherwise="only a bare `@tf.function` or `tf.function(f)` is translated",
+    ),
+    _flagged(
+        (
+            "random.normal",
+            "random.uniform",
+            "random.truncated_normal",
+            "random.categorical",
+            "random.shuffle",
+            "random.set_seed",
+        ),
+        "random numbers: TF's and torch's generators give different numbers for the same "
+        "seed; use torch's (`torch.randn`, `torch.rand`, ...) and compare statistics, not values",
+    ),
+    _flagged(
+        (
+            "math.floordiv",
+            "math.floormod",
+            "math.truncatediv",
+            "math.truncatemod",
+            "math.mod",
+            "math.divide",
+            "math.truediv",
+            "realdiv",
+            "floordiv",
+            "truediv",
+        ),
+        _INTEGER_DIVISION,
+    ),
+    _flagged(
+        (
+            "nn.conv1d",
+            "nn.conv2d",
+            "nn.conv3d",
+            "nn.depthwise_conv2d",
+            "nn.max_pool",
+            "nn.max_pool1d",
+            "nn.max_pool2d",
+            "nn.avg_pool",
+            "nn.avg_pool1d",
+            "nn.avg_pool2d",
+        ),
+        _NHWC,
+    ),
+)

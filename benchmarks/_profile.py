@@ -71,28 +71,7 @@ def bytecodes(top: int = 20) -> str:
     graph keeps until backward; counted with `gc.get_count()` with the collector off), and
     how many collections the collector, on and with its default thresholds, runs per 1000 steps.
     """
-    from _cases import LinearFunction, Log1pexpFunction, linear_args, log1pexp, make_closure_linear
-    from _floor import _f, _minimal
-
-    x = torch.randn(100, requires_grad=True)
-    minimal = _minimal(_f)
-    gen = torch.Generator().manual_seed(0)
-    xl = torch.randn(4, 8, generator=gen, requires_grad=True)
-    w = torch.nn.Parameter(torch.randn(8, 8, generator=gen))
-    b = torch.nn.Parameter(torch.zeros(8))
-    closure = make_closure_linear(w, b)
-    steps = {
-        "log1pexp n=100": {
-            "Function": _Step(lambda: Log1pexpFunction.apply(x), [x]),
-            "minimal": _Step(lambda: minimal(x), [x]),
-            TF: _Step(lambda: log1pexp(x), [x]),
-        },
-        "linear layer, width 8": {
-            "Function": _Step(lambda: LinearFunction.apply(xl, w, b), [xl, w, b]),
-            f"{TF} (Parameters as arguments)": _Step(lambda: linear_args(xl, w, b), [xl, w, b]),
-            f"{TF} (closure Parameters)": _Step(lambda: closure(xl), [xl, w, b]),
-        },
-    }
+    steps = _steps()
     out = io.StringIO()
     out.write(
         "Per fwd+bwd step: Python bytecode instructions; objects tracked by the garbage "
@@ -121,6 +100,32 @@ def bytecodes(top: int = 20) -> str:
     for n, (path, name) in ours[:top]:
         out.write(f"  {n:5d}  {path.split(PACKAGE)[-1]}({name})\n")
     return out.getvalue()
+
+
+def _steps() -> dict[str, dict[str, _Step]]:
+    """The steps `--bytecodes` and `--machine` count, by case and implementation."""
+    from _cases import LinearFunction, Log1pexpFunction, linear_args, log1pexp, make_closure_linear
+    from _floor import _f, _minimal
+
+    x = torch.randn(100, requires_grad=True)
+    minimal = _minimal(_f)
+    gen = torch.Generator().manual_seed(0)
+    xl = torch.randn(4, 8, generator=gen, requires_grad=True)
+    w = torch.nn.Parameter(torch.randn(8, 8, generator=gen))
+    b = torch.nn.Parameter(torch.zeros(8))
+    closure = make_closure_linear(w, b)
+    return {
+        "log1pexp n=100": {
+            "Function": _Step(lambda: Log1pexpFunction.apply(x), [x]),
+            "minimal": _Step(lambda: minimal(x), [x]),
+            TF: _Step(lambda: log1pexp(x), [x]),
+        },
+        "linear layer, width 8": {
+            "Function": _Step(lambda: LinearFunction.apply(xl, w, b), [xl, w, b]),
+            f"{TF} (Parameters as arguments)": _Step(lambda: linear_args(xl, w, b), [xl, w, b]),
+            f"{TF} (closure Parameters)": _Step(lambda: closure(xl), [xl, w, b]),
+        },
+    }
 
 
 class _Step:

@@ -3,6 +3,7 @@
     python benchmarks/run.py [--quick] [--json FILE] [--plot FILE.png] [--cases KEY,...]
     python benchmarks/run.py --profile
     python benchmarks/run.py --bytecodes
+    python benchmarks/run.py --machine
     python benchmarks/run.py --floor
 
 See benchmarks/README.md for what each figure means and how it is measured.
@@ -163,6 +164,11 @@ def main(argv: list[str] | None = None) -> int:
         help="only count the Python instructions and garbage-collected objects of a log1pexp n=100 step and of a linear layer",
     )
     parser.add_argument(
+        "--machine",
+        action="store_true",
+        help="only count the machine instructions of those steps under valgrind (minutes)",
+    )
+    parser.add_argument(
         "--floor",
         action="store_true",
         help="only log1pexp n=100 against the bare layout and a minimal decorator",
@@ -185,6 +191,11 @@ def main(argv: list[str] | None = None) -> int:
         import _profile
 
         print(_profile.bytecodes())
+        return 0
+    if args.machine:
+        import _machine
+
+        print(_machine.machine())
         return 0
     torch.set_num_threads(args.threads)
     _timing.use_clock(args.clock)

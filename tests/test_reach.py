@@ -400,3 +400,18 @@ def test_a_closure_cell_emptied_after_the_first_call_is_noticed():
     assert not fn._eager.reach.reads_none()
     with pytest.raises(NameError, match="scale"):
         fn(_x())
+
+
+def test_a_name_rebound_on_every_call_compiles_no_new_check():
+    """Each call re-analyses f, but the check of one form is compiled once."""
+    from tf_compat_grad._parameters import _check_maker
+
+    namespace = {"torch": torch, "STEP": torch.ones(3, dtype=D), "_grad": _grad_with_variables}
+    exec("def f(x):\n    return x * STEP, _grad\n", namespace)
+    fn = custom_gradient(namespace["f"])
+    fn(_x())
+    misses = _check_maker.cache_info().misses
+    for step in range(5):
+        namespace["STEP"] = torch.full((3,), float(step), dtype=D)
+        fn(_x()).sum().backward()
+    assert _check_maker.cache_info().misses == misses

@@ -504,3 +504,73 @@ def test_the_engine_calls_the_eager_backward_directly():
     returned = node.apply(torch.ones(2))
     assert returned[:2] == (None, None)
     torch.testing.assert_close(returned[2], torch.full((2,), 3.0))
+
+
+def test_a_tensor_in_two_cells_is_saved_once():
+    """A copying pack hook (as `save_on_cpu` copies) sees each tensor once, and the two cells
+    hold one tensor again in backward."""
+    packed: list[torch.Tensor] = []
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        packed.append(tensor)
+        return tensor.clone()
+
+    @custom_gradient
+    def product(x, y):
+        def grad_fn(dy):
+            assert x is y  # both cells hold the one tensor unpacked
+            return dy * y, dy * x
+
+        return x + y, grad_fn  # an addition saves nothing of its own
+
+    x = torch.arange(1.0, 4.0, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        y = product(x, x)
+    assert len(packed) == 1
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, 2 * x.detach())
+
+
+def test_default_values_are_those_of_the_forward():
+    """grad_fn's default values (and keyword defaults) are read when f returns it, as the
+    closure is: changing them before backward changes nothing."""
+
+    def scale_grad(dy, scale=2.0, *, shift=0.0):
+        return dy * scale + shift
+
+    @custom_gradient
+    def identity(x):
+        return x * 1, scale_grad
+
+    x = torch.ones(2, requires_grad=True)
+    y = identity(x)
+    scale_grad.__defaults__ = (5.0,)
+    scale_grad.__kwdefaults__["shift"] = 1.0
+    try:
+        y.sum().backward()
+    finally:
+        scale_grad.__defaults__, scale_grad.__kwdefaults__ = (2.0,), {"shift": 0.0}
+    torch.testing.assert_close(x.grad, torch.full((2,), 2.0))
+
+
+def test_the_rebuilt_grad_fn_keeps_its_name():
+    """A grad_fn renamed (here by `functools.wraps`) is made again under that name."""
+    import functools
+
+    def template(dy):
+        raise NotImplementedError
+
+    @custom_gradient
+    def f(x):
+        e = x * 2
+
+        @functools.wraps(template)
+        def grad_fn(dy):
+            return dy * e
+
+        return e, grad_fn
+
+    node = f(torch.ones(2, requires_grad=True)).grad_fn
+    assert node is not None
+    rebuilt = node.captured.rebuild(node.saved_tensors)
+    assert (rebuilt.__name__, rebuilt.__qualname__) == ("template", template.__qualname__)

@@ -11,6 +11,12 @@ functions defined inside f that grad_fn calls), and `Captured.rebuild` makes, fo
 fresh function of the same code whose cells hold the tensors unpacked from `ctx.saved_tensors`.
 The original cells are never written: sibling closures made inside f may share them. Cells that
 hold no tensor are shared with the rebuilt function as they are, so `nonlocal` state still works.
+A tensor held by several cells is saved once. Default values are those grad_fn had when f
+returned it, as the cells are.
+
+The usual grad_fn, whose cells all hold tensors of their own and whose defaults hold none, is
+kept as a tuple (`_TensorCells`), which is cheaper to make on every call than an object; any
+other takes `_Template`.
 
 Lists and dicts are mutable, and a grad_fn may add to one it closes over, so they are shared as
 they are, like a grad_fn that is not a plain Python function (a bound method, a
@@ -174,19 +180,20 @@ class _Unchanged:
         return self.fn
 
 
-class _TensorCells(tuple[types.CodeType, dict[str, Any], Any, Any]):
+class _TensorCells(tuple[types.CodeType, dict[str, Any], str, str, Any, Any]):
     """What `capture` returns for the usual grad_fn: a plain function whose every closure cell
-    holds a tensor, saved in the order of the cells, and whose default values (`variables=None`)
-    hold none. Only its code, globals and defaults are kept (a tuple: the cheapest object to
-    make on every call); the function made again takes its name from its code."""
+    holds a tensor of its own (none in two cells), saved in the order of the cells, and whose
+    default values (`variables=None`) hold none. Kept as a tuple, the cheapest object to make
+    on every call: code, globals, name, qualified name, defaults and keyword defaults."""
 
     __slots__ = ()
 
     def rebuild(self, saved: Sequence[torch.Tensor]) -> Callable[..., Any]:
-        code, namespace, defaults, kwdefaults = self
-        fn = _FunctionType(code, namespace, None, defaults, tuple(map(_CellType, saved)))
+        code, namespace, name, qualname, defaults, kwdefaults = self
+        fn = _FunctionType(code, namespace, name, defaults, tuple(map(_CellType, saved)))
+        fn.__qualname__ = qualname
         if kwdefaults is not None:
-            fn.__kwdefaults__ = kwdefaults
+            fn.__kwdefaults__ = dict(kwdefaults)  # as the forward saw them, per backward
         return fn
 
 
@@ -208,21 +215,26 @@ def capture(grad_fn: Callable[..., Any], inside: str) -> tuple[Captured, list[to
         kwdefaults is None or _plain(kwdefaults.values())
     ):
         if closure is None:
-            return _Unchanged(grad_fn), []
-        saved: list[torch.Tensor] = []
-        try:
-            for cell in closure:
-                value = cell.cell_contents
-                kind = type(value)
-                if kind is not _Tensor and kind is not _Parameter:
-                    break
-                saved.append(value)
-            else:
-                return _TensorCells(
-                    (grad_fn.__code__, grad_fn.__globals__, defaults, kwdefaults)
-                ), saved
-        except ValueError:  # an empty cell (a name f assigns later)
-            pass
+            if defaults is None and kwdefaults is None:
+                return _Unchanged(grad_fn), []
+        else:
+            saved: list[torch.Tensor] = []
+            try:
+                for cell in closure:
+                    value = cell.cell_contents
+                    kind = type(value)
+                    if kind is not _Tensor and kind is not _Parameter:
+                        break
+                    saved.append(value)
+                else:
+                    if len(saved) == 1 or len(set(map(id, saved))) == len(saved):
+                        fn = grad_fn
+                        return _TensorCells(
+                            (fn.__code__, fn.__globals__, fn.__name__, fn.__qualname__,
+                             defaults, None if kwdefaults is None else dict(kwdefaults))
+                        ), saved  # fmt: skip
+            except ValueError:  # an empty cell (a name f assigns later)
+                pass
     saved = []
     return _Template(grad_fn, inside, saved, {}, None), saved
 

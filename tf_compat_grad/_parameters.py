@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import dis
+import functools
 import inspect
 import types
 from collections.abc import Callable, Iterable, Sequence
@@ -330,20 +331,27 @@ def _unchanged_check(deps: _Deps) -> Callable[[], bool]:
                 terms.append(f"same({key}, fn{k}.{attribute})")
         if empty:
             terms.append(f"not ({' or '.join(empty)})")
-    names = ", ".join(env)
+    return _check_maker(", ".join(env), " and ".join(terms) or "True")(**env)
+
+
+@functools.lru_cache(maxsize=256)
+def _check_maker(names: str, expression: str) -> Callable[..., Callable[[], bool]]:
+    """The function that makes a check of `expression` over the objects `names` names,
+    compiled once per form: when f reads a name that is rebound on every call, each call costs
+    an analysis but no compilation."""
     source = (
         f"def make({names}):\n"
         "    def unchanged():\n"
         "        try:\n"
-        f"            return {' and '.join(terms) or 'True'}\n"
+        f"            return {expression}\n"
         "        except (KeyError, ValueError):\n"
         "            return False\n"
         "    return unchanged\n"
     )
     made: dict[str, Any] = {}
-    exec(compile(source, f"<tf_compat_grad reach check of {len(terms)} terms>", "exec"), made)
-    check: Callable[[], bool] = made["make"](**env)
-    return check
+    exec(compile(source, "<tf_compat_grad reach check>", "exec"), made)
+    maker: Callable[..., Callable[[], bool]] = made["make"]
+    return maker
 
 
 def _check_value(value: Any, deps: _Deps, seen: set[int]) -> None:

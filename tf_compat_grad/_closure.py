@@ -36,7 +36,7 @@ from . import _structure
 _FunctionType = types.FunctionType
 _CellType = types.CellType
 _Tensor = torch.Tensor
-_Parameter = torch.nn.Parameter
+_TENSOR_TYPES = frozenset({_Tensor, torch.nn.Parameter})
 
 
 def _holds_tensor(value: Any) -> bool:
@@ -192,7 +192,7 @@ class _TensorCells(tuple[types.CodeType, dict[str, Any], str, str, Any, Any]):
         code, namespace, name, qualname, defaults, kwdefaults = self
         fn = _FunctionType(code, namespace, name, defaults, tuple(map(_CellType, saved)))
         fn.__qualname__ = qualname
-        if kwdefaults is not None:
+        if kwdefaults:
             fn.__kwdefaults__ = dict(kwdefaults)  # as the forward saw them, per backward
         return fn
 
@@ -210,31 +210,29 @@ def capture(grad_fn: Callable[..., Any], inside: str) -> tuple[Captured, list[to
     if type(grad_fn) is not _FunctionType:
         return _Unchanged(grad_fn), []
     closure = grad_fn.__closure__
-    defaults, kwdefaults = grad_fn.__defaults__, grad_fn.__kwdefaults__
-    if (defaults is None or _plain(defaults)) and (
+    defaults = grad_fn.__defaults__
+    kwdefaults = grad_fn.__kwdefaults__
+    if closure is None:
+        if defaults is None and kwdefaults is None:
+            return _Unchanged(grad_fn), []
+    elif (defaults is None or _plain(defaults)) and (
         kwdefaults is None or _plain(kwdefaults.values())
     ):
-        if closure is None:
-            if defaults is None and kwdefaults is None:
-                return _Unchanged(grad_fn), []
-        else:
-            saved: list[torch.Tensor] = []
-            try:
-                for cell in closure:
-                    value = cell.cell_contents
-                    kind = type(value)
-                    if kind is not _Tensor and kind is not _Parameter:
-                        break
-                    saved.append(value)
-                else:
-                    if len(saved) == 1 or len(set(map(id, saved))) == len(saved):
-                        fn = grad_fn
-                        return _TensorCells(
-                            (fn.__code__, fn.__globals__, fn.__name__, fn.__qualname__,
-                             defaults, None if kwdefaults is None else dict(kwdefaults))
-                        ), saved  # fmt: skip
-            except ValueError:  # an empty cell (a name f assigns later)
-                pass
+        saved: list[torch.Tensor] = []
+        try:
+            for cell in closure:
+                value = cell.cell_contents
+                if type(value) not in _TENSOR_TYPES:  # exactly these: no subclass
+                    break
+                saved.append(value)
+            else:
+                if len(saved) == 1 or len(set(map(id, saved))) == len(saved):
+                    return _TensorCells(
+                        (grad_fn.__code__, grad_fn.__globals__, grad_fn.__name__,
+                         grad_fn.__qualname__, defaults, kwdefaults and dict(kwdefaults))
+                    ), saved  # fmt: skip
+        except ValueError:  # an empty cell (a name f assigns later)
+            pass
     saved = []
     return _Template(grad_fn, inside, saved, {}, None), saved
 

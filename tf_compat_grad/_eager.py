@@ -42,7 +42,7 @@ from ._torch_internals import (
 )
 
 _Tensor = torch.Tensor
-_Parameter = torch.nn.Parameter
+_TENSOR_TYPES = frozenset({_Tensor, torch.nn.Parameter})
 _FunctionType = types.FunctionType
 _grad_enabled = torch.is_grad_enabled
 
@@ -63,7 +63,11 @@ def make_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
 
     def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
         grad_fn = ctx.captured.rebuild(ctx.saved_tensors)
-        return (None, None, *ctx.record.gradients(grad_fn, upstream, ctx.needs_input_grad[2:]))
+        return (
+            None,
+            None,
+            *ctx.record.gradients(grad_fn, upstream, ctx.needs_input_grad, False, 2),
+        )
 
     node = node_class(f, forward=staticmethod(forward), backward=staticmethod(backward))
     call_backward_directly(node)
@@ -114,19 +118,18 @@ class EagerPath:
         self.reach = ParameterReach(f)
 
     def call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        f = self._f
         inputs: Sequence[torch.Tensor] | None = None  # set when the call takes the fast path
         if not kwargs and plain_autograd():  # Note [the fast path]
             for arg in args:
-                kind = type(arg)
                 if (
-                    (kind is not _Tensor and kind is not _Parameter)
+                    type(arg) not in _TENSOR_TYPES  # exactly these: no subclass
                     or arg.is_nested
                     or is_functorch_wrapped(arg)  # left over from a finished transform
                 ):
                     break
             else:
                 inputs = args
+        f = self._f
         if inputs is not None:
             if bound is UNBOUND and self.reach.reads_none():
                 out = f(*args)

@@ -38,6 +38,10 @@ _Tensor = torch.Tensor
 InputMeta = tuple[torch.Size, torch.dtype, torch.device]
 
 
+def _meta(tensor: torch.Tensor) -> InputMeta:
+    return tensor.shape, tensor.dtype, tensor.device
+
+
 def _is_number_like(value: object, real: bool) -> bool:
     """A Python number or numeric numpy value, real when the input is real."""
     if isinstance(value, (bool, int, float)):
@@ -170,12 +174,12 @@ class Record:
     ) -> None:
         self.layout = layout
         # One `InputMeta` per tensor input, then per variable.
-        self.metas = [(t.shape, t.dtype, t.device) for t in inputs]
+        self.metas = list(map(_meta, inputs))
         if variables:
-            self.metas.extend([(v.shape, v.dtype, v.device) for v in variables])
+            self.metas.extend(map(_meta, variables))
         self.variables = variables
         # grad_fn runs in the forward's autocast state.
-        self.autocast = _autocast.current() if any_autocast_enabled() else ()
+        self.autocast = any_autocast_enabled() and _autocast.current()
 
     def gradients(
         self,
@@ -183,20 +187,18 @@ class Record:
         upstream: Sequence[Any],
         needs: Sequence[bool],
         raw: bool = False,
+        first: int = 0,
     ) -> list[Any]:
         """Call grad_fn; one checked gradient per tensor input, then per variable (item 21 on).
 
-        `needs[i]` False gives None for that input without looking at what grad_fn returned.
+        `needs[first + i]` False gives None for input i without looking at what grad_fn returned
+        (`first`: how many arguments of the node come before its inputs).
         `raw`: what grad_fn returned for each, counted but neither checked nor repaired (the
         checker's view of grad_fn itself).
         """
-        variables = self.variables
-        if self.autocast:
-            grad_fn = functools.partial(_autocast.call_in, self.autocast, grad_fn)
         variable_grads: Sequence[Any] = ()
-        if variables:
-            returned = grad_fn(*upstream, variables=list(variables))
-            input_grads, variable_grads = split_variable_grads(returned, variables, self.layout.f)
+        if self.autocast or self.variables:
+            input_grads, variable_grads = self._call_in_state(grad_fn, upstream)
         else:
             input_grads = grad_fn(*upstream)
         # One gradient per flattened argument; a single bare tensor is the usual case.
@@ -213,13 +215,26 @@ class Record:
         metas = self.metas
         for i, grad in enumerate(flat):
             if type(grad) is not _Tensor or (grad.shape, grad.dtype, grad.device) != metas[i]:
-                flat[i] = self._repair(grad, i, needs)
+                flat[i] = self._repair(grad, i, needs, first)
         return flat
 
-    def _repair(self, grad: Any, i: int, needs: Sequence[bool]) -> torch.Tensor | None:
+    def _call_in_state(
+        self, grad_fn: Callable[..., Any], upstream: Sequence[Any]
+    ) -> tuple[Any, Sequence[Any]]:
+        """grad_fn's input gradients and variable gradients, called in the forward's autocast
+        state and with `variables=` when f read Parameters (item 34)."""
+        if self.autocast:
+            grad_fn = functools.partial(_autocast.call_in, self.autocast, grad_fn)
+        variables = self.variables
+        if not variables:
+            return grad_fn(*upstream), ()
+        returned = grad_fn(*upstream, variables=list(variables))
+        return split_variable_grads(returned, variables, self.layout.f)
+
+    def _repair(self, grad: Any, i: int, needs: Sequence[bool], first: int) -> torch.Tensor | None:
         """A gradient that is not already a tensor like its input: None when none is
         wanted or returned, else converted, moved, cast or reshaped, or an error."""
-        if grad is None or not needs[i]:
+        if grad is None or not needs[first + i]:
             return None
         return repair(grad, self.metas[i], self.layout.f, self._input_name, i)
 

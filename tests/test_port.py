@@ -523,6 +523,7 @@ def test_import_does_not_import_libcst() -> None:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow
 def test_missing_libcst_says_how_to_install_it() -> None:
     done = _python(
         "import sys\n"

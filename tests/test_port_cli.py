@@ -59,6 +59,7 @@ def test_a_file_that_does_not_parse_is_named_and_the_rest_translated(intree, tmp
     assert not (out / "broken.py").exists()
 
 
+@pytest.mark.slow
 def test_check_runs_the_checker_on_the_translation(tmp_path, capsys):
     out = tmp_path / "log1pexp_torch.py"
     status = _cli.main(["port", str(CORPUS / "log1pexp.py"), "-o", str(out), "--check"])

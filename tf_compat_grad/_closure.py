@@ -36,7 +36,9 @@ from . import _structure
 _FunctionType = types.FunctionType
 _CellType = types.CellType
 _Tensor = torch.Tensor
-_TENSOR_TYPES = frozenset({_Tensor, torch.nn.Parameter})
+# A tensor or a Parameter, exactly: no subclass (the cheap paths of `capture` and of the eager
+# call take these alone).
+EXACT_TENSOR_TYPES = frozenset({_Tensor, torch.nn.Parameter})
 
 
 def _holds_tensor(value: Any) -> bool:
@@ -222,7 +224,7 @@ def capture(grad_fn: Callable[..., Any], inside: str) -> tuple[Captured, list[to
         try:
             for cell in closure:
                 value = cell.cell_contents
-                if type(value) not in _TENSOR_TYPES:  # exactly these: no subclass
+                if type(value) not in EXACT_TENSOR_TYPES:
                     break
                 saved.append(value)
             else:

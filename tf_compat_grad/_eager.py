@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from . import _functorch, _run, _structure
-from ._closure import Captured, capture
+from ._closure import EXACT_TENSOR_TYPES, Captured, capture
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
 from ._parameters import ParameterReach, run_watched
 from ._record import Record, node_class
@@ -42,7 +42,6 @@ from ._torch_internals import (
 )
 
 _Tensor = torch.Tensor
-_TENSOR_TYPES = frozenset({_Tensor, torch.nn.Parameter})
 _FunctionType = types.FunctionType
 _grad_enabled = torch.is_grad_enabled
 
@@ -66,7 +65,7 @@ def make_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         return (
             None,
             None,
-            *ctx.record.gradients(grad_fn, upstream, ctx.needs_input_grad, False, 2),
+            *ctx.record.gradients(grad_fn, upstream, ctx.needs_input_grad, first=2),
         )
 
     node = node_class(f, forward=staticmethod(forward), backward=staticmethod(backward))
@@ -122,7 +121,7 @@ class EagerPath:
         if not kwargs and plain_autograd():  # Note [the fast path]
             for arg in args:
                 if (
-                    type(arg) not in _TENSOR_TYPES  # exactly these: no subclass
+                    type(arg) not in EXACT_TENSOR_TYPES
                     or arg.is_nested
                     or is_functorch_wrapped(arg)  # left over from a finished transform
                 ):
@@ -135,9 +134,9 @@ class EagerPath:
                 out = f(*args)
                 try:
                     result, grad_fn = out if type(out) is tuple else ()
-                except ValueError:  # not a pair: `split` says how (items 6, 7)
-                    result, grad_fn = _run.split(f, out)
-                if type(grad_fn) is not _FunctionType:
+                except ValueError:  # not a pair
+                    grad_fn = None
+                if type(grad_fn) is not _FunctionType:  # `split` checks the rest (items 6, 7)
                     result, grad_fn = _run.split(f, out)
                 variables: list[torch.nn.Parameter] = _NO_VARIABLES
                 layout = self._layouts[len(args)]

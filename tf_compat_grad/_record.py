@@ -213,7 +213,7 @@ class Record:
         if raw:
             return flat
         metas = self.metas
-        for i, grad in enumerate(flat):
+        for i, grad in enumerate(flat):  # `_meta` written out: this runs per gradient
             if type(grad) is not _Tensor or (grad.shape, grad.dtype, grad.device) != metas[i]:
                 flat[i] = self._repair(grad, i, needs, first)
         return flat

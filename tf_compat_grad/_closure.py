@@ -217,8 +217,8 @@ def capture(grad_fn: Callable[..., Any], inside: str) -> tuple[Captured, list[to
     if closure is None:
         if defaults is None and kwdefaults is None:
             return _Unchanged(grad_fn), []
-    elif (defaults is None or _plain(defaults)) and (
-        kwdefaults is None or _plain(kwdefaults.values())
+    elif (defaults is None or plain(defaults)) and (
+        kwdefaults is None or plain(kwdefaults.values())
     ):
         saved: list[torch.Tensor] = []
         try:
@@ -239,7 +239,7 @@ def capture(grad_fn: Callable[..., Any], inside: str) -> tuple[Captured, list[to
     return _Template(grad_fn, inside, saved, {}, None), saved
 
 
-def _plain(values: Iterable[Any]) -> bool:
+def plain(values: Iterable[Any]) -> bool:
     """Default values that hold no tensor for certain (`None`, numbers, strings)."""
     for value in values:  # noqa: SIM110 (a loop costs less than all() and a generator)
         if type(value) not in _PLAIN_TYPES:

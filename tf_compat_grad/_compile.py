@@ -92,7 +92,7 @@ def make_compile_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         ctx.grad_fn = grad_fn
         ctx.n_outputs = n_outputs
         layout = Layout(f, bound, spec, n_args, positions)
-        ctx.record = Record(layout, tensors[n_outputs:][: len(positions)], variables)
+        ctx.record = Record.of_call(layout, tensors[n_outputs:][: len(positions)], variables)
 
     def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
         needs = ctx.needs_input_grad[3 + ctx.n_outputs :]

@@ -85,7 +85,7 @@ class CustomGradient(Generic[P, R]):
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         if _is_compiling():
             return self._call_compiling(UNBOUND, args, kwargs)  # type: ignore[no-any-return]
-        return self._call_eager(UNBOUND, args, kwargs)  # type: ignore[no-any-return]
+        return self._eager.entry(UNBOUND, args, kwargs)  # type: ignore[no-any-return]
 
     # Type checkers hand a function under `@staticmethod` or `@classmethod` (above or below the
     # decorator) to it as the plain function and bind it through this descriptor, so the kind of

@@ -19,17 +19,16 @@ Item numbers refer to docs/tensorflow_semantics.md.
 from __future__ import annotations
 
 import inspect
-import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-from . import _functorch, _run, _structure
+from . import _functorch, _plan, _run, _structure
 from ._closure import EXACT_TENSOR_TYPES, Captured, capture
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
 from ._parameters import ParameterReach, run_watched
-from ._record import Record, node_class
+from ._record import InputMeta, Record, node_class
 from ._run import UNBOUND, Layout
 from ._torch_internals import (
     any_dual,
@@ -42,7 +41,6 @@ from ._torch_internals import (
 )
 
 _Tensor = torch.Tensor
-_FunctionType = types.FunctionType
 _grad_enabled = torch.is_grad_enabled
 
 
@@ -100,7 +98,8 @@ class EagerPath:
     """
 
     __slots__ = (
-        "_c_apply", "_checked", "_f", "_inside", "_layouts", "_node", "_transform_node", "reach",
+        "_c_apply", "_checked", "_f", "_inside", "_layouts", "_node", "_plan_apply", "_planned",
+        "_transform_node", "entry", "reach",
     )  # fmt: skip
 
     def __init__(self, f: Callable[..., Any]) -> None:
@@ -115,6 +114,11 @@ class EagerPath:
         self._checked = False  # a call has passed the `variables` check (item 33)
         self._layouts = _Layouts(f)
         self.reach = ParameterReach(f)
+        # The call a call of the decorated function makes: `call`, or the newest plan, which
+        # hands the calls it does not fit to the plan before it (Note [plans]).
+        self.entry: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any] = self.call
+        self._planned: set[int] = set()  # the numbers of arguments that have a plan
+        self._plan_apply = _plan.make_node(f, self._checked_gradients)
 
     def call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         inputs: Sequence[torch.Tensor] | None = None  # set when the call takes the fast path
@@ -130,20 +134,22 @@ class EagerPath:
                 inputs = args
         f = self._f
         if inputs is not None:
-            if bound is UNBOUND and self.reach.reads_none():
-                out = f(*args)
-                try:
-                    result, grad_fn = out if type(out) is tuple else ()
-                except ValueError:  # not a pair
-                    grad_fn = None
-                if type(grad_fn) is not _FunctionType:  # `split` checks the rest (items 6, 7)
-                    result, grad_fn = _run.split(f, out)
-                variables: list[torch.nn.Parameter] = _NO_VARIABLES
-                layout = self._layouts[len(args)]
-            else:
-                result, grad_fn, variables = run_watched(f, bound, args, kwargs, args, self.reach)
-                self._checked = True
-                layout = self._layouts[len(args) if bound is UNBOUND else ~len(args)]
+            n = len(args)
+            if (
+                bound is UNBOUND
+                and n not in self._planned
+                and n > 0
+                and len(self._planned) < _plan.MAX_PLANS
+                and self.reach.reads_none()
+            ):
+                self._planned.add(n)
+                self.entry = _plan.make_call(
+                    n, f, self.reach.reads_none, self._plan_apply, self.entry, self._unplanned
+                )
+                return self.entry(bound, args, kwargs)
+            result, grad_fn, variables = run_watched(f, bound, args, kwargs, args, self.reach)
+            self._checked = True
+            layout = self._layouts[n if bound is UNBOUND else ~n]
             apply = self._c_apply
         else:
             if jit_tracing_state() is not None:
@@ -162,13 +168,40 @@ class EagerPath:
             # `Function.apply` first unwraps tensors left over from a finished transform.
             wrapped = any(map(is_functorch_wrapped, inputs))
             apply = self._node.apply if wrapped else self._c_apply
+        return self._finish(result, grad_fn, variables, layout, inputs, apply)
+
+    def _unplanned(self, out: Any, args: tuple[Any, ...]) -> Any:
+        """The rest of a plan's call whose f returned what the plan does not handle."""
+        result, grad_fn = _run.split(self._f, out)
+        layout = self._layouts[len(args)]
+        return self._finish(result, grad_fn, _NO_VARIABLES, layout, args, self._c_apply)
+
+    def _checked_gradients(
+        self, metas: tuple[InputMeta, ...], returned: Any, needs: Sequence[bool]
+    ) -> list[Any]:
+        """The general checks of what a plan's grad_fn returned (Note [plans])."""
+        record = Record(self._layouts[len(metas)], list(metas), _NO_VARIABLES, ())
+        return record.checked(returned, (), needs, first=1)
+
+    def _finish(
+        self,
+        result: Any,
+        grad_fn: Callable[..., Any],
+        variables: list[torch.nn.Parameter],
+        layout: Layout,
+        inputs: Sequence[torch.Tensor],
+        apply: Callable[..., Any],
+    ) -> Any:
+        """Apply the node to a call whose f has run (or return f's outputs when no gradient can
+        flow)."""
+        f = self._f
         if not variables:
             for tensor in inputs:
                 if tensor.requires_grad:
                     break
             else:
                 return _run.fresh(f, result)  # nothing to record: f's own autodiff (item 39)
-        record = Record(layout, inputs, variables)
+        record = Record.of_call(layout, inputs, variables)
         if type(result) is _Tensor:  # one output: the node returns it as it is
             return apply(
                 record, (result.detach(), *capture(grad_fn, self._inside)), *inputs, *variables

@@ -128,7 +128,7 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         tensors = inputs[1:]
         ctx.call = call
         ctx.aux = aux
-        ctx.record = Record(call.layout, tensors, aux.variables)
+        ctx.record = Record.of_call(call.layout, tensors, aux.variables)
         # The same tensors for both: torch's generated vmap rule keeps the batch dims of one.
         ctx.save_for_backward(*tensors, *output[:-1])
         ctx.save_for_forward(*tensors, *output[:-1])

@@ -225,8 +225,9 @@ class ParameterReach:
         # what it held then (`_unchanged_check`); no analysis yet: never.
         self._unchanged: Callable[[], bool] = _never
         # The fast question of a call with no bound instance and no keyword arguments: True
-        # when the last analysis proved that f reads no Parameter and is still valid.
-        self.reads_none: Callable[[], bool] = _never
+        # when the last analysis proved that f reads no Parameter and is still valid. Asked
+        # before any analysis, it makes the first.
+        self.reads_none: Callable[[], bool] = self._first_answer
 
     def possible(self, extra: Iterable[Any]) -> bool:
         """False only when f provably reads no Parameter, called with the `extra` objects it
@@ -239,6 +240,10 @@ class ParameterReach:
         if not self._unchanged():
             self._analyse()
         return not self._safe
+
+    def _first_answer(self) -> bool:
+        self._analyse()
+        return self.reads_none()
 
     def _analyse(self) -> None:
         deps = _Deps()

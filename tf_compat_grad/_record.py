@@ -169,17 +169,27 @@ class Record:
     def __init__(
         self,
         layout: Layout,
-        inputs: Sequence[torch.Tensor],
+        metas: list[InputMeta],
         variables: Sequence[torch.nn.Parameter],
+        autocast: _autocast.State,
     ) -> None:
         self.layout = layout
-        # One `InputMeta` per tensor input, then per variable.
-        self.metas = list(map(_meta, inputs))
-        if variables:
-            self.metas.extend(map(_meta, variables))
+        self.metas = metas  # one `InputMeta` per tensor input, then per variable
         self.variables = variables
-        # grad_fn runs in the forward's autocast state.
-        self.autocast = any_autocast_enabled() and _autocast.current()
+        self.autocast = autocast  # grad_fn runs in the forward's autocast state
+
+    @classmethod
+    def of_call(
+        cls,
+        layout: Layout,
+        inputs: Sequence[torch.Tensor],
+        variables: Sequence[torch.nn.Parameter],
+    ) -> Record:
+        """The record of a call with these tensor inputs, in the current autocast state."""
+        metas = list(map(_meta, inputs))
+        if variables:
+            metas.extend(map(_meta, variables))
+        return cls(layout, metas, variables, _autocast.current() if any_autocast_enabled() else ())
 
     def gradients(
         self,
@@ -201,6 +211,17 @@ class Record:
             input_grads, variable_grads = self._call_in_state(grad_fn, upstream)
         else:
             input_grads = grad_fn(*upstream)
+        return self.checked(input_grads, variable_grads, needs, raw, first)
+
+    def checked(
+        self,
+        input_grads: Any,
+        variable_grads: Sequence[Any],
+        needs: Sequence[bool],
+        raw: bool = False,
+        first: int = 0,
+    ) -> list[Any]:
+        """What grad_fn returned, as `gradients` gives it."""
         # One gradient per flattened argument; a single bare tensor is the usual case.
         flat = [input_grads] if type(input_grads) is _Tensor else _structure.leaves(input_grads)
         layout = self.layout

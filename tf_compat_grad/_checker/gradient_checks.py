@@ -131,7 +131,7 @@ def _raw_gradient_notes(s: _Subject) -> list[str]:
     flat_args, layout, tensors = _run.inputs(f, s.bound, positional)
     with torch.enable_grad():
         result, grad_fn, variables = run_watched(f, s.bound, positional, inputs.kwargs, flat_args)
-    record = Record(layout, tensors, variables)
+    record = Record.of_call(layout, tensors, variables)
     outputs, _ = _run.outputs(f, result)
     upstreams = [
         u if o.is_floating_point() else torch.zeros_like(o)

@@ -1,0 +1,279 @@
+"""The eager fast path's plans (Note [plans] in `_plan.py`): code generated per number of tensor
+arguments. Every other test file runs through them too (a plan serves a function's first call);
+these tests pin what the plans must hand to the general code, and that they do."""
+
+import re
+
+import pytest
+import torch
+from helpers import D
+from messages import count
+
+from tf_compat_grad import custom_gradient
+
+
+def planned(y: torch.Tensor) -> bool:
+    """Whether the node of `y` is a plan's (its context holds the plan, not a record)."""
+    return hasattr(y.grad_fn, "plan")
+
+
+def leaf(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, dtype=D, requires_grad=True)
+
+
+def grads(y: torch.Tensor, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return torch.autograd.grad(y.sum(), inputs, allow_unused=True)
+
+
+@custom_gradient
+def scaled(*xs):
+    """Sum of 2 x_i with gradient 3 upstream per input, for any number of inputs."""
+    n = torch.tensor(len(xs))  # a tensor in grad's cell, as plans need
+
+    def grad(dy):
+        return (3 * dy,) * int(n) if n > 1 else 3 * dy
+
+    return sum(2 * x for x in xs), grad
+
+
+def test_each_number_of_arguments_gets_its_own_plan_and_they_chain():
+    # Seven numbers of arguments, more than a function gets plans for: each call, in any order,
+    # gives its own gradient, planned or not.
+    sizes = [1, 2, 3, 1, 4, 5, 6, 2, 7, 3]
+    for n in sizes:
+        xs = [leaf(3) for _ in range(n)]
+        y = scaled(*xs)
+        torch.testing.assert_close(y, sum(2 * x for x in xs).detach())
+        for g in grads(y, *xs):
+            torch.testing.assert_close(g, torch.full((3,), 3.0, dtype=D))
+    assert planned(scaled(leaf(3))) and planned(scaled(leaf(3), leaf(3)))
+    assert not planned(scaled(*[leaf(3) for _ in range(7)])), "past the cap: the general code"
+
+
+def test_log1pexp_takes_the_plan_and_keeps_an_exact_second_derivative():
+    @custom_gradient
+    def log1pexp(x):
+        e = torch.exp(x)
+
+        def grad(dy):
+            return dy * (1 - 1 / (1 + e))
+
+        return torch.log(1 + e), grad
+
+    x = leaf(5)
+    for _ in range(2):  # the first call makes the plan, the second reuses it
+        y = log1pexp(x)
+        assert planned(y)
+        (g,) = torch.autograd.grad(y.sum(), x, create_graph=True)
+        (h,) = torch.autograd.grad(g.sum(), x)
+        torch.testing.assert_close(h, torch.sigmoid(x) * (1 - torch.sigmoid(x)))
+
+
+def closure_shapes():
+    """grad_fns the plan must hand to the general code after f ran: name, f."""
+
+    def two_cells_one_tensor(x):
+        a = b = x * 2
+
+        def grad(dy):
+            return dy * (a + b) / (2 * x.detach())
+
+        return a * 1, grad
+
+    def four_cells(x):
+        a, b, c, d = x * 1, x * 2, x * 3, x * 4
+
+        def grad(dy):
+            return dy * (a + b + c + d) / (5 * x.detach())
+
+        return x * 2, grad
+
+    def a_number_in_a_cell(x):
+        k = 2.0
+
+        def grad(dy):
+            return dy * k
+
+        return x * 2, grad
+
+    def no_closure(x):
+        return x * 2, _double
+
+    def a_default_tensor(x):
+        t = torch.full_like(x, 2.0)
+
+        def grad(dy, t=t):
+            return dy * t
+
+        return x * 2, grad
+
+    def a_lambda(x):
+        return x * 2, lambda dy: dy * 2
+
+    def tuple_output(x):
+        def grad(dy1, dy2):
+            return dy1 + dy2
+
+        return (x * 1, x * 1), grad
+
+    def list_pair(x):
+        e = x * 2
+
+        def grad(dy):
+            return dy * e / x.detach()
+
+        return [e * 1, grad]
+
+    return {
+        name: fn for name, fn in locals().items() if callable(fn) and name not in {"closure_shapes"}
+    }
+
+
+def _double(dy):
+    return dy * 2
+
+
+@pytest.mark.parametrize("name", sorted(closure_shapes()))
+def test_what_the_plan_does_not_handle_gets_the_general_code_and_f_runs_once(name):
+    fn = closure_shapes()[name]
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return fn(x)
+
+    decorated = custom_gradient(f)
+    x = leaf(4)
+    for i in range(2):
+        out = decorated(x)
+        assert len(calls) == i + 1
+        total = sum(out) if isinstance(out, tuple) else out
+        (g,) = grads(total, x)
+        torch.testing.assert_close(g, torch.full((4,), 2.0, dtype=D))
+
+
+def test_an_empty_cell_is_handed_to_the_general_code():
+    @custom_gradient
+    def f(x):
+        def grad(dy):
+            return dy * scale
+
+        if x.sum() > 1e9:  # never: the cell of `scale` stays empty
+            scale = 2.0
+        return x * 2, grad
+
+    x = leaf(3)
+    y = f(x)
+    with pytest.raises(NameError):
+        y.sum().backward()
+
+
+def test_gradients_that_are_not_exact_are_repaired_by_the_general_checks():
+    @custom_gradient
+    def f(x, w):
+        def grad(dy):
+            # a Python number, a float32 tensor of another shape that broadcasts
+            return 1.5, torch.ones(1, dtype=torch.float32, device=x.device)
+
+        return x * w, grad
+
+    x, w = leaf(3), leaf(3)
+    y = f(x, w)
+    assert planned(y)
+    gx, gw = grads(y, x, w)
+    assert gx.dtype == D and gw.dtype == D
+    torch.testing.assert_close(gx, torch.full((3,), 1.5, dtype=D))
+    torch.testing.assert_close(gw, torch.ones(3, dtype=D))
+
+
+def test_a_list_of_gradients_is_accepted_as_a_tuple_is():
+    @custom_gradient
+    def f(x, w):
+        def grad(dy):
+            return [dy * w, dy * x]
+
+        return x * w, grad
+
+    x, w = leaf(3), leaf(3)
+    gx, gw = grads(f(x, w), x, w)
+    torch.testing.assert_close(gx, w.detach())
+    torch.testing.assert_close(gw, x.detach())
+
+
+def test_a_wrong_number_of_gradients_is_the_general_error():
+    @custom_gradient
+    def f(x, w):
+        def grad(dy):
+            return dy * w
+
+        return x * w, grad
+
+    x, w = leaf(3), leaf(3)
+    with pytest.raises(ValueError, match=re.escape(count(f, 1, ["x", "w"]))):
+        f(x, w).sum().backward()
+
+
+def test_a_gradient_for_an_input_that_needs_none_is_dropped_when_it_needs_repair():
+    @custom_gradient
+    def f(x, w):
+        def grad(dy):
+            return dy * w, "not a gradient"  # for w, which needs no gradient: never read
+
+        return x * w, grad
+
+    x, w = leaf(3), torch.randn(3, dtype=D)
+    (gx,) = grads(f(x, w), x)
+    torch.testing.assert_close(gx, w)
+
+
+def test_under_autocast_the_general_code_keeps_the_forward_state_for_grad_fn():
+    seen = []
+
+    @custom_gradient
+    def f(x):
+        def grad(dy):
+            seen.append(torch.is_autocast_enabled("cpu"))
+            return dy * 2
+
+        return x * 2, grad
+
+    x = leaf(3)
+    f(x).sum().backward()  # makes the plan
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = f(x)
+    assert not planned(y)
+    y.sum().backward()
+    assert seen == [False, True]
+
+
+def test_inputs_that_need_no_gradient_get_no_node():
+    @custom_gradient
+    def f(x):
+        return x * 2, _double
+
+    x = torch.randn(3, dtype=D)
+    y = f(x)
+    assert y.grad_fn is None and not y.requires_grad
+
+
+def test_one_tensor_in_two_cells_is_saved_once_by_the_general_code():
+    packed = []
+
+    def pack(tensor):
+        packed.append(tensor)
+        return tensor.clone()
+
+    @custom_gradient
+    def product(x, y):
+        def grad(dy):
+            return dy * y, dy * x
+
+        return x + y, grad
+
+    x = leaf(3)
+    product(x, x * 1)  # a plan for two arguments exists
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        y = product(x, x)
+    assert len(packed) == 1 and not planned(y)
+    (g,) = grads(y, x)
+    torch.testing.assert_close(g, 2 * x.detach())

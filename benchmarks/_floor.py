@@ -4,6 +4,8 @@
 - `layout`: the library's eager layout replayed by hand with no bookkeeping at all: f runs
   before a lean node with grad recording on (Note [where f runs]), its output is handed over
   detached, `e` is saved with its graph. What exact second derivatives cost by themselves.
+- `unrecorded`: the same with grad recording off while f runs (wrong second derivatives): the
+  layout's cost less the recording of f's ops.
 - `minimal`: a stripped decorator that keeps only what a per-call Python layer cannot skip:
   the mode checks, a plain-tensor argument check, the closure capture and rebuild, input
   metadata and an exact-match check of the gradient. No nested arguments, keyword arguments,
@@ -11,8 +13,8 @@
   gradient repair or error messages. Written with torch alone: it uses no part of the library.
 - `tf_compat_grad`: the library.
 
-The gap between `minimal` and this case's target (1.20) is what no amount of trimming of the
-library's Python can close on this interpreter; see "Where the time goes" in the README.
+`layout` against `unrecorded` is what recording f's ops costs, which exact second derivatives
+need and no trimming of the library's Python removes; see "Where the time goes" in the README.
 """
 
 from __future__ import annotations
@@ -54,6 +56,20 @@ def _layout(x: Tensor) -> Tensor:
     e = torch.exp(x)
     y = torch.log(1 + e)
     return _Layout.apply([y.detach(), [e]], x)  # type: ignore[no-any-return]
+
+
+_set_grad_enabled = torch._C._set_grad_enabled  # the call inside `torch.no_grad()`, without the
+# context manager's own Python (about 15k machine instructions, more than what it saves here)
+
+
+def _unrecorded(x: Tensor) -> Tensor:
+    _set_grad_enabled(False)
+    try:
+        e = torch.exp(x)
+        y = torch.log(1 + e)
+    finally:
+        _set_grad_enabled(True)
+    return _Layout.apply([y, [e]], x)  # type: ignore[no-any-return]
 
 
 class _Handoff:
@@ -122,6 +138,7 @@ def floor(repetitions: int = 101, block_seconds: float = 0.01, seed: int = 0) ->
     impls = {
         "Function": Log1pexpFunction.apply,
         "layout": _layout,
+        "unrecorded": _unrecorded,
         "minimal": _minimal(_f),
         "tf_compat_grad": log1pexp,
     }

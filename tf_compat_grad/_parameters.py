@@ -72,10 +72,18 @@ def run_watched(
     watcher = ParameterWatcher()
     with watcher:
         out = call_f(f, bound, args, kwargs)
-    result, grad_fn = split(f, out)
-    variables = watcher.variables(
-        exclude=[*flat_args, *_structure.leaves(kwargs)] if kwargs else flat_args
+    return watched_result(
+        f, bound, out, watcher, [*flat_args, *_structure.leaves(kwargs)] if kwargs else flat_args
     )
+
+
+def watched_result(
+    f: Callable[..., Any], bound: Any, out: Any, watcher: ParameterWatcher, passed: Iterable[Any]
+) -> tuple[Any, Callable[..., Any], list[torch.nn.Parameter]]:
+    """What a watched call of f returned (`out`), as outputs, grad_fn and the Parameters f read
+    that are not among the values `passed` to it."""
+    result, grad_fn = split(f, out)
+    variables = watcher.variables(exclude=passed)
     if variables and not accepts_variables(grad_fn):
         raise CustomGradientTypeError(
             f"{PREFIX}grad_fn of {describe(f)} must accept keyword argument 'variables', since "

@@ -7,7 +7,7 @@ import re
 import pytest
 import torch
 from helpers import D
-from messages import count
+from messages import count, variables_count
 
 from tf_compat_grad import custom_gradient
 
@@ -277,3 +277,136 @@ def test_one_tensor_in_two_cells_is_saved_once_by_the_general_code():
     assert len(packed) == 1 and not planned(y)
     (g,) = grads(y, x)
     torch.testing.assert_close(g, 2 * x.detach())
+
+
+# --- watched plans: f reads Parameters it is not passed (variables=) --------------------------
+
+
+def closure_layer(w, b):
+    @custom_gradient
+    def layer(x):
+        def grad(dy, variables=None):
+            return dy @ w, [dy.t() @ x, dy.sum(0)]
+
+        return torch.nn.functional.linear(x, w, b), grad
+
+    return layer
+
+
+def parameters():
+    return (
+        torch.nn.Parameter(torch.randn(4, 3, dtype=D)),
+        torch.nn.Parameter(torch.randn(4, dtype=D)),
+    )
+
+
+def test_a_layer_with_closure_parameters_takes_a_watched_plan():
+    w, b = parameters()
+    layer = closure_layer(w, b)
+    x = leaf(2, 3)
+    for _ in range(2):
+        y = layer(x)
+        assert planned(y) and y.grad_fn.plan[-1] == [w, b]
+        gx, gw, gb = grads(y, x, w, b)
+        torch.testing.assert_close(gx, torch.ones(2, 4, dtype=D) @ w.detach())
+        torch.testing.assert_close(gw, torch.ones(4, 2, dtype=D) @ x.detach())
+        torch.testing.assert_close(gb, torch.full((4,), 2.0, dtype=D))
+
+
+def test_variables_reach_their_gradients_when_no_input_needs_one():
+    w, b = parameters()
+    y = closure_layer(w, b)(torch.randn(2, 3, dtype=D))
+    assert planned(y)
+    y.sum().backward()
+    torch.testing.assert_close(b.grad, torch.full((4,), 2.0, dtype=D))
+
+
+def test_a_parameter_passed_as_an_argument_is_not_a_variable():
+    w, b = parameters()
+
+    @custom_gradient
+    def f(x, v):
+        def grad(dy, variables=None):
+            return (dy @ w, dy.sum(0)), [dy.t() @ x]
+
+        return torch.nn.functional.linear(x, w, v), grad  # w from the closure, v passed
+
+    x = leaf(2, 3)
+    y = f(x, b)
+    assert planned(y) and y.grad_fn.plan[-1] == [w]
+    _, gb, gw = grads(y, x, b, w)
+    torch.testing.assert_close(gb, torch.full((4,), 2.0, dtype=D))
+    torch.testing.assert_close(gw, torch.ones(4, 2, dtype=D) @ x.detach())
+
+
+def test_a_parameter_read_on_some_calls_only():
+    w, _ = parameters()
+
+    @custom_gradient
+    def f(x):
+        use = bool(x.sum() > 0)
+        out = x @ w.t() if use else x.sum(-1, keepdim=True).expand(-1, 4) * 1
+
+        def grad(dy, variables=None):
+            if variables:
+                return dy @ w, [dy.t() @ x]
+            return dy.sum(-1, keepdim=True).expand(-1, 3) * 1
+
+        return out, grad
+
+    for sign in (1.0, -1.0, 1.0):
+        x = (sign * torch.rand(2, 3, dtype=D)).requires_grad_()
+        y = f(x)
+        (gx,) = grads(y, x)
+        expected = torch.ones(2, 4, dtype=D) @ w.detach() if sign > 0 else torch.full_like(x, 4.0)
+        torch.testing.assert_close(gx, expected)
+
+
+def test_variable_gradients_as_a_tuple_or_to_repair_take_the_general_checks():
+    w, b = parameters()
+
+    @custom_gradient
+    def f(x):
+        def grad(dy, variables=None):
+            # a tuple instead of a list, and float32 and a number for float64 Parameters
+            return dy @ w, (torch.ones(4, 3, dtype=torch.float32), 2)
+
+        return torch.nn.functional.linear(x, w, b), grad
+
+    x = leaf(2, 3)
+    _, gw, gb = grads(f(x), x, w, b)
+    assert gw.dtype == D and gb.dtype == D
+    torch.testing.assert_close(gw, torch.ones(4, 3, dtype=D))
+    torch.testing.assert_close(gb, torch.full((4,), 2.0, dtype=D))
+
+
+def test_a_wrong_number_of_variable_gradients_is_the_general_error():
+    w, b = parameters()
+
+    @custom_gradient
+    def f(x):
+        def grad(dy, variables=None):
+            return dy @ w, [dy.t() @ x]  # one for two variables
+
+        return torch.nn.functional.linear(x, w, b), grad
+
+    y = f(leaf(2, 3))
+    assert planned(y)
+    with pytest.raises(ValueError, match=re.escape(variables_count(f, [[4, 3], [4]], 1))):
+        y.sum().backward()
+
+
+def test_input_and_variable_gradients_that_sum_to_the_right_count_are_still_checked():
+    w, b = parameters()
+
+    @custom_gradient
+    def f(x):
+        def grad(dy, variables=None):
+            # two input gradients for one input and one for two variables: three in all, each
+            # of the shape of the input or variable at its place when counted together
+            return (dy @ w, dy.t() @ x), [dy.sum(0)]
+
+        return torch.nn.functional.linear(x, w, b), grad
+
+    with pytest.raises(ValueError, match=re.escape(variables_count(f, [[4, 3], [4]], 1))):
+        f(leaf(2, 3)).sum().backward()

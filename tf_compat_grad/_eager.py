@@ -27,8 +27,8 @@ import torch
 from . import _functorch, _plan, _run, _structure
 from ._closure import EXACT_TENSOR_TYPES, Captured, capture
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
-from ._parameters import ParameterReach, run_watched
-from ._record import InputMeta, Record, node_class
+from ._parameters import ParameterReach, ParameterWatcher, run_watched, watched_result
+from ._record import InputMeta, Record, node_class, split_variable_grads
 from ._run import UNBOUND, Layout
 from ._torch_internals import (
     any_dual,
@@ -142,12 +142,13 @@ class EagerPath:
                 and n not in self._planned
                 and n > 0
                 and len(self._planned) < _plan.MAX_PLANS
-                and self.reach.reads_none()
             ):
                 self._planned.add(n)
+                watched = self.reach.possible(())
                 self.entry = _plan.make_call(
-                    n, f, self.reach.reads_none, self._plan_apply, self.entry, self._unplanned
-                )
+                    n, watched, f, self.reach.reads_none, self._plan_apply, self.entry,
+                    self._unplanned,
+                )  # fmt: skip
                 return self.entry(bound, args, kwargs)
             result, grad_fn, variables = run_watched(f, bound, args, kwargs, args, self.reach)
             self._checked = True
@@ -172,18 +173,33 @@ class EagerPath:
             apply = self._node.apply if wrapped else self._c_apply
         return self._finish(result, grad_fn, variables, layout, inputs, apply)
 
-    def _unplanned(self, out: Any, args: tuple[Any, ...]) -> Any:
-        """The rest of a plan's call whose f returned what the plan does not handle."""
-        result, grad_fn = _run.split(self._f, out)
+    def _unplanned(self, out: Any, args: tuple[Any, ...], watcher: ParameterWatcher | None) -> Any:
+        """The rest of a plan's call whose f returned what the plan does not handle (`watcher`:
+        what watched f, for a watched plan)."""
+        variables: list[torch.nn.Parameter] = _NO_VARIABLES
+        if watcher is None:
+            result, grad_fn = _run.split(self._f, out)
+        else:
+            result, grad_fn, variables = watched_result(self._f, UNBOUND, out, watcher, args)
         layout = self._layouts[len(args)]
-        return self._finish(result, grad_fn, _NO_VARIABLES, layout, args, self._c_apply)
+        return self._finish(result, grad_fn, variables, layout, args, self._c_apply)
 
     def _checked_gradients(
-        self, metas: tuple[InputMeta, ...], returned: Any, needs: Sequence[bool]
+        self,
+        metas: tuple[InputMeta, ...],
+        variables: list[torch.nn.Parameter] | None,
+        returned: Any,
+        needs: Sequence[bool],
     ) -> list[Any]:
         """The general checks of what a plan's grad_fn returned (Note [plans])."""
-        record = Record(self._layouts[len(metas)], list(metas), _NO_VARIABLES, ())
-        return record.checked(returned, (), needs, first=1)
+        variable_grads: Sequence[Any] = ()
+        if variables is None:
+            variables = _NO_VARIABLES
+        else:
+            returned, variable_grads = split_variable_grads(returned, variables, self._f)
+        layout = self._layouts[len(metas) - len(variables)]
+        record = Record(layout, list(metas), variables, ())
+        return record.checked(returned, variable_grads, needs, first=1)
 
     def _finish(
         self,

@@ -2,16 +2,21 @@
 one number of positional tensor arguments.
 
 # Note [plans]
-A plain-autograd call with n tensors as its positional arguments, of an unbound f that provably
-reads no Parameter (Note [the fast path] in `_eager.py`), does the same few things every time:
-check the arguments, call f, split `(output, grad_fn)`, take the tensors out of grad_fn's closure
-(Note [saved closures]), note each input's shape, dtype and device, apply the node. Written as
-one function for that n (`make_call`), with the arguments unrolled into locals, that is a third
-of the Python instructions of the general code and no `Record` per call; the node's backward
-(`make_node`) checks grad_fn's gradients against the noted metadata in the same spirit. Whatever
-does not fit the plan goes to the general code: before f runs, the whole call (`general`); after
-f runs, what f returned (`unplanned`), so that f still runs once. Both give the same results as
-the plan; the plan only skips work that the shape of the call makes unnecessary.
+A plain-autograd call of an unbound f with n tensors as its positional arguments does the same
+few things every time: check the arguments, call f, split `(output, grad_fn)`, take the tensors
+out of grad_fn's closure (Note [saved closures]), note each input's shape, dtype and device,
+apply the node. Written as one function for that n (`make_call`), with the arguments unrolled
+into locals, that is a third of the Python instructions of the general code and no `Record` per
+call; the node's backward (`make_node`) checks grad_fn's gradients against the noted metadata in
+the same spirit. A plan is made on the first such call for each n, of one of two kinds: when
+the proof says f reads no Parameter (Note [watching only when needed]), f is called directly
+while the proof's per-call check holds; otherwise f runs under the Parameter watcher, pushed
+and popped without `TorchFunctionMode`'s Python frames, and the Parameters it read, less those
+passed to it, are the call's variables (the watcher always gives the right answer, so a
+watched plan stays one). Whatever does not fit the plan goes to the general code: before f
+runs, the whole call (`general`); after f runs, what f returned (`unplanned`), so that f still
+runs once. Both give the same results as the plan; the plan only skips work that the shape of
+the call makes unnecessary.
 
 What the plan handles after f: one tensor output, and a plain-function grad_fn whose 1 to
 `_UNROLLED_CELLS` closure cells each hold a different tensor and whose defaults hold no tensor
@@ -31,6 +36,7 @@ import torch
 from torch.autograd import forward_ad
 
 from ._closure import EXACT_TENSOR_TYPES, plain
+from ._parameters import ParameterWatcher, accepts_variables
 from ._record import InputMeta, node_class
 from ._run import UNBOUND
 from ._torch_internals import (
@@ -40,6 +46,8 @@ from ._torch_internals import (
     functorch_transforms_active,
     is_functorch_wrapped,
     jit_tracing_state,
+    pop_function_mode,
+    push_function_mode,
 )
 
 _Tensor = torch.Tensor
@@ -49,14 +57,15 @@ _UNROLLED_CELLS = 3  # grad_fns with more cells take the general code
 MAX_PLANS = 4  # numbers of arguments planned per decorated function; others take the general code
 
 # What the node's backward reads from its context: grad_fn without its closure tensors (code,
-# globals, name, qualified name, defaults), and the inputs' metadata.
-Plan = tuple[types.CodeType, dict[str, Any], str, str, Any, tuple[InputMeta, ...]]
+# globals, name, qualified name, defaults), the metadata of the inputs and then of the
+# variables, and the variables (None when f read no Parameter).
+Plan = tuple[
+    types.CodeType, dict[str, Any], str, str, Any, tuple[InputMeta, ...], "list[Any] | None"
+]
+Checked = Callable[[tuple[InputMeta, ...], "list[Any] | None", Any, Sequence[bool]], list[Any]]
 
 
-def make_node(
-    f: Callable[..., Any],
-    checked: Callable[[tuple[InputMeta, ...], Any, Sequence[bool]], list[Any]],
-) -> Callable[..., Any]:
+def make_node(f: Callable[..., Any], checked: Checked) -> Callable[..., Any]:
     """The `apply` of the node class of f's plans: one for every n."""
 
     def forward(ctx: Any, handoff: tuple[_Tensor, Plan, Sequence[_Tensor]], *inputs: Any) -> Any:
@@ -65,48 +74,67 @@ def make_node(
         return outputs
 
     def backward(ctx: Any, upstream: Any) -> tuple[_Tensor | None, ...]:
-        code, namespace, name, qualname, defaults, metas = ctx.plan
+        code, namespace, name, qualname, defaults, metas, variables = ctx.plan
         grad_fn = _FunctionType(
             code, namespace, name, defaults, tuple(map(_CellType, ctx.saved_tensors))
         )
         grad_fn.__qualname__ = qualname
-        returned = grad_fn(upstream)
-        if len(metas) == 1:
-            if type(returned) is _Tensor and (
-                (returned.shape, returned.dtype, returned.device) == metas[0]
-            ):
-                return None, returned
-        elif type(returned) is tuple and len(returned) == len(metas):
-            for grad, meta in zip(returned, metas, strict=True):
+        grads: tuple[Any, ...] = ()
+        if variables is None:
+            returned = grad_fn(upstream)
+            if type(returned) is _Tensor:  # the usual case, tested first
+                if len(metas) == 1 and (
+                    (returned.shape, returned.dtype, returned.device) == metas[0]
+                ):
+                    return None, returned
+            elif type(returned) is tuple:
+                grads = returned
+        else:
+            returned = grad_fn(upstream, variables=list(variables))
+            if type(returned) is tuple and len(returned) == 2:
+                input_grads, variable_grads = returned
+                if type(variable_grads) is list and len(variable_grads) == len(variables):
+                    if type(input_grads) is _Tensor:
+                        grads = (input_grads, *variable_grads)
+                    elif type(input_grads) is tuple:
+                        grads = (*input_grads, *variable_grads)
+        if len(grads) == len(metas):
+            for grad, meta in zip(grads, metas, strict=True):
                 if type(grad) is not _Tensor or (grad.shape, grad.dtype, grad.device) != meta:
                     break
             else:
-                return None, *returned
-        return None, *checked(metas, returned, ctx.needs_input_grad)
+                return None, *grads
+        return None, *checked(metas, variables, returned, ctx.needs_input_grad)
 
     node = node_class(f, forward=staticmethod(forward), backward=staticmethod(backward))
     call_backward_directly(node)
     return function_apply_c.__get__(None, node)  # type: ignore[no-any-return]
 
 
+Call = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]
+
+
 def make_call(
     n: int,
+    watched: bool,
     f: Callable[..., Any],
     reads_none: Callable[[], bool],
     apply: Callable[..., Any],
-    general: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any],
-    unplanned: Callable[[Any, tuple[Any, ...]], Any],
-) -> Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]:
-    """The call of f's plan for n positional tensor arguments (Note [plans])."""
-    return _maker(n)(
+    general: Call,
+    unplanned: Callable[[Any, tuple[Any, ...], ParameterWatcher | None], Any],
+) -> Call:
+    """The call of f's plan for n positional tensor arguments (Note [plans]): `watched` when f
+    may read a Parameter, so that it runs under the watcher."""
+    return _maker(n, watched)(
         f, reads_none, apply, general, unplanned, UNBOUND, torch.is_grad_enabled,
         jit_tracing_state, functorch_transforms_active, forward_ad, is_functorch_wrapped,
         any_autocast_enabled, EXACT_TENSOR_TYPES, _Tensor, _FunctionType, plain,
+        ParameterWatcher, push_function_mode, pop_function_mode, accepts_variables,
     )  # fmt: skip
 
 
 @functools.cache
-def _maker(n: int) -> Callable[..., Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]]:
+def _maker(n: int, watched: bool) -> Callable[..., Call]:
     assert n > 0, "a call without tensor arguments has no node"
     args = [f"a{i}" for i in range(n)]
     unpacked = ", ".join(args) + ("," if n == 1 else "")
@@ -114,44 +142,78 @@ def _maker(n: int) -> Callable[..., Callable[[Any, tuple[Any, ...], dict[str, An
     argument_checks = "".join(
         f"type({a}) not in EXACT or {a}.is_nested or is_wrapped({a}) or " for a in args
     )
-    any_requires_grad = " or ".join(f"{a}.requires_grad" for a in args)
     metas = "".join(f"({a}.shape, {a}.dtype, {a}.device), " for a in args)
-    cells = "".join(_cells_branch(k, passed) for k in range(1, _UNROLLED_CELLS + 1))
+    if watched:
+        # f runs under the watcher; the Parameters it read, less those passed to it, are
+        # variables, and then the node is needed whatever the inputs need.
+        proof = ""
+        run = f"""\
+        watcher = Watcher()
+        push(watcher)
+        try:
+            out = f({passed})
+        finally:
+            pop()
+        found = watcher.found
+        if not found:
+            return unplanned(out, args, watcher)
+        variables = [*found.values()]
+        if {" or ".join(f"type({a}) is not Tensor" for a in args)}:  # a Parameter argument
+            variables = [v for v in variables if {" and ".join(f"v is not {a}" for a in args)}]
+        if variables and type(out) is tuple and len(out) == 2:
+            result, grad_fn = out
+            if (type(result) is Tensor and type(grad_fn) is FunctionType
+                    and accepts_variables(grad_fn)):
+"""
+        metas += "*[(v.shape, v.dtype, v.device) for v in variables]"
+        plan_variables, more_inputs, rest = "variables", ", *variables", "args, watcher"
+    else:
+        proof = "not reads_none() or "
+        run = f"""\
+        out = f({passed})
+        if type(out) is tuple and len(out) == 2:
+            result, grad_fn = out
+            if (type(result) is Tensor and type(grad_fn) is FunctionType
+                    and ({" or ".join(f"{a}.requires_grad" for a in args)})):
+"""
+        plan_variables, more_inputs, rest = "None", "", "args, None"
+    cells = "".join(
+        _cells_branch(k, f"{passed}{more_inputs}") for k in range(1, _UNROLLED_CELLS + 1)
+    )
     source = f"""\
 def make(f, reads_none, apply, general, unplanned, UNBOUND, grad_enabled, jit_tracing_state,
          transforms_active, forward_ad, is_wrapped, any_autocast, EXACT, Tensor, FunctionType,
-         plain):
+         plain, Watcher, push, pop, accepts_variables):
     def call(bound, args, kwargs):
         if (kwargs or bound is not UNBOUND or len(args) != {n} or not grad_enabled()
                 or jit_tracing_state() is not None or transforms_active()
                 or forward_ad._current_level >= 0):
             return general(bound, args, kwargs)
         {unpacked} = args
-        if {argument_checks}not reads_none() or any_autocast():
+        if {argument_checks}{proof}any_autocast():
             return general(bound, args, kwargs)
-        out = f({passed})
-        if type(out) is tuple and len(out) == 2:
-            result, grad_fn = out
-            if type(result) is Tensor and type(grad_fn) is FunctionType and ({any_requires_grad}):
+{run}\
                 closure = grad_fn.__closure__
                 defaults = grad_fn.__defaults__
                 if (closure is not None and grad_fn.__kwdefaults__ is None
                         and (defaults is None or plain(defaults))):
                     plan = (grad_fn.__code__, grad_fn.__globals__, grad_fn.__name__,
-                            grad_fn.__qualname__, defaults, ({metas}))
+                            grad_fn.__qualname__, defaults, ({metas}), {plan_variables})
                     try:
                         k = len(closure)
-{cells}                    except ValueError:  # an empty cell (a name f assigns later)
+{cells}\
+                    except ValueError:  # an empty cell (a name f assigns later)
                         pass
-        return unplanned(out, args)
+        return unplanned(out, {rest})
     return call
 """
     namespace: dict[str, Any] = {}
-    exec(compile(source, f"<tf_compat_grad plan of {n} arguments>", "exec"), namespace)
+    kind = "watched " if watched else ""
+    exec(compile(source, f"<tf_compat_grad {kind}plan of {n} arguments>", "exec"), namespace)
     return namespace["make"]  # type: ignore[no-any-return]
 
 
-def _cells_branch(k: int, passed: str) -> str:
+def _cells_branch(k: int, inputs: str) -> str:
     """The part of a plan's call for a grad_fn with k closure cells."""
     cells = [f"c{i}" for i in range(k)]
     values = [f"v{i}" for i in range(k)]
@@ -167,5 +229,5 @@ def _cells_branch(k: int, passed: str) -> str:
         f"{pad}    {', '.join(cells)}{',' if k == 1 else ''} = closure\n"
         f"{pad}    {reads}\n"
         f"{pad}    if {tensors}{distinct}:\n"
-        f"{pad}        return apply((result.detach(), plan, ({saved})), {passed})\n"
+        f"{pad}        return apply((result.detach(), plan, ({saved})), {inputs})\n"
     )

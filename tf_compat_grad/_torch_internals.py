@@ -49,6 +49,9 @@ _grad_enabled = torch.is_grad_enabled
 function_apply_c = torch._C._FunctionBase.__dict__["apply"]
 _functorch = torch._C._functorch
 is_functorch_wrapped = _functorch.is_functorch_wrapped_tensor
+# What `TorchFunctionMode.__enter__` and `__exit__` call, without their two Python frames each.
+push_function_mode = torch._C._push_on_torch_function_stack
+pop_function_mode = torch._C._pop_torch_function_stack
 
 
 def call_backward_directly(node: type[torch.autograd.Function]) -> None:

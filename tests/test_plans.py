@@ -7,7 +7,7 @@ import re
 import pytest
 import torch
 from helpers import D
-from messages import count, variables_count
+from messages import count, variables_count, variables_keyword
 
 from tf_compat_grad import custom_gradient, examples
 
@@ -401,3 +401,23 @@ def test_input_and_variable_gradients_that_sum_to_the_right_count_are_still_chec
 
     with pytest.raises(ValueError, match=re.escape(variables_count(f, [[4, 3], [4]], 1))):
         f(leaf(2, 3)).sum().backward()
+
+
+def test_each_grad_fn_is_checked_for_variables_even_after_one_that_takes_them():
+    w, _ = parameters()
+
+    @custom_gradient
+    def f(x, keyword):
+        def takes(dy, variables=None):
+            return (dy @ w, None), [dy.t() @ x]
+
+        def does_not(dy):
+            return dy @ w, None
+
+        return x @ w.t(), takes if keyword.item() else does_not
+
+    x = leaf(2, 3)
+    y = f(x, torch.tensor(1))
+    assert planned(y)
+    with pytest.raises(TypeError, match=re.escape(variables_keyword(f, 1, "`w`"))):
+        f(x, torch.tensor(0))

@@ -129,7 +129,7 @@ def make_call(
         f, reads_none, apply, general, unplanned, UNBOUND, torch.is_grad_enabled,
         jit_tracing_state, functorch_transforms_active, forward_ad, is_functorch_wrapped,
         any_autocast_enabled, EXACT_TENSOR_TYPES, _Tensor, _FunctionType, plain,
-        ParameterWatcher, push_function_mode, pop_function_mode, accepts_variables,
+        ParameterWatcher, push_function_mode, pop_function_mode, _accepts,
     )  # fmt: skip
 
 
@@ -163,7 +163,7 @@ def _maker(n: int, watched: bool) -> Callable[..., Call]:
         if variables and type(out) is tuple and len(out) == 2:
             result, grad_fn = out
             if (type(result) is Tensor and type(grad_fn) is FunctionType
-                    and accepts_variables(grad_fn)):
+                    and (grad_fn.__code__ is accepted[0] or accepts(grad_fn, accepted))):
 """
         metas += "*[(v.shape, v.dtype, v.device) for v in variables]"
         plan_variables, more_inputs, rest = "variables", ", *variables", "args, watcher"
@@ -183,7 +183,9 @@ def _maker(n: int, watched: bool) -> Callable[..., Call]:
     source = f"""\
 def make(f, reads_none, apply, general, unplanned, UNBOUND, grad_enabled, jit_tracing_state,
          transforms_active, forward_ad, is_wrapped, any_autocast, EXACT, Tensor, FunctionType,
-         plain, Watcher, push, pop, accepts_variables):
+         plain, Watcher, push, pop, accepts):
+    accepted = [None]  # the code of the last grad_fn that accepted `variables=`
+
     def call(bound, args, kwargs):
         if (kwargs or bound is not UNBOUND or len(args) != {n} or not grad_enabled()
                 or jit_tracing_state() is not None or transforms_active()
@@ -211,6 +213,15 @@ def make(f, reads_none, apply, general, unplanned, UNBOUND, grad_enabled, jit_tr
     kind = "watched " if watched else ""
     exec(compile(source, f"<tf_compat_grad {kind}plan of {n} arguments>", "exec"), namespace)
     return namespace["make"]  # type: ignore[no-any-return]
+
+
+def _accepts(grad_fn: types.FunctionType, accepted: list[types.CodeType | None]) -> bool:
+    """Whether grad_fn takes `variables=`, which its code decides: the code is kept in
+    `accepted` when it does, so that the next call with it is one comparison."""
+    if accepts_variables(grad_fn):
+        accepted[0] = grad_fn.__code__
+        return True
+    return False
 
 
 def _cells_branch(k: int, inputs: str) -> str:

@@ -28,7 +28,7 @@ from . import _functorch, _plan, _run, _structure
 from ._closure import EXACT_TENSOR_TYPES, Captured, capture
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
 from ._parameters import ParameterReach, ParameterWatcher, run_watched, watched_result
-from ._record import InputMeta, Record, node_class, split_variable_grads
+from ._record import InputMeta, Record, node_class
 from ._run import UNBOUND, Layout
 from ._torch_internals import (
     any_dual,
@@ -192,14 +192,9 @@ class EagerPath:
         needs: Sequence[bool],
     ) -> list[Any]:
         """The general checks of what a plan's grad_fn returned (Note [plans])."""
-        variable_grads: Sequence[Any] = ()
-        if variables is None:
-            variables = _NO_VARIABLES
-        else:
-            returned, variable_grads = split_variable_grads(returned, variables, self._f)
+        variables = variables or _NO_VARIABLES
         layout = self._layouts[len(metas) - len(variables)]
-        record = Record(layout, list(metas), variables, ())
-        return record.checked(returned, variable_grads, needs, first=1)
+        return Record(layout, list(metas), variables, ()).checked(returned, needs, first=1)
 
     def _finish(
         self,

@@ -206,22 +206,23 @@ class Record:
         `raw`: what grad_fn returned for each, counted but neither checked nor repaired (the
         checker's view of grad_fn itself).
         """
-        variable_grads: Sequence[Any] = ()
         if self.autocast or self.variables:
-            input_grads, variable_grads = self._call_in_state(grad_fn, upstream)
+            returned = self._call_in_state(grad_fn, upstream)
         else:
-            input_grads = grad_fn(*upstream)
-        return self.checked(input_grads, variable_grads, needs, raw, first)
+            returned = grad_fn(*upstream)
+        return self.checked(returned, needs, raw, first)
 
     def checked(
-        self,
-        input_grads: Any,
-        variable_grads: Sequence[Any],
-        needs: Sequence[bool],
-        raw: bool = False,
-        first: int = 0,
+        self, returned: Any, needs: Sequence[bool], raw: bool = False, first: int = 0
     ) -> list[Any]:
-        """What grad_fn returned, as `gradients` gives it."""
+        """What grad_fn returned (`(input_grads, variable_grads)` when f read Parameters, item
+        34), as `gradients` gives it."""
+        input_grads = returned
+        variable_grads: Sequence[Any] = ()
+        if self.variables:
+            input_grads, variable_grads = split_variable_grads(
+                returned, self.variables, self.layout.f
+            )
         # One gradient per flattened argument; a single bare tensor is the usual case.
         flat = [input_grads] if type(input_grads) is _Tensor else _structure.leaves(input_grads)
         layout = self.layout
@@ -239,18 +240,15 @@ class Record:
                 flat[i] = self._repair(grad, i, needs, first)
         return flat
 
-    def _call_in_state(
-        self, grad_fn: Callable[..., Any], upstream: Sequence[Any]
-    ) -> tuple[Any, Sequence[Any]]:
-        """grad_fn's input gradients and variable gradients, called in the forward's autocast
-        state and with `variables=` when f read Parameters (item 34)."""
+    def _call_in_state(self, grad_fn: Callable[..., Any], upstream: Sequence[Any]) -> Any:
+        """What grad_fn returns, called in the forward's autocast state and with `variables=`
+        when f read Parameters (item 34)."""
         if self.autocast:
             grad_fn = functools.partial(_autocast.call_in, self.autocast, grad_fn)
         variables = self.variables
         if not variables:
-            return grad_fn(*upstream), ()
-        returned = grad_fn(*upstream, variables=list(variables))
-        return split_variable_grads(returned, variables, self.layout.f)
+            return grad_fn(*upstream)
+        return grad_fn(*upstream, variables=list(variables))
 
     def _repair(self, grad: Any, i: int, needs: Sequence[bool], first: int) -> torch.Tensor | None:
         """A gradient that is not already a tensor like its input: None when none is

@@ -100,7 +100,7 @@ class EagerPath:
     """
 
     __slots__ = (
-        "_c_apply", "_checked", "_f", "_inside", "_layouts", "_node", "_plan_apply", "_planned",
+        "_c_apply", "_checked", "_f", "_inside", "_layouts", "_node", "_planned",
         "_transform_node", "entry", "reach",
     )  # fmt: skip
 
@@ -120,7 +120,6 @@ class EagerPath:
         # hands the calls it does not fit to the plan before it (Note [plans]).
         self.entry: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any] = self.call
         self._planned: set[int] = set()  # the numbers of arguments that have a plan
-        self._plan_apply = _plan.make_node(f, self._checked_gradients)
 
     def call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         inputs: Sequence[torch.Tensor] | None = None  # set when the call takes the fast path
@@ -145,10 +144,10 @@ class EagerPath:
             ):
                 self._planned.add(n)
                 watched = self.reach.possible(())
+                apply = _plan.make_node(f, n, watched, self._checked_gradients)
                 self.entry = _plan.make_call(
-                    n, watched, f, self.reach.reads_none, self._plan_apply, self.entry,
-                    self._unplanned,
-                )  # fmt: skip
+                    n, watched, f, self.reach.reads_none, apply, self.entry, self._unplanned
+                )
                 return self.entry(bound, args, kwargs)
             result, grad_fn, variables = run_watched(f, bound, args, kwargs, args, self.reach)
             self._checked = True

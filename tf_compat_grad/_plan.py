@@ -7,8 +7,10 @@ few things every time: check the arguments, call f, split `(output, grad_fn)`, t
 out of grad_fn's closure (Note [saved closures]), note each input's shape, dtype and device,
 apply the node. Written as one function for that n (`make_call`), with the arguments unrolled
 into locals, that is a third of the Python instructions of the general code and no `Record` per
-call; the node's backward (`make_node`) checks grad_fn's gradients against the noted metadata in
-the same spirit. A plan is made on the first such call for each n, of one of two kinds: when
+call. The node's backward (`make_node`), generated per plan in the same spirit, rebuilds grad_fn
+from its code, globals and defaults around the saved tensors (named as its code names it: a name
+assigned to the function object after `def` is not kept) and compares each gradient with the
+noted metadata, held flat. A plan is made on the first such call for each n, of one of two kinds: when
 the proof says f reads no Parameter (Note [watching only when needed]), f is called directly
 while the proof's per-call check holds; otherwise f runs under the Parameter watcher, pushed
 and popped without `TorchFunctionMode`'s Python frames, and the Parameters it read, less those
@@ -56,59 +58,104 @@ _CellType = types.CellType
 _UNROLLED_CELLS = 3  # grad_fns with more cells take the general code
 MAX_PLANS = 4  # numbers of arguments planned per decorated function; others take the general code
 
-# What the node's backward reads from its context: grad_fn without its closure tensors (code,
-# globals, name, qualified name, defaults), the metadata of the inputs and then of the
-# variables, and the variables (None when f read no Parameter).
-Plan = tuple[
-    types.CodeType, dict[str, Any], str, str, Any, tuple[InputMeta, ...], "list[Any] | None"
-]
+# What the node's backward reads from its context: grad_fn's code, globals and defaults, then
+# (for a watched plan) the variables and their metadata, then each input's shape, dtype and
+# device, flat.
+Plan = tuple[Any, ...]
 Checked = Callable[[tuple[InputMeta, ...], "list[Any] | None", Any, Sequence[bool]], list[Any]]
 
 
-def make_node(f: Callable[..., Any], checked: Checked) -> Callable[..., Any]:
-    """The `apply` of the node class of f's plans: one for every n."""
+def make_node(f: Callable[..., Any], n: int, watched: bool, checked: Checked) -> Callable[..., Any]:
+    """The `apply` of the node class of f's plan for n arguments."""
 
     def forward(ctx: Any, handoff: tuple[_Tensor, Plan, Sequence[_Tensor]], *inputs: Any) -> Any:
         outputs, ctx.plan, saved = handoff  # the output and saved tensors stay off ctx
         ctx.save_for_backward(*saved)
         return outputs
 
-    def backward(ctx: Any, upstream: Any) -> tuple[_Tensor | None, ...]:
-        code, namespace, name, qualname, defaults, metas, variables = ctx.plan
-        grad_fn = _FunctionType(
-            code, namespace, name, defaults, tuple(map(_CellType, ctx.saved_tensors))
-        )
-        grad_fn.__qualname__ = qualname
-        grads: tuple[Any, ...] = ()
-        if variables is None:
-            returned = grad_fn(upstream)
-            if type(returned) is _Tensor:  # the usual case, tested first
-                if len(metas) == 1 and (
-                    (returned.shape, returned.dtype, returned.device) == metas[0]
-                ):
-                    return None, returned
-            elif type(returned) is tuple:
-                grads = returned
-        else:
-            returned = grad_fn(upstream, variables=list(variables))
-            if type(returned) is tuple and len(returned) == 2:
-                input_grads, variable_grads = returned
-                if type(variable_grads) is list and len(variable_grads) == len(variables):
-                    if type(input_grads) is _Tensor:
-                        grads = (input_grads, *variable_grads)
-                    elif type(input_grads) is tuple:
-                        grads = (*input_grads, *variable_grads)
-        if len(grads) == len(metas):
-            for grad, meta in zip(grads, metas, strict=True):
-                if type(grad) is not _Tensor or (grad.shape, grad.dtype, grad.device) != meta:
-                    break
-            else:
-                return None, *grads
-        return None, *checked(metas, variables, returned, ctx.needs_input_grad)
-
+    backward = _backward_maker(n, watched)(checked, _Tensor, _FunctionType, _CellType, _exact)
     node = node_class(f, forward=staticmethod(forward), backward=staticmethod(backward))
     call_backward_directly(node)
     return function_apply_c.__get__(None, node)  # type: ignore[no-any-return]
+
+
+@functools.cache
+def _backward_maker(n: int, watched: bool) -> Callable[..., Callable[..., Any]]:
+    """The backward of a plan's node for n arguments: grad_fn rebuilt from the saved tensors,
+    called, and its gradients returned when each is a tensor of its input's shape, dtype and
+    device (the order of the comparisons: cheapest first); anything else goes to `checked`."""
+    grads = [f"g{i}" for i in range(n)]
+    metas = [(f"s{i}", f"d{i}", f"v{i}") for i in range(n)]
+    flat = ", ".join(name for meta in metas for name in meta)
+    exact = " and ".join(
+        f"type({g}) is Tensor and {g}.dtype is {d} and {g}.shape == {s} and {g}.device == {v}"
+        for g, (s, d, v) in zip(grads, metas, strict=True)
+    )
+    unpacked = ", ".join(grads) + ("," if n == 1 else "")
+    passed = ", ".join(grads)
+    meta_tuples = "".join(f"({s}, {d}, {v}), " for s, d, v in metas)
+    if watched:
+        wrap = (  # one input: its gradient may come bare
+            "                if type(input_grads) is Tensor:\n"
+            "                    input_grads = (input_grads,)\n"
+            if n == 1
+            else ""
+        )
+        head = f"code, namespace, defaults, variables, variable_metas, {flat} = ctx.plan"
+        call = f"""        returned = grad_fn(upstream, variables=list(variables))
+        if type(returned) is tuple and len(returned) == 2:
+            input_grads, variable_grads = returned
+            if type(variable_grads) is list and exact(variable_grads, variable_metas):
+{wrap}                if type(input_grads) is tuple and len(input_grads) == {n}:
+                    {unpacked} = input_grads
+                    if {exact}:
+                        return None, {passed}, *variable_grads
+        metas = ({meta_tuples}*variable_metas)
+"""
+    else:
+        head = f"code, namespace, defaults, {flat} = ctx.plan"
+        variables = "variables = None\n        "
+        if n == 1:
+            call = f"""        {variables}returned = grad_fn(upstream)
+        g0 = returned
+        if {exact}:
+            return None, g0
+        metas = ({meta_tuples})
+"""
+        else:
+            call = f"""        {variables}returned = grad_fn(upstream)
+        if type(returned) is tuple and len(returned) == {n}:
+            {unpacked} = returned
+            if {exact}:
+                return None, {passed}
+        metas = ({meta_tuples})
+"""
+    source = f"""def make(checked, Tensor, FunctionType, Cell, exact):
+    def backward(ctx, upstream):
+        {head}
+        saved = ctx.saved_tensors
+        cells = (Cell(saved[0]),) if len(saved) == 1 else tuple(map(Cell, saved))
+        grad_fn = FunctionType(code, namespace, None, defaults, cells)
+{call}        return None, *checked(metas, variables, returned, ctx.needs_input_grad)
+    return backward
+"""
+    namespace: dict[str, Any] = {}
+    kind = "watched " if watched else ""
+    exec(
+        compile(source, f"<tf_compat_grad {kind}plan backward of {n} arguments>", "exec"), namespace
+    )
+    return namespace["make"]  # type: ignore[no-any-return]
+
+
+def _exact(grads: list[Any], metas: Sequence[InputMeta]) -> bool:
+    """Whether each of the variables' gradients is a tensor of its variable's shape, dtype and
+    device."""
+    if len(grads) != len(metas):
+        return False
+    for grad, meta in zip(grads, metas, strict=True):
+        if type(grad) is not _Tensor or (grad.shape, grad.dtype, grad.device) != meta:
+            return False
+    return True
 
 
 Call = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]
@@ -142,7 +189,7 @@ def _maker(n: int, watched: bool) -> Callable[..., Call]:
     argument_checks = "".join(
         f"type({a}) not in EXACT or {a}.is_nested or is_wrapped({a}) or " for a in args
     )
-    metas = "".join(f"({a}.shape, {a}.dtype, {a}.device), " for a in args)
+    metas = ", ".join(f"{a}.shape, {a}.dtype, {a}.device" for a in args)
     if watched:
         # f runs under the watcher; the Parameters it read, less those passed to it, are
         # variables, and then the node is needed whatever the inputs need.
@@ -165,8 +212,8 @@ def _maker(n: int, watched: bool) -> Callable[..., Call]:
             if (type(result) is Tensor and type(grad_fn) is FunctionType
                     and (grad_fn.__code__ is accepted[0] or accepts(grad_fn, accepted))):
 """
-        metas += "*[(v.shape, v.dtype, v.device) for v in variables]"
-        plan_variables, more_inputs, rest = "variables", ", *variables", "args, watcher"
+        plan_head = "defaults, variables, [(v.shape, v.dtype, v.device) for v in variables], "
+        more_inputs, rest = ", *variables", "args, watcher"
     else:
         proof = "not reads_none() or "
         run = f"""\
@@ -176,7 +223,8 @@ def _maker(n: int, watched: bool) -> Callable[..., Call]:
             if (type(result) is Tensor and type(grad_fn) is FunctionType
                     and ({" or ".join(f"{a}.requires_grad" for a in args)})):
 """
-        plan_variables, more_inputs, rest = "None", "", "args, None"
+        plan_head = "defaults, "
+        more_inputs, rest = "", "args, None"
     cells = "".join(
         _cells_branch(k, f"{passed}{more_inputs}") for k in range(1, _UNROLLED_CELLS + 1)
     )
@@ -199,8 +247,7 @@ def make(f, reads_none, apply, general, unplanned, UNBOUND, grad_enabled, jit_tr
                 defaults = grad_fn.__defaults__
                 if (closure is not None and grad_fn.__kwdefaults__ is None
                         and (defaults is None or plain(defaults))):
-                    plan = (grad_fn.__code__, grad_fn.__globals__, grad_fn.__name__,
-                            grad_fn.__qualname__, defaults, ({metas}), {plan_variables})
+                    plan = (grad_fn.__code__, grad_fn.__globals__, {plan_head}{metas})
                     try:
                         k = len(closure)
 {cells}\

@@ -39,7 +39,7 @@ from torch.autograd import forward_ad
 
 from ._closure import EXACT_TENSOR_TYPES, plain
 from ._parameters import ParameterWatcher, accepts_variables
-from ._record import InputMeta, node_class
+from ._record import InputMeta, input_meta, node_class
 from ._run import UNBOUND
 from ._torch_internals import (
     any_autocast_enabled,
@@ -59,8 +59,8 @@ _UNROLLED_CELLS = 3  # grad_fns with more cells take the general code
 MAX_PLANS = 4  # numbers of arguments planned per decorated function; others take the general code
 
 # What the node's backward reads from its context: grad_fn's code, globals and defaults, then
-# (for a watched plan) the variables and their metadata, then each input's shape, dtype and
-# device, flat.
+# (for a watched plan) the variables, then each input's shape, dtype and device, flat. The
+# variables' own metadata is read in backward: a Parameter outlives the call.
 Plan = tuple[Any, ...]
 Checked = Callable[[tuple[InputMeta, ...], "list[Any] | None", Any, Sequence[bool]], list[Any]]
 
@@ -73,7 +73,9 @@ def make_node(f: Callable[..., Any], n: int, watched: bool, checked: Checked) ->
         ctx.save_for_backward(*saved)
         return outputs
 
-    backward = _backward_maker(n, watched)(checked, _Tensor, _FunctionType, _CellType, _exact)
+    backward = _backward_maker(n, watched)(
+        checked, _Tensor, _FunctionType, _CellType, _exact, input_meta
+    )
     node = node_class(f, forward=staticmethod(forward), backward=staticmethod(backward))
     call_backward_directly(node)
     return function_apply_c.__get__(None, node)  # type: ignore[no-any-return]
@@ -101,16 +103,16 @@ def _backward_maker(n: int, watched: bool) -> Callable[..., Callable[..., Any]]:
             if n == 1
             else ""
         )
-        head = f"code, namespace, defaults, variables, variable_metas, {flat} = ctx.plan"
+        head = f"code, namespace, defaults, variables, {flat} = ctx.plan"
         call = f"""        returned = grad_fn(upstream, variables=list(variables))
         if type(returned) is tuple and len(returned) == 2:
             input_grads, variable_grads = returned
-            if type(variable_grads) is list and exact(variable_grads, variable_metas):
+            if type(variable_grads) is list and exact(variable_grads, variables):
 {wrap}                if type(input_grads) is tuple and len(input_grads) == {n}:
                     {unpacked} = input_grads
                     if {exact}:
                         return None, {passed}, *variable_grads
-        metas = ({meta_tuples}*variable_metas)
+        metas = ({meta_tuples}*map(meta, variables))
 """
     else:
         head = f"code, namespace, defaults, {flat} = ctx.plan"
@@ -130,7 +132,7 @@ def _backward_maker(n: int, watched: bool) -> Callable[..., Callable[..., Any]]:
                 return None, {passed}
         metas = ({meta_tuples})
 """
-    source = f"""def make(checked, Tensor, FunctionType, Cell, exact):
+    source = f"""def make(checked, Tensor, FunctionType, Cell, exact, meta):
     def backward(ctx, upstream):
         {head}
         saved = ctx.saved_tensors
@@ -147,13 +149,18 @@ def _backward_maker(n: int, watched: bool) -> Callable[..., Callable[..., Any]]:
     return namespace["make"]  # type: ignore[no-any-return]
 
 
-def _exact(grads: list[Any], metas: Sequence[InputMeta]) -> bool:
+def _exact(grads: list[Any], variables: Sequence[torch.nn.Parameter]) -> bool:
     """Whether each of the variables' gradients is a tensor of its variable's shape, dtype and
     device."""
-    if len(grads) != len(metas):
+    if len(grads) != len(variables):
         return False
-    for grad, meta in zip(grads, metas, strict=True):
-        if type(grad) is not _Tensor or (grad.shape, grad.dtype, grad.device) != meta:
+    for grad, variable in zip(grads, variables, strict=True):
+        if (
+            type(grad) is not _Tensor
+            or grad.dtype is not variable.dtype
+            or grad.shape != variable.shape
+            or grad.device != variable.device
+        ):
             return False
     return True
 
@@ -212,7 +219,7 @@ def _maker(n: int, watched: bool) -> Callable[..., Call]:
             if (type(result) is Tensor and type(grad_fn) is FunctionType
                     and (grad_fn.__code__ is accepted[0] or accepts(grad_fn, accepted))):
 """
-        plan_head = "defaults, variables, [(v.shape, v.dtype, v.device) for v in variables], "
+        plan_head = "defaults, variables, "
         more_inputs, rest = ", *variables", "args, watcher"
     else:
         proof = "not reads_none() or "

@@ -38,7 +38,7 @@ _Tensor = torch.Tensor
 InputMeta = tuple[torch.Size, torch.dtype, torch.device]
 
 
-def _meta(tensor: torch.Tensor) -> InputMeta:
+def input_meta(tensor: torch.Tensor) -> InputMeta:
     return tensor.shape, tensor.dtype, tensor.device
 
 
@@ -186,9 +186,9 @@ class Record:
         variables: Sequence[torch.nn.Parameter],
     ) -> Record:
         """The record of a call with these tensor inputs, in the current autocast state."""
-        metas = list(map(_meta, inputs))
+        metas = list(map(input_meta, inputs))
         if variables:
-            metas.extend(map(_meta, variables))
+            metas.extend(map(input_meta, variables))
         return cls(layout, metas, variables, _autocast.current() if any_autocast_enabled() else ())
 
     def gradients(
@@ -235,7 +235,7 @@ class Record:
         if raw:
             return flat
         metas = self.metas
-        for i, grad in enumerate(flat):  # `_meta` written out: this runs per gradient
+        for i, grad in enumerate(flat):  # `input_meta` written out: this runs per gradient
             if type(grad) is not _Tensor or (grad.shape, grad.dtype, grad.device) != metas[i]:
                 flat[i] = self._repair(grad, i, needs, first)
         return flat

@@ -9,7 +9,7 @@ import torch
 from helpers import D
 from messages import count, variables_count, variables_keyword
 
-from tf_compat_grad import custom_gradient, examples
+from tf_compat_grad import CustomGradientTypeError, custom_gradient, examples
 
 
 def planned(y: torch.Tensor) -> bool:
@@ -175,6 +175,24 @@ def test_gradients_that_are_not_exact_are_repaired_by_the_general_checks():
     assert gx.dtype == D and gw.dtype == D
     torch.testing.assert_close(gx, torch.full((3,), 1.5, dtype=D))
     torch.testing.assert_close(gw, torch.ones(3, dtype=D))
+
+
+def test_a_gradient_of_the_right_shape_in_another_dtype_is_checked():
+    # Same shape, complex for a real input: the general checks refuse it with the library's
+    # error (torch's engine would raise its own, naming neither function nor argument).
+    @custom_gradient
+    def f(x):
+        k = torch.tensor(1 + 1j)
+
+        def grad(dy):
+            return dy * k
+
+        return x * 2, grad
+
+    y = f(leaf(3))
+    assert planned(y)
+    with pytest.raises(CustomGradientTypeError, match=r"complex128.*argument `x`"):
+        y.sum().backward()
 
 
 def test_a_list_of_gradients_is_accepted_as_a_tuple_is():
@@ -369,6 +387,27 @@ def test_variable_gradients_as_a_tuple_or_to_repair_take_the_general_checks():
     assert gw.dtype == D and gb.dtype == D
     torch.testing.assert_close(gw, torch.ones(4, 3, dtype=D))
     torch.testing.assert_close(gb, torch.full((4,), 2.0, dtype=D))
+
+
+def test_a_list_of_variable_gradients_that_need_repair_takes_the_general_checks():
+    w, b = parameters()
+
+    @custom_gradient
+    def f(x):
+        def grad(dy, variables=None):
+            # a list, as grad_fns return it, of a float32 gradient for a float64 Parameter and
+            # one of shape [1] for a Parameter of shape [4]: compared with the Parameters
+            return dy @ w, [torch.ones(4, 3, dtype=torch.float32), torch.ones(1, dtype=D)]
+
+        return torch.nn.functional.linear(x, w, b), grad
+
+    x = leaf(2, 3)
+    y = f(x)
+    assert planned(y)
+    _, gw, gb = grads(y, x, w, b)
+    assert gw.dtype == D and gb.dtype == D
+    torch.testing.assert_close(gw, torch.ones(4, 3, dtype=D))
+    torch.testing.assert_close(gb, torch.ones(4, dtype=D))
 
 
 def test_a_wrong_number_of_variable_gradients_is_the_general_error():

@@ -10,7 +10,8 @@ into locals, that is a third of the Python instructions of the general code and 
 call. The node's backward (`make_node`), generated per plan in the same spirit, rebuilds grad_fn
 from its code, globals and defaults around the saved tensors (named as its code names it: a name
 assigned to the function object after `def` is not kept) and compares each gradient with the
-noted metadata, held flat. A plan is made on the first such call for each n, of one of two kinds: when
+noted metadata, held flat; a variable's gradient is compared with its Parameter's metadata as
+it is then (a Parameter outlives the call). A plan is made on the first such call for each n, of one of two kinds: when
 the proof says f reads no Parameter (Note [watching only when needed]), f is called directly
 while the proof's per-call check holds; otherwise f runs under the Parameter watcher, pushed
 and popped without `TorchFunctionMode`'s Python frames, and the Parameters it read, less those

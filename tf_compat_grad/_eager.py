@@ -143,10 +143,16 @@ class EagerPath:
                 and len(self._planned) < _plan.MAX_PLANS
             ):
                 self._planned.add(n)
-                watched = self.reach.possible(())
-                apply = _plan.make_node(f, n, watched, self._checked_gradients)
+                reach = self.reach
+                if not reach.possible(()):
+                    kind, holds, known = "none", reach.reads_none, []
+                elif reach.known:
+                    kind, holds, known = "known", reach.reads_known, reach.known
+                else:
+                    kind, holds, known = "watched", reach.reads_none, []
+                apply = _plan.make_node(f, n, kind != "none", self._checked_gradients)
                 self.entry = _plan.make_call(
-                    n, watched, f, self.reach.reads_none, apply, self.entry, self._unplanned
+                    n, kind, f, holds, known, apply, self.entry, self._unplanned
                 )
                 return self.entry(bound, args, kwargs)
             result, grad_fn, variables = run_watched(f, bound, args, kwargs, args, self.reach)

@@ -25,6 +25,23 @@ soon as a global, a module attribute or a closure cell it read is rebound, or a 
 gets new code, new default values or new attributes. Relative imports, introspection (`__dict__`,
 `__globals__`, `inspect.getmodule`, frames) and numpy arrays of Python objects answer "maybe".
 
+# Note [reads read off the code]
+When the proof fails only because f's own closure cells or globals hold Parameters, f's own
+instructions may still show exactly which of them it reads: `F.linear(x, w, b)` reads w, then
+b, on every call. `exact_reads` runs those instructions over symbols instead of values and
+answers only for straight-line code (no branch, loop, `try` or `with`) in which each such
+Parameter is handed straight to a torch op (a public builtin function of `torch`,
+`torch.nn.functional`, `torch.linalg`, `torch.special` or `torch.fft`), to an operator, or
+has a torch method called or a property read on it. It records them in the order the watcher
+would: at the op's call (a method is seen when it is called, not when it is looked up), and
+metadata (`w.shape`, `w.size()`) is no read. Anything else that touches such a Parameter
+(a Python function, a container, a nested function called in f, a slice bound, a private
+attribute) makes it answer nothing, and f is watched. The rest of what f can reach must pass
+the proof as before. A plan built on the answer (a "known" plan, Note [plans]) passes the
+Parameters among them that need a gradient as the call's variables, without the watcher's
+Python call per op, for as long as the per-call check of the names, cells and functions the
+analysis read holds.
+
 Not seen, on purpose: a Parameter stored as a Python attribute of a plain tensor, put into
 `builtins`, or set as a new attribute of torch or of a standard-library module. Those modules
 and tensors are trusted as they come.
@@ -38,6 +55,7 @@ import contextlib
 import dis
 import functools
 import inspect
+import sys
 import types
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -140,11 +158,13 @@ _METADATA_PROPERTIES = (
     "shape", "dtype", "device", "requires_grad", "grad", "grad_fn", "is_leaf", "ndim",
     "layout", "is_cuda", "is_sparse", "is_quantized", "is_meta", "_version",
 )  # fmt: skip
+_METADATA_METHODS = (
+    "size", "dim", "numel", "stride", "element_size", "is_contiguous", "is_floating_point",
+    "is_complex", "data_ptr", "__len__", "__hash__", "requires_grad_",
+)  # fmt: skip
 _METADATA: frozenset[Any] = frozenset(
     [getattr(_Tensor, name).__get__ for name in _METADATA_PROPERTIES if hasattr(_Tensor, name)]
-    + [_Tensor.size, _Tensor.dim, _Tensor.numel, _Tensor.stride, _Tensor.element_size]
-    + [_Tensor.is_contiguous, _Tensor.is_floating_point, _Tensor.is_complex, _Tensor.data_ptr]
-    + [_Tensor.__len__, _Tensor.__hash__, _Tensor.requires_grad_]
+    + [getattr(_Tensor, name) for name in _METADATA_METHODS]
 )
 
 
@@ -224,11 +244,16 @@ class ParameterReach:
     """Whether one decorated function can read a Parameter; see Note [watching only when
     needed]."""
 
-    __slots__ = ("_f", "_safe", "_unchanged", "reads_none")
+    __slots__ = ("_f", "_safe", "_unchanged", "known", "reads_known", "reads_none")
 
     def __init__(self, f: Any) -> None:
         self._f = f
         self._safe = False
+        # The Parameters f reads on every call when the last analysis read them off its code
+        # (Note [reads read off the code]), else None; `reads_known` is the per-call check
+        # that the analysis still holds, as `reads_none` is for a proof of none.
+        self.known: list[Parameter] | None = None
+        self.reads_known: Callable[[], bool] = _never
         # Whether every name, closure cell and function the last analysis read still holds
         # what it held then (`_unchanged_check`); no analysis yet: never.
         self._unchanged: Callable[[], bool] = _never
@@ -255,13 +280,18 @@ class ParameterReach:
 
     def _analyse(self) -> None:
         deps = _Deps()
+        self.known = None
         try:
             _check_value(self._f, deps, set())
             self._safe = True
         except _Unsafe:
-            self._safe = False
+            exact = exact_reads(self._f)
+            if exact is not None:
+                self.known, deps = exact
+            self._safe = self.known == []  # it names Parameters, but only reads metadata
         self._unchanged = _unchanged_check(deps)
         self.reads_none = self._unchanged if self._safe else _never
+        self.reads_known = self._unchanged if self.known else _never
 
 
 def _never() -> bool:
@@ -418,7 +448,15 @@ def _package(value: Any) -> str:
     return module.partition(".")[0] if isinstance(module, str) else ""
 
 
-def _check_function(fn: types.FunctionType, deps: _Deps, seen: set[int]) -> None:
+def _check_function(
+    fn: types.FunctionType,
+    deps: _Deps,
+    seen: set[int],
+    direct: dict[tuple[str, str], Parameter] | None = None,
+) -> None:
+    """Raise `_Unsafe` unless fn provably reads no Parameter; with `direct`, the Parameters its
+    own closure cells and globals hold are put there, keyed `("cell" | "global", name)`, instead
+    (`exact_reads` then follows what fn does with them)."""
     deps.functions.append(
         (fn, fn.__code__, fn.__defaults__, _items(fn.__kwdefaults__), _items(fn.__dict__))
     )
@@ -427,10 +465,12 @@ def _check_function(fn: types.FunctionType, deps: _Deps, seen: set[int]) -> None
         module.partition(".")[0] not in _SAFE_MODULES for module in code.imports
     ):
         raise _Unsafe  # an `import` inside f binds a module the globals do not show
-    for cell in fn.__closure__ or ():
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
         contents = _contents(cell)
         deps.cells.append((cell, contents))
-        if contents is not _MISSING:
+        if direct is not None and type(contents) is Parameter:
+            direct["cell", name] = contents
+        elif contents is not _MISSING:
             _check_value(contents, deps, seen)
     namespace = fn.__globals__
     for name in code.globals:
@@ -438,6 +478,9 @@ def _check_function(fn: types.FunctionType, deps: _Deps, seen: set[int]) -> None
         deps.names.append((namespace, name, value))  # also when missing: it may be defined later
         if value is _MISSING:
             continue  # a builtin, or a global not yet defined
+        if direct is not None and type(value) is Parameter:
+            direct["global", name] = value
+            continue
         if isinstance(value, types.ModuleType) and value.__name__.partition(".")[0] not in (
             _SAFE_MODULES
         ):
@@ -485,3 +528,215 @@ def _read(code: types.CodeType, into: _Code | None = None) -> _Code:
         if isinstance(const, types.CodeType):
             _read(const, found)
     return found
+
+
+# --- the Parameters f provably reads, exactly -----------------------------------------------
+
+# Namespaces whose public builtin functions are torch ops: each hands its tensor arguments to
+# `__torch_function__`, so the watcher would record a Parameter passed to one.
+_OP_NAMESPACES = frozenset(
+    {"torch", "torch.nn.functional", "torch.linalg", "torch.special", "torch.fft"}
+)
+_METADATA_NAMES = frozenset(_METADATA_PROPERTIES + _METADATA_METHODS)
+_NULL, _OTHER, _CELL, _NESTED = "null", "other", "cell", "nested"  # what a stack slot holds
+# Instructions that only move values the simulation needs not follow.
+_PLAIN_OPS = frozenset(
+    {"NOP", "RESUME", "CACHE", "PRECALL", "COPY_FREE_VARS", "MAKE_CELL", "EXTENDED_ARG"}
+)
+_OPERATORS = ("BINARY_", "INPLACE_", "UNARY_", "COMPARE_OP")
+
+
+class _Op:
+    """A torch op reached by name on a public torch namespace (`F.linear`, `torch.exp`)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+
+class _Method:
+    """A Parameter's torch method, looked up for a call."""
+
+    __slots__ = ("owner",)
+
+    def __init__(self, owner: Parameter) -> None:
+        self.owner = owner
+
+
+def _tracked(value: Any) -> bool:
+    """Whether a stack slot holds what a read must be followed for."""
+    return type(value) is Parameter or type(value) is _Method
+
+
+class _Module:
+    __slots__ = ("module",)
+
+    def __init__(self, module: types.ModuleType) -> None:
+        self.module = module
+
+
+def exact_reads(f: Any) -> tuple[list[Parameter], _Deps] | None:
+    """The Parameters f reads on every call, in the watcher's order, when its code shows them
+    (Note [reads read off the code]); None when it does not."""
+    if type(f) is not types.FunctionType:
+        return None
+    deps = _Deps()
+    direct: dict[tuple[str, str], Parameter] = {}
+    try:
+        _check_function(f, deps, set(), direct)
+    except _Unsafe:
+        return None
+    reads = _simulate(f, direct)
+    return None if reads is None else (reads, deps)
+
+
+def _simulate(
+    f: types.FunctionType, direct: dict[tuple[str, str], Parameter]
+) -> list[Parameter] | None:
+    """Run f's own instructions over symbols (a Parameter of `direct`, a torch namespace or op,
+    a nested function, anything else), recording each torch op or tensor operator a Parameter
+    is handed to; None at any instruction outside the straight-line forms it knows."""
+    code = f.__code__
+    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        return None
+    if getattr(code, "co_exceptiontable", b""):
+        return None  # a try or with block
+    namespace = f.__globals__
+    local: dict[str, Any] = {}
+    cells: dict[str, Any] = {name: _OTHER for name in code.co_cellvars}
+    for name in code.co_freevars:
+        cells[name] = direct.get(("cell", name), _OTHER)
+    stack: list[Any] = []
+    reads: list[Parameter] = []
+    value: Any
+
+    def read(*values: Any) -> None:
+        for value in values:
+            if type(value) is Parameter and all(value is not r for r in reads):
+                reads.append(value)
+
+    def pop(count: int) -> list[Any]:
+        if count > len(stack):
+            raise _Unsafe
+        taken = stack[len(stack) - count :]
+        del stack[len(stack) - count :]
+        return taken
+
+    def symbol(value: Any) -> Any:
+        if type(value) is Parameter:
+            return value
+        if isinstance(value, types.ModuleType) and value.__name__ in _OP_NAMESPACES:
+            return _Module(value)
+        return _OTHER
+
+    def call(callee: list[Any], args: list[Any]) -> None:
+        if any(type(c) is Parameter or c is _NESTED for c in callee):
+            raise _Unsafe  # a nested function may read what its closure holds
+        if any(type(a) is _Method for a in args):
+            raise _Unsafe  # a Parameter's method, called who knows when
+        methods = [c.owner for c in callee if type(c) is _Method]
+        if methods or any(type(c) is _Op for c in callee):
+            read(*methods, *args)  # one torch call: the watcher scans self, then the arguments
+        elif any(type(a) is Parameter for a in args):
+            raise _Unsafe  # handed to code the simulation does not follow
+        stack.append(_OTHER)
+
+    try:
+        for instruction in dis.get_instructions(code):
+            op, arg, name = instruction.opname, instruction.arg or 0, instruction.argval
+            if instruction.opcode in dis.hasjrel or instruction.opcode in dis.hasjabs:
+                return None  # a branch or loop: what runs depends on the values
+            if op in _PLAIN_OPS or op == "KW_NAMES":  # keyword values are counted in CALL's
+                pass
+            elif op == "LOAD_CONST":
+                stack.append(_OTHER)
+            elif op == "PUSH_NULL":
+                stack.append(_NULL)
+            elif op in ("LOAD_FAST", "LOAD_FAST_CHECK"):
+                stack.append(local.get(name, _OTHER))
+            elif op == "LOAD_FAST_LOAD_FAST":
+                stack.extend(local.get(n, _OTHER) for n in name)
+            elif op == "STORE_FAST":
+                local[name] = pop(1)[0]
+            elif op in ("LOAD_DEREF", "LOAD_CLASSDEREF"):
+                stack.append(cells.get(name, _OTHER))
+            elif op == "STORE_DEREF":
+                value = pop(1)[0]
+                if _tracked(value):
+                    raise _Unsafe  # a cell a nested function may read later
+                cells[name] = value
+            elif op == "LOAD_CLOSURE":
+                stack.append(_CELL)
+            elif op == "LOAD_GLOBAL":
+                value = direct.get(("global", name))
+                if value is None:
+                    value = symbol(namespace.get(name, _MISSING))
+                if sys.version_info >= (3, 11) and arg & 1:
+                    stack.append(_NULL)
+                stack.append(value)
+            elif op in ("LOAD_ATTR", "LOAD_METHOD"):
+                (owner,) = pop(1)
+                method = op == "LOAD_METHOD" or (sys.version_info >= (3, 12) and arg & 1)
+                value = _OTHER
+                if type(owner) is Parameter:
+                    attribute = type(inspect.getattr_static(torch._C.TensorBase, name, None))
+                    if name in _METADATA_NAMES:
+                        pass  # metadata is no read
+                    elif name.startswith("_"):
+                        raise _Unsafe  # may not reach torch
+                    elif attribute is types.GetSetDescriptorType and not method:
+                        read(owner)  # a property: torch sees it as it is looked up
+                    elif attribute is types.MethodDescriptorType and method:
+                        value = _Method(owner)  # torch sees it when it is called
+                    else:
+                        raise _Unsafe
+                elif type(owner) is _Module and not name.startswith("_"):
+                    member = getattr(owner.module, name, None)
+                    value = (
+                        _Op(member) if type(member) is types.BuiltinFunctionType else symbol(member)
+                    )
+                elif type(owner) is _Method:
+                    raise _Unsafe
+                stack.extend((_NULL, value) if method else (value,))
+            elif op == "MAKE_FUNCTION" or op == "SET_FUNCTION_ATTRIBUTE":
+                taken = pop(1 - dis.stack_effect(instruction.opcode, instruction.arg))
+                if any(map(_tracked, taken)):
+                    raise _Unsafe  # a Parameter as a default value
+                stack.append(_NESTED)
+            elif op in ("BUILD_TUPLE", "BUILD_LIST", "BUILD_SLICE"):
+                taken = pop(1 - dis.stack_effect(instruction.opcode, instruction.arg))
+                if any(map(_tracked, taken)):
+                    raise _Unsafe  # inside a container, it can go anywhere
+                stack.append(_OTHER)
+            elif op == "BINARY_SLICE":  # the watcher sees the slice, not what it holds
+                container, *bounds = pop(3)
+                if any(map(_tracked, bounds)) or type(container) is _Method:
+                    raise _Unsafe
+                read(container)
+                stack.append(_OTHER)
+            elif op.startswith(_OPERATORS) or op == "BINARY_SUBSCR":
+                taken = pop(1 - dis.stack_effect(instruction.opcode, instruction.arg))
+                if any(type(t) is _Method for t in taken):
+                    raise _Unsafe
+                read(*taken)
+                stack.append(_OTHER)
+            elif op in ("CALL_FUNCTION", "CALL_FUNCTION_KW"):  # Python 3.10
+                kw = 1 if op == "CALL_FUNCTION_KW" else 0
+                taken = pop(arg + 1 + kw)
+                call(taken[:1], taken[1 : 1 + arg])
+            elif op in ("CALL_METHOD", "CALL", "CALL_KW"):
+                kw = 1 if op == "CALL_KW" else 0
+                taken = pop(arg + 2 + kw)
+                call(taken[:2], taken[2 : 2 + arg])
+            elif op == "POP_TOP":
+                pop(1)  # a value loaded and dropped: not read
+            elif op in ("RETURN_VALUE", "RETURN_CONST"):
+                if op == "RETURN_VALUE" and _tracked(pop(1)[0]):
+                    raise _Unsafe
+                return reads
+            else:
+                return None
+    except _Unsafe:
+        return None
+    return None

@@ -11,9 +11,12 @@ call. The node's backward (`make_node`), generated per plan in the same spirit, 
 from its code, globals and defaults around the saved tensors (named as its code names it: a name
 assigned to the function object after `def` is not kept) and compares each gradient with the
 noted metadata, held flat; a variable's gradient is compared with its Parameter's metadata as
-it is then (a Parameter outlives the call). A plan is made on the first such call for each n, of one of two kinds: when
-the proof says f reads no Parameter (Note [watching only when needed]), f is called directly
-while the proof's per-call check holds; otherwise f runs under the Parameter watcher, pushed
+it is then (a Parameter outlives the call).
+
+A plan is made on the first such call for each n, of one of three kinds: when the proof says f reads no Parameter (Note [watching only when needed]), f is called directly
+while the proof's per-call check holds; when f's code shows exactly which Parameters it reads
+(Note [reads read off the code]), f is called directly too and those that need a gradient are
+the variables (a "known" plan); otherwise f runs under the Parameter watcher, pushed
 and popped without `TorchFunctionMode`'s Python frames, and the Parameters it read, less those
 passed to it, are the call's variables (the watcher always gives the right answer, so a
 watched plan stays one). Whatever does not fit the plan goes to the general code: before f
@@ -31,6 +34,7 @@ general checks (`checked`), which repair or reject them.
 from __future__ import annotations
 
 import functools
+import operator
 import types
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -171,25 +175,28 @@ Call = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]
 
 def make_call(
     n: int,
-    watched: bool,
+    kind: str,
     f: Callable[..., Any],
-    reads_none: Callable[[], bool],
+    holds: Callable[[], bool],
+    known: Sequence[torch.nn.Parameter],
     apply: Callable[..., Any],
     general: Call,
     unplanned: Callable[[Any, tuple[Any, ...], ParameterWatcher | None], Any],
 ) -> Call:
-    """The call of f's plan for n positional tensor arguments (Note [plans]): `watched` when f
-    may read a Parameter, so that it runs under the watcher."""
-    return _maker(n, watched)(
-        f, reads_none, apply, general, unplanned, UNBOUND, torch.is_grad_enabled,
+    """The call of f's plan for n positional tensor arguments (Note [plans]) of one `kind`:
+    "none" when f provably reads no Parameter, "known" when it provably reads the `known` ones,
+    each while the per-call check `holds`; "watched" when it runs under the watcher."""
+    return _maker(n, kind)(
+        f, holds, known, apply, general, unplanned, UNBOUND, torch.is_grad_enabled,
         jit_tracing_state, functorch_transforms_active, forward_ad, is_functorch_wrapped,
         any_autocast_enabled, EXACT_TENSOR_TYPES, _Tensor, _FunctionType, plain,
-        ParameterWatcher, push_function_mode, pop_function_mode, _accepts,
+        ParameterWatcher, push_function_mode, pop_function_mode, _accepts, _seen,
+        operator.attrgetter("requires_grad"),
     )  # fmt: skip
 
 
 @functools.cache
-def _maker(n: int, watched: bool) -> Callable[..., Call]:
+def _maker(n: int, kind: str) -> Callable[..., Call]:
     assert n > 0, "a call without tensor arguments has no node"
     args = [f"a{i}" for i in range(n)]
     unpacked = ", ".join(args) + ("," if n == 1 else "")
@@ -198,11 +205,11 @@ def _maker(n: int, watched: bool) -> Callable[..., Call]:
         f"type({a}) not in EXACT or {a}.is_nested or is_wrapped({a}) or " for a in args
     )
     metas = ", ".join(f"{a}.shape, {a}.dtype, {a}.device" for a in args)
-    if watched:
+    if kind == "watched":
         # f runs under the watcher; the Parameters it read, less those passed to it, are
         # variables, and then the node is needed whatever the inputs need.
         proof = ""
-        run = f"""\
+        watch = f"""\
         watcher = Watcher()
         push(watcher)
         try:
@@ -213,6 +220,21 @@ def _maker(n: int, watched: bool) -> Callable[..., Call]:
         if not found:
             return unplanned(out, args, watcher)
         variables = [*found.values()]
+"""
+        rest = "args, watcher"
+    elif kind == "known":
+        # The Parameters the watcher would see, read off f's code: those that need a gradient.
+        proof = "not holds() or "
+        watch = f"""\
+        out = f({passed})
+        variables = list(filter(needs_grad, known))
+        if not variables:
+            return unplanned(out, args, seen(variables))
+"""
+        rest = "args, seen(variables)"
+    if kind != "none":
+        run = f"""\
+{watch}\
         if {" or ".join(f"type({a}) is not Tensor" for a in args)}:  # a Parameter argument
             variables = [v for v in variables if {" and ".join(f"v is not {a}" for a in args)}]
         if variables and type(out) is tuple and len(out) == 2:
@@ -221,9 +243,9 @@ def _maker(n: int, watched: bool) -> Callable[..., Call]:
                     and (grad_fn.__code__ is accepted[0] or accepts(grad_fn, accepted))):
 """
         plan_head = "defaults, variables, "
-        more_inputs, rest = ", *variables", "args, watcher"
+        more_inputs = ", *variables"
     else:
-        proof = "not reads_none() or "
+        proof = "not holds() or "
         run = f"""\
         out = f({passed})
         if type(out) is tuple and len(out) == 2:
@@ -237,9 +259,9 @@ def _maker(n: int, watched: bool) -> Callable[..., Call]:
         _cells_branch(k, f"{passed}{more_inputs}") for k in range(1, _UNROLLED_CELLS + 1)
     )
     source = f"""\
-def make(f, reads_none, apply, general, unplanned, UNBOUND, grad_enabled, jit_tracing_state,
+def make(f, holds, known, apply, general, unplanned, UNBOUND, grad_enabled, jit_tracing_state,
          transforms_active, forward_ad, is_wrapped, any_autocast, EXACT, Tensor, FunctionType,
-         plain, Watcher, push, pop, accepts):
+         plain, Watcher, push, pop, accepts, seen, needs_grad):
     accepted = [None]  # the code of the last grad_fn that accepted `variables=`
 
     def call(bound, args, kwargs):
@@ -265,9 +287,17 @@ def make(f, reads_none, apply, general, unplanned, UNBOUND, grad_enabled, jit_tr
     return call
 """
     namespace: dict[str, Any] = {}
-    kind = "watched " if watched else ""
-    exec(compile(source, f"<tf_compat_grad {kind}plan of {n} arguments>", "exec"), namespace)
+    name = "" if kind == "none" else f"{kind} "
+    exec(compile(source, f"<tf_compat_grad {name}plan of {n} arguments>", "exec"), namespace)
     return namespace["make"]  # type: ignore[no-any-return]
+
+
+def _seen(variables: list[torch.nn.Parameter]) -> ParameterWatcher:
+    """A watcher that has seen `variables`: what the general code takes from a call of a "known"
+    plan."""
+    watcher = ParameterWatcher()
+    watcher.found = {id(v): v for v in variables}
+    return watcher
 
 
 def _accepts(grad_fn: types.FunctionType, accepted: list[types.CodeType | None]) -> bool:

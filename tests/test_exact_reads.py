@@ -1,0 +1,244 @@
+"""Parameters read off f's code (Note [reads read off the code] in `_parameters.py`): where the
+analysis answers, it must give exactly the Parameters the watcher records, in its order, and
+the plan built on it must follow every change the watcher would see."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import D
+
+from tf_compat_grad import custom_gradient
+from tf_compat_grad._parameters import ParameterWatcher, exact_reads
+
+G = torch.nn.Parameter(torch.randn(4, dtype=D))  # a module-level Parameter
+
+
+def parameters():
+    torch.manual_seed(0)
+    w = torch.nn.Parameter(torch.randn(4, 3, dtype=D))
+    b = torch.nn.Parameter(torch.randn(4, dtype=D))
+    return w, b
+
+
+def helper(t):
+    return t * 2
+
+
+def forms(w, b):
+    """Functions of x (shape [2, 3]) that read w and b in the ways straight-line code does."""
+
+    def linear(x):
+        def grad(dy, variables=None):  # closes over w and b, but f does not call it
+            return dy @ w, [dy.t() @ x, b * 0]
+
+        return F.linear(x, w, b), grad
+
+    def operators(x):
+        return x @ w.t() + b, None
+
+    def keywords(x):
+        return F.linear(x, weight=w, bias=b), None
+
+    def bias_first(x):
+        return torch.mul(F.linear(x, w.detach()), 1) + b + (w > 0).sum(), None
+
+    def through_a_local(x):
+        v = b
+        return F.linear(x, w, v), None
+
+    def metadata_only(x):
+        return x * w.shape[0] + w.size(1) + b.dim(), None
+
+    def unary_and_subscript(x):
+        return (x + (-w[0])) @ w.T + b[0], None
+
+    def module_global(x):
+        return F.linear(x, w) + G, None
+
+    def twice(x):
+        return F.linear(F.linear(x[:, :3], w, b), w.t()) + b.sum(), None
+
+    def method_order(x):
+        # `b.add` is looked up before `w.sum()` runs, but torch sees w first
+        return b.add(w.sum()) + x @ w.t(), None
+
+    def loaded_and_dropped(x):
+        w  # noqa: B018 (a bare name: no torch call sees it)
+        return x * 2, None
+
+    return [linear, operators, keywords, bias_first, through_a_local, metadata_only,
+            unary_and_subscript, module_global, twice, method_order, loaded_and_dropped]  # fmt: skip
+
+
+def refused(w, b):
+    """Functions the analysis must not answer for: what they read depends on more than their
+    own straight-line code shows."""
+
+    def branch(x):
+        if x.sum() > 0:
+            return x @ w.t(), None
+        return x * 1, None
+
+    def loop(x):
+        for p in (w,):
+            x = x @ p.t()
+        return x, None
+
+    def with_block(x):
+        with torch.no_grad():
+            y = x * 2
+        return y @ w.t(), None
+
+    def helper_call(x):
+        return helper(w), None
+
+    def container(x):
+        return sum([w, w]), None
+
+    def returned(x):
+        return w, None
+
+    def nested_call(x):
+        def inner():
+            return x @ w.t()
+
+        return inner(), None
+
+    def builtin_call(x):
+        return x * len(w), None
+
+    def dunder(x):
+        return x * (w.__class__ is torch.Tensor), None
+
+    def slice_bound(x):
+        return x[w:], None  # a slice holding the Parameter itself
+
+    def method_handed_on(x):
+        return torch.func.grad(w.sum)(), None  # a Parameter's method called elsewhere
+
+    def python_op(x):
+        return F.relu(w), None  # a Python function of torch's: not followed
+
+    def stored_in_a_cell(x):
+        v = w
+
+        def inner():
+            return v
+
+        return x * 2, inner
+
+    return [branch, loop, with_block, helper_call, container, returned, nested_call,
+            builtin_call, dunder, slice_bound, method_handed_on, python_op, stored_in_a_cell]  # fmt: skip
+
+
+def watched(f, x):
+    watcher = ParameterWatcher()
+    with watcher:
+        f(x)
+    return watcher.variables(exclude=[x])
+
+
+@pytest.mark.parametrize("index", range(11))
+def test_the_parameters_read_off_the_code_are_the_watchers(index):
+    w, b = parameters()
+    f = forms(w, b)[index]
+    x = torch.randn(2, 3, dtype=D, requires_grad=True)
+    found = exact_reads(f)
+    assert found is not None, f.__name__
+    reads, _ = found
+    expected = watched(f, x)
+    assert len(reads) == len(expected) and all(
+        r is e for r, e in zip(reads, expected, strict=True)
+    ), (f.__name__, [tuple(p.shape) for p in reads], [tuple(p.shape) for p in expected])
+
+
+@pytest.mark.parametrize("index", range(13))
+def test_code_whose_reads_depend_on_more_is_not_answered(index):
+    w, b = parameters()
+    f = refused(w, b)[index]
+    assert exact_reads(f) is None, f.__name__
+
+
+def closure_layer(w, b):
+    @custom_gradient
+    def layer(x):
+        def grad(dy, variables=None):
+            if not variables:  # no Parameter needs a gradient: grad_fn gets no `variables`
+                return dy @ w
+            return dy @ w, [dy.t() @ x, dy.sum(0)][: len(variables)]
+
+        return F.linear(x, w, b), grad
+
+    return layer
+
+
+def grads(y, *inputs):
+    return torch.autograd.grad(y.sum(), inputs, allow_unused=True)
+
+
+def test_a_layer_with_closure_parameters_takes_a_known_plan_without_the_watcher():
+    w, b = parameters()
+    layer = closure_layer(w, b)
+    x = torch.randn(2, 3, dtype=D, requires_grad=True)
+    for _ in range(2):
+        y = layer(x)
+        assert y.grad_fn.plan[3] == [w, b]
+    assert "known plan" in layer._eager.entry.__code__.co_filename
+    pushed = []
+    original = ParameterWatcher.__torch_function__
+    ParameterWatcher.__torch_function__ = lambda *a, **k: pushed.append(1) or original(*a, **k)
+    try:
+        y = layer(x)
+    finally:
+        ParameterWatcher.__torch_function__ = original
+    assert not pushed, "the watcher ran"
+    gx, gw, gb = grads(y, x, w, b)
+    dy = torch.ones(2, 4, dtype=D)
+    torch.testing.assert_close(gx, dy @ w)
+    torch.testing.assert_close(gw, dy.t() @ x)
+    torch.testing.assert_close(gb, dy.sum(0))
+
+
+def test_a_frozen_parameter_is_not_a_variable_of_a_known_plan():
+    w, b = parameters()
+    layer = closure_layer(w, b)
+    x = torch.randn(2, 3, dtype=D, requires_grad=True)
+    layer(x)  # the plan
+    b.requires_grad_(False)
+    y = layer(x)
+    assert y.grad_fn.plan[3] == [w]
+    _, gw = grads(y, x, w)
+    torch.testing.assert_close(gw, torch.ones(2, 4, dtype=D).t() @ x)
+    w.requires_grad_(False)  # no variable left, and x needs a gradient: the general code
+    (gx,) = grads(layer(x), x)
+    torch.testing.assert_close(gx, torch.ones(2, 4, dtype=D) @ w)
+
+
+def test_a_rebound_closure_parameter_is_followed():
+    w, _ = parameters()
+    w2 = torch.nn.Parameter(torch.randn(4, 3, dtype=D))
+
+    def make():
+        weight = w
+
+        @custom_gradient
+        def layer(x):
+            def grad(dy, variables=None):
+                return dy @ weight, [dy.t() @ x]
+
+            return F.linear(x, weight), grad
+
+        def rebind(new):
+            nonlocal weight
+            weight = new
+
+        return layer, rebind
+
+    layer, rebind = make()
+    x = torch.randn(2, 3, dtype=D, requires_grad=True)
+    assert layer(x).grad_fn.plan[3] == [w]
+    rebind(w2)
+    y = layer(x)
+    _, g1, g2 = grads(y, x, w, w2)
+    assert g1 is None
+    torch.testing.assert_close(g2, torch.ones(2, 4, dtype=D).t() @ x)

@@ -680,7 +680,7 @@ def _simulate(
                 method = op == "LOAD_METHOD" or (sys.version_info >= (3, 12) and arg & 1)
                 value = _OTHER
                 if type(owner) is Parameter:
-                    attribute = type(inspect.getattr_static(torch._C.TensorBase, name, None))
+                    attribute = type(inspect.getattr_static(_Tensor, name, None))  # Python: refused
                     if name in _METADATA_NAMES:
                         pass  # metadata is no read
                     elif name.startswith("_"):

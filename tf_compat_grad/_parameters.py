@@ -31,12 +31,15 @@ instructions may still show exactly which of them it reads: `F.linear(x, w, b)` 
 b, on every call. `exact_reads` runs those instructions over symbols instead of values and
 answers only for straight-line code (no branch, loop, `try` or `with`) in which each such
 Parameter is handed straight to a torch op (a public builtin function of `torch`,
-`torch.nn.functional`, `torch.linalg`, `torch.special` or `torch.fft`), to an operator, or
-has a torch method called or a property read on it. It records them in the order the watcher
-would: at the op's call (a method is seen when it is called, not when it is looked up), and
-metadata (`w.shape`, `w.size()`) is no read. Anything else that touches such a Parameter
-(a Python function, a container, a nested function called in f, a slice bound, a private
-attribute) makes it answer nothing, and f is watched. The rest of what f can reach must pass
+`torch.nn.functional`, `torch.linalg`, `torch.special` or `torch.fft` that torch lists as
+overridable by `__torch_function__`), to an operator, or has a torch method called or a
+property read on it. It records them in the order the watcher would: at the op's call (a
+method is seen when it is called, not when it is looked up), and metadata (`w.shape`,
+`w.size()`, `w.nelement()`) is no read. Anything else makes it answer nothing, and f is
+watched: such a Parameter handed to a Python function or put in a container, a nested
+function called in f or handed to anything, a slice bound, a private attribute,
+`requires_grad_()` (it returns the Parameter), a method the Parameter's own `__dict__`
+shadows (a shadow added later fails the per-call check). The rest of what f can reach must pass
 the proof as before. A plan built on the answer (a "known" plan, Note [plans]) passes the
 Parameters among them that need a gradient as the call's variables, without the watcher's
 Python call per op, for as long as the per-call check of the names, cells and functions the
@@ -537,7 +540,10 @@ def _read(code: types.CodeType, into: _Code | None = None) -> _Code:
 _OP_NAMESPACES = frozenset(
     {"torch", "torch.nn.functional", "torch.linalg", "torch.special", "torch.fft"}
 )
-_METADATA_NAMES = frozenset(_METADATA_PROPERTIES + _METADATA_METHODS)
+# `nelement` and `ndimension` reach `__torch_function__` as `numel` and `dim`. `requires_grad_`
+# is left out and refused: it returns the Parameter itself, which the analysis would lose.
+_METADATA_NAMES = frozenset(_METADATA_PROPERTIES + _METADATA_METHODS + ("nelement", "ndimension"))
+_METADATA_NAMES -= {"requires_grad_"}
 _NULL, _OTHER, _CELL, _NESTED = "null", "other", "cell", "nested"  # what a stack slot holds
 # Instructions that only move values the simulation needs not follow.
 _PLAIN_OPS = frozenset(
@@ -553,6 +559,14 @@ class _Op:
 
     def __init__(self, fn: Any) -> None:
         self.fn = fn
+
+
+@functools.cache
+def _overridable() -> frozenset[Any]:
+    """The functions that hand their tensor arguments to `__torch_function__` (torch's own list:
+    `to_dlpack` or `has_torch_function_unary`, say, are not on it)."""
+    overridable = torch.overrides.get_overridable_functions()
+    return frozenset(fn for functions in overridable.values() for fn in functions)
 
 
 class _Method:
@@ -587,12 +601,14 @@ def exact_reads(f: Any) -> tuple[list[Parameter], _Deps] | None:
         _check_function(f, deps, set(), direct)
     except _Unsafe:
         return None
-    reads = _simulate(f, direct)
+    reads = _simulate(f, direct, deps.names)
     return None if reads is None else (reads, deps)
 
 
 def _simulate(
-    f: types.FunctionType, direct: dict[tuple[str, str], Parameter]
+    f: types.FunctionType,
+    direct: dict[tuple[str, str], Parameter],
+    shadows: list[tuple[dict[str, Any], str, Any]],
 ) -> list[Parameter] | None:
     """Run f's own instructions over symbols (a Parameter of `direct`, a torch namespace or op,
     a nested function, anything else), recording each torch op or tensor operator a Parameter
@@ -633,8 +649,8 @@ def _simulate(
     def call(callee: list[Any], args: list[Any]) -> None:
         if any(type(c) is Parameter or c is _NESTED for c in callee):
             raise _Unsafe  # a nested function may read what its closure holds
-        if any(type(a) is _Method for a in args):
-            raise _Unsafe  # a Parameter's method, called who knows when
+        if any(type(a) is _Method or a is _NESTED for a in args):
+            raise _Unsafe  # a Parameter's method or a nested function, called who knows when
         methods = [c.owner for c in callee if type(c) is _Method]
         if methods or any(type(c) is _Op for c in callee):
             read(*methods, *args)  # one torch call: the watcher scans self, then the arguments
@@ -681,9 +697,14 @@ def _simulate(
                 value = _OTHER
                 if type(owner) is Parameter:
                     attribute = type(inspect.getattr_static(_Tensor, name, None))  # Python: refused
+                    if attribute is not types.GetSetDescriptorType:  # an instance can shadow it
+                        instance = vars(owner)
+                        if name in instance:
+                            raise _Unsafe
+                        shadows.append((instance, name, _MISSING))
                     if name in _METADATA_NAMES:
                         pass  # metadata is no read
-                    elif name.startswith("_"):
+                    elif name.startswith("_") or name == "requires_grad_":
                         raise _Unsafe  # may not reach torch
                     elif attribute is types.GetSetDescriptorType and not method:
                         read(owner)  # a property: torch sees it as it is looked up
@@ -692,11 +713,13 @@ def _simulate(
                     else:
                         raise _Unsafe
                 elif type(owner) is _Module and not name.startswith("_"):
-                    member = getattr(owner.module, name, None)
+                    member = vars(owner.module).get(name)  # no module `__getattr__` runs
                     value = (
-                        _Op(member) if type(member) is types.BuiltinFunctionType else symbol(member)
+                        _Op(member)
+                        if type(member) is types.BuiltinFunctionType and member in _overridable()
+                        else symbol(member)
                     )
-                elif type(owner) is _Method:
+                elif type(owner) is _Method or owner is _NESTED:
                     raise _Unsafe
                 stack.extend((_NULL, value) if method else (value,))
             elif op == "MAKE_FUNCTION" or op == "SET_FUNCTION_ATTRIBUTE":
@@ -708,7 +731,8 @@ def _simulate(
                 taken = pop(1 - dis.stack_effect(instruction.opcode, instruction.arg))
                 if any(map(_tracked, taken)):
                     raise _Unsafe  # inside a container, it can go anywhere
-                stack.append(_OTHER)
+                # f's `return output, grad_fn`: a tuple with a nested function is one too
+                stack.append(_NESTED if any(t is _NESTED for t in taken) else _OTHER)
             elif op == "BINARY_SLICE":  # the watcher sees the slice, not what it holds
                 container, *bounds = pop(3)
                 if any(map(_tracked, bounds)) or type(container) is _Method:
@@ -717,7 +741,7 @@ def _simulate(
                 stack.append(_OTHER)
             elif op.startswith(_OPERATORS) or op == "BINARY_SUBSCR":
                 taken = pop(1 - dis.stack_effect(instruction.opcode, instruction.arg))
-                if any(type(t) is _Method for t in taken):
+                if any(type(t) is _Method or t is _NESTED for t in taken):
                     raise _Unsafe
                 read(*taken)
                 stack.append(_OTHER)

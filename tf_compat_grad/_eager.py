@@ -90,13 +90,13 @@ class EagerPath:
     transform or with dual tensors through the transform node (Note [transforms]).
 
     # Note [the fast path]
-    Most calls pass tensors only, by position, under plain autograd, to an f that provably reads
-    no Parameter. Such a call of an unbound f runs the plan for its number of arguments (Note
-    [plans] in `_plan.py`), which `call` makes on the first one. Other calls with tensors only
-    (a method, an f that may read a Parameter) still skip, in `call`, what only the remaining
-    calls need: flattening and checking the arguments and building their `Layout` (one per
-    number of arguments is kept). Any other call takes the general branch, which handles every
-    call; both end in the same record and node.
+    Most calls pass tensors only, by position, under plain autograd. Such a call of an unbound f
+    runs the plan for its number of arguments (Note [plans] in `_plan.py`), which `call` makes
+    on the first one. Other calls with tensors only (a method, a number of arguments past the
+    plans' cap) still skip, in `call`, what only the remaining calls need: flattening and
+    checking the arguments and building their `Layout` (one per number of arguments is kept).
+    Any other call takes the general branch, which handles every call; both end in the same
+    record and node.
     """
 
     __slots__ = (

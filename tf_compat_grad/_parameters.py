@@ -247,14 +247,13 @@ class ParameterReach:
     """Whether one decorated function can read a Parameter; see Note [watching only when
     needed]."""
 
-    __slots__ = ("_f", "_safe", "_unchanged", "known", "reads_known", "reads_none")
+    __slots__ = ("_f", "_unchanged", "known", "reads_known", "reads_none")
 
     def __init__(self, f: Any) -> None:
         self._f = f
-        self._safe = False
-        # The Parameters f reads on every call when the last analysis read them off its code
-        # (Note [reads read off the code]), else None; `reads_known` is the per-call check
-        # that the analysis still holds, as `reads_none` is for a proof of none.
+        # The Parameters f reads on every call by the last analysis (`exact_reads`: none, or
+        # those read off its code), else None; `reads_known` is the per-call check that a
+        # non-empty answer still holds, as `reads_none` is for an empty one.
         self.known: list[Parameter] | None = None
         self.reads_known: Callable[[], bool] = _never
         # Whether every name, closure cell and function the last analysis read still holds
@@ -275,25 +274,16 @@ class ParameterReach:
                 return True
         if not self._unchanged():
             self._analyse()
-        return not self._safe
+        return self.known != []
 
     def _first_answer(self) -> bool:
         self._analyse()
         return self.reads_none()
 
     def _analyse(self) -> None:
-        deps = _Deps()
-        self.known = None
-        try:
-            _check_value(self._f, deps, set())
-            self._safe = True
-        except _Unsafe:
-            exact = exact_reads(self._f)
-            if exact is not None:
-                self.known, deps = exact
-            self._safe = self.known == []  # it names Parameters, but only reads metadata
+        self.known, deps = exact_reads(self._f)
         self._unchanged = _unchanged_check(deps)
-        self.reads_none = self._unchanged if self._safe else _never
+        self.reads_none = self._unchanged if self.known == [] else _never
         self.reads_known = self._unchanged if self.known else _never
 
 
@@ -400,7 +390,11 @@ def _check_maker(names: str, expression: str) -> Callable[..., Callable[[], bool
     return maker
 
 
-def _check_value(value: Any, deps: _Deps, seen: set[int]) -> None:
+def _check_value(
+    value: Any, deps: _Deps, seen: set[int], direct: dict[tuple[str, str], Parameter] | None = None
+) -> None:
+    """Raise `_Unsafe` unless value provably reads no Parameter; `direct` (for f itself) as
+    `_check_function` takes it."""
     if isinstance(value, _SAFE_TYPES):
         return
     if isinstance(value, torch.Tensor):
@@ -417,7 +411,7 @@ def _check_value(value: Any, deps: _Deps, seen: set[int]) -> None:
     if isinstance(value, types.FunctionType):
         if _package(value) in _SAFE_MODULES - {"tf_compat_grad"}:
             return  # torch's and the standard library's own functions
-        _check_function(value, deps, seen)
+        _check_function(value, deps, seen, direct)
         return
     if isinstance(value, types.MethodType):
         _check_value(value.__self__, deps, seen)
@@ -544,21 +538,14 @@ _OP_NAMESPACES = frozenset(
 # is left out and refused: it returns the Parameter itself, which the analysis would lose.
 _METADATA_NAMES = frozenset(_METADATA_PROPERTIES + _METADATA_METHODS + ("nelement", "ndimension"))
 _METADATA_NAMES -= {"requires_grad_"}
-_NULL, _OTHER, _CELL, _NESTED = "null", "other", "cell", "nested"  # what a stack slot holds
+# What a stack slot holds, besides a Parameter, a `_Module` or a `_Method`; `_OP` is a torch op
+# reached by name on a public torch namespace (`F.linear`, `torch.exp`).
+_NULL, _OTHER, _CELL, _NESTED, _OP = "null", "other", "cell", "nested", "op"
 # Instructions that only move values the simulation needs not follow.
 _PLAIN_OPS = frozenset(
     {"NOP", "RESUME", "CACHE", "PRECALL", "COPY_FREE_VARS", "MAKE_CELL", "EXTENDED_ARG"}
 )
 _OPERATORS = ("BINARY_", "INPLACE_", "UNARY_", "COMPARE_OP")
-
-
-class _Op:
-    """A torch op reached by name on a public torch namespace (`F.linear`, `torch.exp`)."""
-
-    __slots__ = ("fn",)
-
-    def __init__(self, fn: Any) -> None:
-        self.fn = fn
 
 
 @functools.cache
@@ -590,19 +577,21 @@ class _Module:
         self.module = module
 
 
-def exact_reads(f: Any) -> tuple[list[Parameter], _Deps] | None:
-    """The Parameters f reads on every call, in the watcher's order, when its code shows them
-    (Note [reads read off the code]); None when it does not."""
-    if type(f) is not types.FunctionType:
-        return None
+def exact_reads(f: Any) -> tuple[list[Parameter] | None, _Deps]:
+    """The Parameters f reads on every call, in the watcher's order: none when the proof holds
+    (Note [watching only when needed]), those its own code shows when it fails only on f's own
+    cells and globals (Note [reads read off the code]), else None; and what the analysis read,
+    for the per-call check that it still holds."""
     deps = _Deps()
     direct: dict[tuple[str, str], Parameter] = {}
     try:
-        _check_function(f, deps, set(), direct)
+        _check_value(f, deps, set(), direct)
     except _Unsafe:
-        return None
-    reads = _simulate(f, direct, deps.names)
-    return None if reads is None else (reads, deps)
+        return None, deps
+    if not direct:
+        return [], deps
+    assert type(f) is types.FunctionType  # only `_check_function` fills `direct`
+    return _simulate(f, direct, deps.names), deps
 
 
 def _simulate(
@@ -652,7 +641,7 @@ def _simulate(
         if any(type(a) is _Method or a is _NESTED for a in args):
             raise _Unsafe  # a Parameter's method or a nested function, called who knows when
         methods = [c.owner for c in callee if type(c) is _Method]
-        if methods or any(type(c) is _Op for c in callee):
+        if methods or any(c is _OP for c in callee):
             read(*methods, *args)  # one torch call: the watcher scans self, then the arguments
         elif any(type(a) is Parameter for a in args):
             raise _Unsafe  # handed to code the simulation does not follow
@@ -715,7 +704,7 @@ def _simulate(
                 elif type(owner) is _Module and not name.startswith("_"):
                     member = vars(owner.module).get(name)  # no module `__getattr__` runs
                     value = (
-                        _Op(member)
+                        _OP
                         if type(member) is types.BuiltinFunctionType and member in _overridable()
                         else symbol(member)
                     )

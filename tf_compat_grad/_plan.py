@@ -13,13 +13,14 @@ assigned to the function object after `def` is not kept) and compares each gradi
 noted metadata, held flat; a variable's gradient is compared with its Parameter's metadata as
 it is then (a Parameter outlives the call).
 
-A plan is made on the first such call for each n, of one of three kinds: when the proof says f reads no Parameter (Note [watching only when needed]), f is called directly
-while the proof's per-call check holds; when f's code shows exactly which Parameters it reads
-(Note [reads read off the code]), f is called directly too and those that need a gradient are
-the variables (a "known" plan); otherwise f runs under the Parameter watcher, pushed
-and popped without `TorchFunctionMode`'s Python frames, and the Parameters it read, less those
-passed to it, are the call's variables (the watcher always gives the right answer, so a
-watched plan stays one). Whatever does not fit the plan goes to the general code: before f
+A plan is made on the first such call for each n, of one of three kinds. When the proof says
+f reads no Parameter (Note [watching only when needed]), f is called directly while the
+proof's per-call check holds. When f's code shows exactly which Parameters it reads (Note
+[reads read off the code]), f is called directly too, and those that need a gradient are the
+variables (a "known" plan). Otherwise f runs under the Parameter watcher, pushed and popped
+without `TorchFunctionMode`'s Python frames, and the Parameters it read, less those passed to
+it, are the call's variables (the watcher always gives the right answer, so a watched plan
+stays one). Whatever does not fit the plan goes to the general code: before f
 runs, the whole call (`general`); after f runs, what f returned (`unplanned`), so that f still
 runs once. Both give the same results as the plan; the plan only skips work that the shape of
 the call makes unnecessary.

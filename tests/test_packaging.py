@@ -99,9 +99,7 @@ def test_sdist_holds_what_the_tests_read(dist: Path) -> None:
     assert needed <= names, needed - names
 
 
-def test_tests_that_read_outside_tests_run_from_the_sdist(
-    dist: Path, tmp_path: Path
-) -> None:
+def test_tests_that_read_outside_tests_run_from_the_sdist(dist: Path, tmp_path: Path) -> None:
     (sdist,) = dist.glob("*.tar.gz")
     with tarfile.open(sdist) as archive:
         archive.extractall(tmp_path, filter="data")
@@ -119,11 +117,15 @@ def test_wheel_installs_into_a_fresh_environment_and_runs(dist: Path, tmp_path: 
     venv = tmp_path / "venv"
     # Without a pip (and setuptools) of its own, the environment sees this one's, which torch's
     # requirements accept; this environment's pip installs into it (`--python`).
-    _run(sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv, cwd=tmp_path)
+    _run(
+        sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv, cwd=tmp_path
+    )
     python = venv / "bin" / "python"
     pip = [sys.executable, "-m", "pip", "--python", python, "install", "--no-index"]
     _run(*pip, "--no-cache-dir", wheel, cwd=tmp_path)
-    where = _run(python, "-c", "import tf_compat_grad; print(tf_compat_grad.__file__)", cwd=tmp_path)
+    where = _run(
+        python, "-c", "import tf_compat_grad; print(tf_compat_grad.__file__)", cwd=tmp_path
+    )
     assert where.stdout.startswith(str(venv)), "the wheel's package, not a checkout's"
     helped = _run(venv / "bin" / "tf-compat-grad", "--help", cwd=tmp_path)
     assert "check" in helped.stdout and "port" in helped.stdout

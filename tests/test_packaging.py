@@ -13,7 +13,6 @@ from __future__ import annotations
 import email
 import importlib.util
 import os
-import re
 import subprocess
 import sys
 import tarfile
@@ -21,6 +20,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from helpers import links
 
 ROOT = Path(__file__).resolve().parent.parent
 URLS = {
@@ -29,7 +29,6 @@ URLS = {
     "Changelog": "https://github.com/tf-compat-grad/tf-compat-grad/blob/main/CHANGELOG.md",
     "Issues": "https://github.com/tf-compat-grad/tf-compat-grad/issues",
 }
-LINK = re.compile(r"\]\(([^)\s]+)\)|(?:src|href)=\"([^\"]+)\"")
 
 pytestmark = [
     pytest.mark.slow,
@@ -70,7 +69,7 @@ def test_wheel_metadata_is_what_a_package_index_shows(dist: Path) -> None:
     assert metadata["Description-Content-Type"] == "text/markdown"
     description = metadata.get_payload()
     assert isinstance(description, str) and "pip install tf-compat-grad" in description
-    targets = [a or b for a, b in LINK.findall(description)]
+    targets = links(description)
     assert targets and all(t.startswith("https://") for t in targets), "relative links are dead"
     extras = set(metadata.get_all("Provides-Extra", []))
     assert {"port", "test", "docs"} <= extras and "dev" not in extras

@@ -11,14 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import links
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 CI = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
 DOCS_URL = "https://tf-compat-grad.github.io/tf-compat-grad/"
 REPO_FILE_URL = "https://github.com/tf-compat-grad/tf-compat-grad/blob/main/"
-# Markdown links and images, `[text](target)` and `![alt](target)`, and HTML `src=`/`href=`.
-LINK = re.compile(r"\]\(([^)\s]+)\)|(?:src|href)=\"([^\"]+)\"")
 
 
 def _report_module():
@@ -65,14 +64,14 @@ def test_readme_gives_the_main_job_and_test_commands_that_ci_runs():
 
 
 def test_readme_links_are_absolute():
-    targets = [a or b for a, b in LINK.findall(README)]
+    targets = links(README)
     assert len(targets) >= 10
     relative = [t for t in targets if not t.startswith("https://")]
     assert not relative, "the README is the package index's page: use absolute https links"
 
 
 @pytest.mark.parametrize(
-    "url", sorted({a for a, _ in LINK.findall(README) if a.startswith((DOCS_URL, REPO_FILE_URL))})
+    "url", sorted({t for t in links(README) if t.startswith((DOCS_URL, REPO_FILE_URL))})
 )
 def test_readme_links_lead_to_pages_of_this_repository(url: str):
     if url.startswith(DOCS_URL):

@@ -18,7 +18,7 @@
 - `tf_compat_grad`: the library.
 
 `layout` against `unrecorded` is what recording f's ops costs, which exact second derivatives
-need and no trimming of the library's Python removes; see "Where the time goes" in the README.
+need and no trimming of the library's Python removes; see "Where the time goes" in benchmarks/README.md.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@
     python benchmarks/run.py --bytecodes
     python benchmarks/run.py --machine
     python benchmarks/run.py --floor
+    python benchmarks/run.py --docs results.json   # rewrite docs/performance.md's table
 
 See benchmarks/README.md for what each figure means and how it is measured.
 """
@@ -131,14 +132,14 @@ def run(mode: str, keys: list[str] | None, compile_: bool, seed: int) -> dict[st
     return {"meta": meta, "targets": _report.targets(results), "cases": results}
 
 
-def _rewrite_readme(json_path: str) -> None:
-    readme = Path(__file__).resolve().parent.parent / "README.md"
+def _rewrite_docs(json_path: str) -> None:
+    page = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
     with open(json_path) as file:
-        table = _report.readme(json.load(file))
-    text = readme.read_text()
-    start = text.index(_report.README_START) + len(_report.README_START)
-    readme.write_text(text[:start] + "\n" + table + "\n" + text[text.index(_report.README_END) :])
-    print(f"README.md's benchmark table rewritten from {json_path}")
+        table = _report.docs_table(json.load(file))
+    text = page.read_text()
+    start = text.index(_report.TABLE_START) + len(_report.TABLE_START)
+    page.write_text(text[:start] + "\n" + table + "\n" + text[text.index(_report.TABLE_END) :])
+    print(f"docs/performance.md's benchmark table rewritten from {json_path}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,7 +154,10 @@ def main(argv: list[str] | None = None) -> int:
         "--clock", choices=sorted(_timing.CLOCKS), default="cpu", help="what a block's time is"
     )
     parser.add_argument(
-        "--threads", type=int, default=1, help="torch intra-op threads (default 1, see README)"
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads (default 1, see benchmarks/README.md)",
     )
     parser.add_argument(
         "--profile", action="store_true", help="only cProfile the log1pexp n=100 path"
@@ -174,13 +178,13 @@ def main(argv: list[str] | None = None) -> int:
         help="only log1pexp n=100 against the bare layout and a minimal decorator",
     )
     parser.add_argument(
-        "--readme",
+        "--docs",
         metavar="JSON",
-        help="only rewrite README.md's benchmark table from a run's JSON (e.g. results.json)",
+        help="only rewrite docs/performance.md's benchmark table from a run's JSON (e.g. results.json)",
     )
     args = parser.parse_args(argv)
-    if args.readme:
-        _rewrite_readme(args.readme)
+    if args.docs:
+        _rewrite_docs(args.docs)
         return 0
     if args.profile:
         import _profile

@@ -1,7 +1,9 @@
-"""What many test files share: the dtype they compute in, and how the library's messages name a
-user's function (one place, so a change of that format is one edit)."""
+"""What many test files share: the dtype they compute in, how the library's messages name a
+user's function (one place, so a change of that format is one edit), and the links of a
+Markdown page."""
 
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -24,3 +26,12 @@ def where(fn: Callable[..., Any]) -> str:
     if code is None:
         return named(fn)
     return f"{named(fn)} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+
+
+# Markdown links and images, `[text](target)` and `![alt](target)`, and HTML `src=`/`href=`.
+_LINK = re.compile(r"\]\(([^)\s]+)\)|(?:src|href)=\"([^\"]+)\"")
+
+
+def links(markdown: str) -> list[str]:
+    """The targets of the links and images of a Markdown text, in order."""
+    return [a or b for a, b in _LINK.findall(markdown)]

@@ -70,7 +70,7 @@ CHECKERS = [
 
 def require(module: str) -> None:
     if importlib.util.find_spec(module) is None:
-        pytest.skip(f"{module} is not installed: `python3 -m pip install -e '.[dev]'`")
+        pytest.skip(f"{module} is not installed: `python3 -m pip install -r requirements-dev.txt`")
 
 
 @pytest.mark.parametrize(("check", "module", "ignore"), CHECKERS)

@@ -1,5 +1,6 @@
 """The declared versions are the tested ones: pyproject.toml's ranges, the version matrix's rows
-(.ci/matrix.py) and the README's support table must agree."""
+(.ci/matrix.py), the support table of docs/supported_versions.md and the ranges the README and
+that page state must agree."""
 
 import importlib.util
 import re
@@ -11,6 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = (ROOT / "pyproject.toml").read_text()
 README = (ROOT / "README.md").read_text()
+SUPPORT_PAGE = (ROOT / "docs" / "supported_versions.md").read_text()
 
 
 def _load_matrix():
@@ -72,8 +74,43 @@ def test_ci_runs_the_oldest_and_newest_torch_and_python_313():
     assert "python3 .ci/matrix.py --rows ci" in (ROOT / ".ci" / "run").read_text()
 
 
-def test_readme_support_table_lists_every_matrix_row():
-    start = README.index(matrix.TABLE_START)
-    table = README[start : README.index(matrix.TABLE_END)]
+def test_support_table_lists_every_matrix_row():
+    start = SUPPORT_PAGE.index(matrix.TABLE_START)
+    table = SUPPORT_PAGE[start : SUPPORT_PAGE.index(matrix.TABLE_END)]
     shown = re.findall(r"^\| (3\.\d+)\.\d+ \| (\d+\.\d+\.\d+) \|", table, flags=re.M)
-    assert sorted(shown) == sorted(matrix.ROWS), "rerun .ci/matrix.py --json F, then --readme F"
+    assert sorted(shown) == sorted(matrix.ROWS), "rerun .ci/matrix.py --json F, then --docs F"
+
+
+def _stated_ranges() -> str:
+    """The sentence that the README and docs/supported_versions.md state, from pyproject.toml."""
+    python_low, python_high = re.search(
+        r'requires-python = ">=([\d.]+),<([\d.]+)"', PYPROJECT
+    ).groups()  # type: ignore[union-attr]
+    newest_python = f"3.{_minor(python_high)[1] - 1}"
+    ranges = {marker: (low, high) for low, high, marker in _torch_ranges()}
+    (older, (low, high)), (newer, (low_new, high_new)) = sorted(ranges.items())
+    assert older.startswith("python_version <") and high == high_new
+    newest = f"{high[0]}.{high[1] - 1}"
+    return (
+        f"Python {python_low} to {newest_python} with the torch you already have: torch "
+        f"{low[0]}.{low[1]} to {newest} ({low_new[0]}.{low_new[1]} to {newest} on Python "
+        f"{newer.split(chr(39))[1]})"
+    )
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_readme_states_the_declared_ranges():
+    assert _stated_ranges() in _words(README)
+
+
+def test_readme_cpu_install_line_asks_for_the_declared_torch_range():
+    (low, high, _), *_ = _torch_ranges()
+    assert f'"torch>={low[0]}.{low[1]},<{high[0]}.{high[1]}"' in README
+
+
+def test_support_page_states_the_declared_ranges():
+    stated = _stated_ranges().replace(" with the torch you already have:", " with")
+    assert stated in _words(SUPPORT_PAGE)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+__all__ = ["main"]
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line (the checker, or the translator); returns the exit status."""

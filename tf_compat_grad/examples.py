@@ -19,6 +19,23 @@ import torch
 from ._checker.report import Example
 from ._decorator import custom_gradient
 
+__all__ = [
+    "clip_gradient_by_norm",
+    "clipped_relu",
+    "conditional_op",
+    "custom_exp",
+    "custom_relu",
+    "linear_poly",
+    "log1pexp",
+    "log_sigmoid",
+    "make_linear_poly",
+    "memory_efficient_sigmoid",
+    "my_relu",
+    "smooth_round",
+    "squared_loss",
+    "straight_through_round",
+]
+
 Grad = Callable[..., Any]
 
 
@@ -59,6 +76,8 @@ def make_linear_poly(weights: torch.nn.Parameter) -> Callable[[torch.Tensor], to
 
     @custom_gradient(example=lambda: (torch.randn(3),))
     def linear_poly(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+        """`weights[1] * x + weights[0]`, with the gradient of TensorFlow's docstring (see
+        `make_linear_poly`): `weights` is found as a variable, and grad_fn returns its gradient."""
         poly = weights[1] * x + weights[0]
 
         def grad_fn(

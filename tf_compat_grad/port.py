@@ -12,7 +12,10 @@ from ._port._report import MARK as MARK
 from ._port._report import Entry as Entry
 from ._port._report import PortResult as PortResult
 
+__all__ = ["INSTALL_HINT", "MARK", "Entry", "PortDependencyError", "PortResult", "port_source"]
+
 INSTALL_HINT = 'pip install "tf-compat-grad[port]"'
+"""The command that installs what the translator needs."""
 
 
 class PortDependencyError(ImportError):

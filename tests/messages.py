@@ -126,6 +126,26 @@ def variables_keyword(f: Callable[..., Any], count: int, names: str) -> str:
     )
 
 
+def lost_gradient(f: Callable[..., Any], what: str, computed_from: str | None = None) -> str:
+    """f's output depends on `what` (`closure `W``, `keyword `scale``, `self.weight`), a tensor
+    that requires grad and is neither an input nor a variable; `computed_from`: the shape of
+    the leaf whose gradient is lost, when it is not that tensor itself."""
+    lost = (
+        "its gradient"
+        if computed_from is None
+        else f"the gradient of the tensor of shape {computed_from} it is computed from"
+    )
+    return (
+        f"{PREFIX}the output of {where(f)} depends on {what}, a tensor that requires grad but "
+        "is neither a positional argument nor a variable (a Parameter read without being "
+        f"passed): {lost} through the output would be lost, since that gradient goes through "
+        "grad_fn to the positional arguments and variables only. Pass the tensor as a "
+        "positional argument and return its gradient from grad_fn, or `.detach()` it where the "
+        "function reads it to keep TensorFlow's behaviour (no gradient for it through this "
+        "function)."
+    )
+
+
 # --- what grad_fn returns --------------------------------------------------------------------
 
 

@@ -35,8 +35,9 @@ from typing import Any
 import torch
 
 from . import _autocast, _run, _structure
+from ._captures import Taint, in_slots, transformed_slots
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
-from ._parameters import parameter_names, run_watched
+from ._parameters import check_accepts, parameter_names, run_watched
 from ._record import Record, node_class
 from ._rng import RngState
 from ._run import Layout
@@ -47,24 +48,51 @@ class _Call:
     """One call's non-tensor part, passed through `apply` to `forward` (an object, not a tuple:
     functorch takes tuples apart as pytrees)."""
 
-    __slots__ = ("bound", "constants", "grad_enabled", "kwargs", "layout")
+    __slots__ = ("bound", "constants", "grad_enabled", "kwargs", "layout", "slots")
 
     def __init__(
-        self, bound: Any, layout: Layout, constants: list[Any], kwargs: dict[str, Any]
+        self,
+        bound: Any,
+        layout: Layout,
+        constants: list[Any],
+        kwargs: dict[str, Any],
+        slots: list[tuple[torch.nn.Module, str]],
     ) -> None:
         self.bound = bound
         self.layout = layout
         self.constants = constants  # the flattened arguments, with the tensors left out (None)
         self.kwargs = kwargs
+        # The parameter slots holding the transform's tensors (`functional_call`): their
+        # tensors come after the inputs among the node's, and are variables (Note [lost
+        # gradients] in `_captures.py`).
+        self.slots = slots
         # `Function.apply` runs forward under no_grad; f runs with the caller's mode instead.
         self.grad_enabled = torch.is_grad_enabled()
 
     def run_f(
-        self, f: Callable[..., Any], inputs: Sequence[torch.Tensor]
+        self, f: Callable[..., Any], tensors: Sequence[torch.Tensor]
     ) -> tuple[Any, Callable[..., Any], list[Any]]:
-        leaves = _structure.put(self.constants, self.layout.positions, inputs)
+        """Run f on the node's tensors as it sees them: the inputs, then the slots' tensors,
+        which sit in their slots while f runs."""
+        n = len(self.layout.positions)
+        leaves = _structure.put(self.constants, self.layout.positions, tensors[:n])
         args = _structure.unflatten(self.layout.spec, leaves)
-        return run_watched(f, self.bound, args, self.kwargs, leaves)
+        placed = list(tensors[n:])
+        taint = Taint(tensors)
+        with in_slots(self.slots, placed), taint:
+            result, grad_fn, found = run_watched(
+                f, self.bound, args, self.kwargs, leaves, captures=False
+            )
+        variables: list[Any] = found
+        taint.check(f, self.bound, self.kwargs, result)
+        if placed:
+            variables = [*placed, *variables]
+            check_accepts(f, self.bound, grad_fn, variables)
+        return result, grad_fn, variables
+
+    def n_tensors(self) -> int:
+        """How many tensors the node takes: the inputs, then the slots' tensors."""
+        return len(self.layout.positions) + len(self.slots)
 
 
 class _Aux:
@@ -97,8 +125,10 @@ def call_under_transform(
     transform, or (`dual`) outside one with dual tensors among the inputs."""
     flat_args, layout, inputs = _run.inputs(f, bound, args)
     constants = _structure.put(flat_args, layout.positions, [None] * len(inputs))
-    call = _Call(bound, layout, constants, kwargs)
-    *outputs, aux = node.apply(call, *inputs)  # type: ignore[no-untyped-call]
+    slots = transformed_slots(f, bound)
+    call = _Call(bound, layout, constants, kwargs, [(m, name) for m, name, _ in slots])
+    placed = [t for _, _, t in slots]
+    *outputs, aux = node.apply(call, *inputs, *placed)  # type: ignore[no-untyped-call]
     if dual and aux.variables and call.grad_enabled:
         raise CustomGradientNotImplementedError(
             f"{PREFIX}{describe(f)} was called with dual tensors of `torch.autograd.forward_ad` "
@@ -128,7 +158,9 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         tensors = inputs[1:]
         ctx.call = call
         ctx.aux = aux
-        ctx.record = Record.of_call(call.layout, tensors, aux.variables)
+        n = len(call.layout.positions)
+        variables = [*tensors[n:], *aux.variables[len(call.slots) :]]
+        ctx.record = Record.of_call(call.layout, tensors[:n], variables)
         # The same tensors for both: torch's generated vmap rule keeps the batch dims of one.
         ctx.save_for_backward(*tensors, *output[:-1])
         ctx.save_for_forward(*tensors, *output[:-1])
@@ -160,18 +192,20 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         ctx: Any, grad_fn: Callable[..., Any], upstream: Sequence[Any], needs: Sequence[bool]
     ) -> list[torch.Tensor | None]:
         record: Record = ctx.record
-        # Parameters read under a transform are constants of it: their gradients are dropped.
-        needs = [*needs, *(False for _ in record.variables)]
-        return record.gradients(grad_fn, upstream, needs)[: len(record.layout.positions)]
+        # Parameters read under a transform are constants of it: their gradients are dropped;
+        # the slots' tensors are the transform's own (`needs` covers them).
+        n = ctx.call.n_tensors()
+        needs = [*needs, *(False for _ in record.variables[n - len(record.layout.positions) :])]
+        return record.gradients(grad_fn, upstream, needs)[:n]
 
     def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
-        inputs = ctx.saved_tensors[: len(ctx.record.layout.positions)]
+        inputs = ctx.saved_tensors[: ctx.call.n_tensors()]
         grad_fn = grad_fn_for(ctx, inputs)
         return (None, *input_grads(ctx, grad_fn, upstream[:-1], ctx.needs_input_grad[1:]))
 
     def jvp(ctx: Any, *tangents: Any) -> tuple[Any, ...]:
         saved = ctx.saved_tensors
-        n_inputs = len(ctx.record.layout.positions)
+        n_inputs = ctx.call.n_tensors()
         inputs, outputs = saved[:n_inputs], saved[n_inputs:]
         grad_fn = grad_fn_for(ctx, inputs, forward_mode=True)
         needs = [_has_tangent_space(x) for x in inputs]

@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
+from torch.nn import Parameter
 from torch.nn.utils import parametrize
 from torch.overrides import TorchFunctionMode
 
@@ -275,7 +276,12 @@ def _parameter_slots(f: Callable[..., Any], bound: Any) -> list[_Tensor]:
     for module in modules:
         for sub in module.modules():
             for tensor in sub._parameters.values():
-                if tensor is not None and tensor.requires_grad and id(tensor) not in seen:
+                if (
+                    tensor is not None
+                    and type(tensor) is not Parameter  # one f reads is already a variable
+                    and tensor.requires_grad
+                    and id(tensor) not in seen
+                ):
                     seen.add(id(tensor))
                     slots.append(tensor)
     return slots
@@ -346,23 +352,21 @@ def _lost_error(
     """The refusal of a call whose outputs reach `leaf` other than through grad_fn."""
     candidates = _candidates(f, bound, kwargs)
     label = next((name for name, t in candidates if t is leaf), None)
-    through = next((name for name, t in candidates if _among(leaf, _walk([t], ())[0])), None)
-    if label is not None:
-        what, lost = label, "its gradient"
-    elif through is not None:
-        what, lost = (
-            through,
-            f"the gradient of the tensor of shape {list(leaf.shape)} it is computed from",
-        )
+    via = next(
+        (name for name, t in candidates if t is not leaf and _among(leaf, _walk([t], ())[0])),
+        None,
+    )
+    if via is None:
+        what, target = label or f"a tensor of shape {list(leaf.shape)}", "it"
     else:
-        what = f"a tensor of shape {list(leaf.shape)}"
-        lost = "its gradient"
+        source = label or f"the tensor of shape {list(leaf.shape)}"
+        what, target = via, f"{source}, which it is computed from,"
     return CustomGradientValueError(
         f"{PREFIX}the output of {describe(f)} depends on {what}, a tensor that requires grad "
         "but is neither a positional argument nor a variable (a Parameter read without being "
-        "passed): "
-        f"{lost} through the output would be lost, since that gradient goes through grad_fn "
-        "to the positional arguments and variables only. Pass the tensor as a positional "
+        f"passed): the gradient that would flow through the output into {target} would be "
+        "lost, since that gradient goes through grad_fn to the positional arguments and "
+        "variables only. Pass the tensor as a positional "
         "argument and return its gradient from grad_fn, or `.detach()` it where the function "
         "reads it to keep TensorFlow's behaviour (no gradient for it through this function)."
     )

@@ -28,6 +28,7 @@ differentiates grad_fn's result through them, as TensorFlow's outer tape does.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -159,8 +160,7 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         ctx.call = call
         ctx.aux = aux
         n = len(call.layout.positions)
-        variables = [*tensors[n:], *aux.variables[len(call.slots) :]]
-        ctx.record = Record.of_call(call.layout, tensors[:n], variables)
+        ctx.record = Record.of_call(call.layout, tensors[:n], aux.variables)
         # The same tensors for both: torch's generated vmap rule keeps the batch dims of one.
         ctx.save_for_backward(*tensors, *output[:-1])
         ctx.save_for_forward(*tensors, *output[:-1])
@@ -185,7 +185,10 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
             rerun: tuple[Any, Callable[..., Any], Any] = aux.rng.rerun(
                 lambda: _autocast.call_in(state, call.run_f, f, inputs)
             )
-            return rerun[1]
+            if not rerun[2]:
+                return rerun[1]
+            # grad_fn gets the very tensors its own run of f read (item 34).
+            return functools.partial(_with_variables, rerun[1], rerun[2])
         return aux.grad_fn
 
     def input_grads(
@@ -257,6 +260,13 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         jvp=staticmethod(jvp),
         generate_vmap_rule=True,
     )
+
+
+def _with_variables(
+    grad_fn: Callable[..., Any], read: list[Any], /, *upstream: Any, **_: Any
+) -> Any:
+    """grad_fn called with the variables its own run of f read, not the first run's."""
+    return grad_fn(*upstream, variables=list(read))
 
 
 def _has_tangent_space(tensor: torch.Tensor) -> bool:

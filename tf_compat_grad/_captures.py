@@ -150,8 +150,15 @@ class Taint(TorchFunctionMode):
     than computed or was given: under a transform there is no autograd graph for `settle` to
     walk."""
 
-    def __init__(self, given: Iterable[_Tensor]) -> None:
+    def __init__(
+        self,
+        given: Iterable[_Tensor],
+        f: Callable[..., Any],
+        bound: Any,
+        kwargs: dict[str, Any],
+    ) -> None:
         super().__init__()
+        self.f, self.bound, self.kwargs = f, bound, kwargs
         self.seed: _Tensor | None = None  # the first captured tensor f computed from
         # Kept alive, so that no id is reused: what f was given or computed, and which of
         # those it computed from a captured tensor.
@@ -166,8 +173,13 @@ class Taint(TorchFunctionMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
         touched = self._touches(args) or self._touches(kwargs.values())
+        try:
+            out = func(*args, **kwargs)
+        except RuntimeError as error:
+            if touched and self.seed is not None:  # under vmap: torch's internal assert
+                raise _lost_error(self.f, self.bound, self.kwargs, self.seed) from error
+            raise
         for tensor in _tensors(out):
             self._known[id(tensor)] = tensor
             if touched:
@@ -187,10 +199,10 @@ class Taint(TorchFunctionMode):
                 touched = self._touches(value) or touched
         return touched
 
-    def check(self, f: Callable[..., Any], bound: Any, kwargs: dict[str, Any], result: Any) -> None:
+    def check(self, result: Any) -> None:
         """Raise when an output of f is computed from such a captured tensor."""
         if self.seed is not None and any(id(t) in self._tainted for t in _tensors(result)):
-            raise _lost_error(f, bound, kwargs, self.seed)
+            raise _lost_error(self.f, self.bound, self.kwargs, self.seed)
 
 
 def _tensors(result: Any) -> list[_Tensor]:

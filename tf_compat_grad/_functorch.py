@@ -79,13 +79,13 @@ class _Call:
         leaves = _structure.put(self.constants, self.layout.positions, tensors[:n])
         args = _structure.unflatten(self.layout.spec, leaves)
         placed = list(tensors[n:])
-        taint = Taint(tensors)
+        taint = Taint(tensors, f, self.bound, self.kwargs)
         with in_slots(self.slots, placed), taint:
             result, grad_fn, found = run_watched(
                 f, self.bound, args, self.kwargs, leaves, captures=False
             )
         variables: list[Any] = found
-        taint.check(f, self.bound, self.kwargs, result)
+        taint.check(result)
         if placed:
             variables = [*placed, *variables]
             check_accepts(f, self.bound, grad_fn, variables)

@@ -218,46 +218,43 @@ def _among(tensor: _Tensor, tensors: Iterable[_Tensor]) -> bool:
 def _walk(roots: Sequence[_Tensor], stops: Sequence[_Tensor]) -> tuple[list[_Tensor], set[int]]:
     """The leaves requiring grad that the roots' graph reaches other than through one of the
     `stops` (first reached first), and the indices of the stops it reached."""
-    edges: dict[tuple[Any, int], int] = {}
-    leaves: dict[int, int] = {}
+    # A stop is the edge into its producer, or for a leaf its id (an int, never an edge).
+    stop_at: dict[Any, int] = {}
     for i, tensor in enumerate(stops):
         node = tensor.grad_fn
-        if node is None:
-            leaves.setdefault(id(tensor), i)
-        else:
-            edges.setdefault((node, tensor.output_nr), i)
+        stop_at.setdefault(id(tensor) if node is None else (node, tensor.output_nr), i)
     lost: dict[int, _Tensor] = {}
     hit: set[int] = set()
     seen: set[Any] = set()
-    pending: list[tuple[Any, int]] = []
-
-    def reach_leaf(leaf: _Tensor) -> None:
-        i = leaves.get(id(leaf))
-        if i is not None:
-            hit.add(i)
-        elif leaf.requires_grad:
-            lost.setdefault(id(leaf), leaf)
-
-    for root in roots:
-        if root.grad_fn is None:
-            reach_leaf(root)
-        else:
-            pending.append((root.grad_fn, root.output_nr))
-    while pending:
-        node, nr = pending.pop()
-        stop = edges.get((node, nr))
+    leaves = [root for root in roots if root.grad_fn is None]
+    pending: list[tuple[Any, int]] = [
+        (root.grad_fn, root.output_nr) for root in reversed(roots) if root.grad_fn is not None
+    ]
+    while pending:  # depth first, each node's inputs in order
+        edge = pending.pop()
+        node: Any = edge[0]
+        if node is None:
+            continue
+        stop = stop_at.get(edge)
         if stop is not None:
             hit.add(stop)
-            continue
-        if node in seen:
-            continue
-        seen.add(node)
-        leaf = getattr(node, "variable", None)
-        if leaf is not None:  # AccumulateGrad
-            reach_leaf(leaf)
-            continue
-        pending.extend(edge for edge in reversed(node.next_functions) if edge[0] is not None)
+        elif node not in seen:
+            seen.add(node)
+            if type(node) is _ACCUMULATE:
+                leaves.append(node.variable)
+            else:
+                pending.extend(reversed(node.next_functions))
+    for leaf in leaves:
+        stop = stop_at.get(id(leaf))
+        if stop is not None:
+            hit.add(stop)
+        elif leaf.requires_grad:
+            lost.setdefault(id(leaf), leaf)
     return list(lost.values()), hit
+
+
+# The autograd node of a leaf: its `variable` is the leaf.
+_ACCUMULATE = type(torch.empty(0, requires_grad=True).view(0).grad_fn.next_functions[0][0])  # type: ignore[union-attr]
 
 
 def _in_place_of_originals(variables: list[Any], weights: Sequence[_Tensor]) -> list[Any]:

@@ -128,9 +128,12 @@ def watched_result(
     variables: list[Any] = watcher.variables(
         exclude=[*flat_args, *_structure.leaves(kwargs)] if kwargs else flat_args
     )
+    check_accepts(f, bound, grad_fn, variables)  # at call time, as TensorFlow (item 33)
     if watcher.places is not None:
-        variables = settle(f, bound, kwargs or {}, result, flat_args, variables, watcher.places)
-    check_accepts(f, bound, grad_fn, variables)
+        settled = settle(f, bound, kwargs or {}, result, flat_args, variables, watcher.places)
+        if settled is not variables:
+            check_accepts(f, bound, grad_fn, settled)
+            variables = settled
     return result, grad_fn, variables
 
 

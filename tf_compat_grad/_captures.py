@@ -221,8 +221,8 @@ def _walk(roots: Sequence[_Tensor], stops: Sequence[_Tensor]) -> tuple[list[_Ten
     # A stop is the edge into its producer, or for a leaf its id (an int, never an edge).
     stop_at: dict[Any, int] = {}
     for i, tensor in enumerate(stops):
-        node = tensor.grad_fn
-        stop_at.setdefault(id(tensor) if node is None else (node, tensor.output_nr), i)
+        producer = tensor.grad_fn
+        stop_at.setdefault(id(tensor) if producer is None else (producer, tensor.output_nr), i)
     lost: dict[int, _Tensor] = {}
     hit: set[int] = set()
     seen: set[Any] = set()

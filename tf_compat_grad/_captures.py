@@ -254,7 +254,7 @@ def _walk(roots: Sequence[_Tensor], stops: Sequence[_Tensor]) -> tuple[list[_Ten
 
 
 # The autograd node of a leaf: its `variable` is the leaf.
-_ACCUMULATE = type(torch.empty(0, requires_grad=True).view(0).grad_fn.next_functions[0][0])  # type: ignore[union-attr]
+_ACCUMULATE: Any = type(torch.empty(0, requires_grad=True).view(0).grad_fn.next_functions[0][0])  # type: ignore[union-attr]
 
 
 def _in_place_of_originals(variables: list[Any], weights: Sequence[_Tensor]) -> list[Any]:

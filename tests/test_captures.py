@@ -163,6 +163,21 @@ def test_residual_used_only_by_grad_fn_keeps_its_outer_gradient():
     torch.testing.assert_close(torch.autograd.grad(g.sum(), y)[0], torch.ones(3, dtype=D))
 
 
+def test_outer_variable_used_only_by_grad_fn_under_torch_func():
+    # JAX's closed-over tracer: the outer grad differentiates grad_fn's result through y.
+    x0 = _t(3, requires_grad=False)
+
+    def inner(y):
+        @custom_gradient
+        def f(x):
+            return x * 2, lambda dy: dy * y
+
+        return grad(lambda x: f(x).sum())(x0)
+
+    got = grad(lambda y: (inner(y) ** 2).sum())(_t(3, requires_grad=False, seed=1))
+    torch.testing.assert_close(got, 2 * _t(3, requires_grad=False, seed=1))
+
+
 def test_captured_tensor_computed_from_the_input_keeps_the_custom_rule():
     # tensorflow/compression's perturb_and_apply: f runs on x + u and grad_fn gives x's gradient.
     x = _t(3)

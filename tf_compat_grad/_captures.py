@@ -41,6 +41,7 @@ Item numbers refer to docs/tensorflow_semantics.md.
 from __future__ import annotations
 
 import contextlib
+import threading
 import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -60,17 +61,22 @@ _Tensor = torch.Tensor
 
 def open_cache() -> None:
     """Turn parametrize's cache on for a watched call of f (Note [lost gradients])."""
-    parametrize._cache_enabled += 1
+    with _CACHE_LOCK:  # a count shared by every thread
+        parametrize._cache_enabled += 1
 
 
 def close_cache() -> list[_Tensor]:
     """Turn it off again: the parametrized weights cached while it was on (and before, in an
     enclosing `parametrize.cached()`), which may be what f read."""
-    places = [t for t in parametrize._cache.values() if t is not None]
-    parametrize._cache_enabled -= 1
-    if not parametrize._cache_enabled:
-        parametrize._cache = {}
+    with _CACHE_LOCK:
+        places = [t for t in parametrize._cache.values() if t is not None]
+        parametrize._cache_enabled -= 1
+        if not parametrize._cache_enabled:
+            parametrize._cache = {}
     return places
+
+
+_CACHE_LOCK = threading.Lock()
 
 
 def settle(

@@ -20,6 +20,13 @@ node has no jvp; a backward under a dual level runs f again, so that grad_fn's c
 carry tangents (forward over reverse). There the Parameters f reads would lose their gradients
 (they are constants here), so that combination is refused while grad mode is on.
 
+What f reaches outside its arguments (Note [lost gradients] in `_captures.py`): the tensors of
+the transform that `functional_call` put in a module's parameter slots are more inputs of the
+node, after f's own, and sit in their slots as `forward` sees them while f runs; they are the
+call's variables, and get grad_fn's gradients. A tensor of a grad level that f captured instead
+has no autograd graph to walk here, so the ops f runs are followed one by one (`Taint`): an
+output computed from it is refused.
+
 `Function.apply` runs `forward` under `no_grad`; f runs in the caller's grad mode instead, so
 that tensors f computes from ones captured from an enclosing eager scope (`torch.cos(y)`, y
 requiring grad) keep their graph, and an outer `torch.autograd.grad` around `torch.func.grad`

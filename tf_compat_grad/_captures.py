@@ -211,6 +211,19 @@ class Taint(TorchFunctionMode):
             raise _lost_error(self.f, self.bound, self.kwargs, self.seed)
 
 
+def any_needs_grad(kwargs: dict[str, Any]) -> bool:
+    """Whether a tensor among the keyword arguments requires grad (else none can lose one)."""
+    for value in kwargs.values():
+        if isinstance(value, _Tensor):
+            if value.requires_grad:
+                return True
+        elif isinstance(value, (list, tuple, dict)) and any(
+            t.requires_grad for t in _tensors(value)
+        ):
+            return True
+    return False
+
+
 def _tensors(result: Any) -> list[_Tensor]:
     if type(result) is _Tensor:
         return [result]

@@ -68,7 +68,7 @@ from torch.nn import Parameter
 from torch.overrides import TorchFunctionMode
 
 from . import _structure
-from ._captures import close_cache, open_cache, settle
+from ._captures import any_needs_grad, close_cache, open_cache, settle
 from ._errors import PREFIX, CustomGradientTypeError, describe, fn_name, plural
 from ._run import UNBOUND, call_f, split
 
@@ -92,7 +92,7 @@ def run_watched(
         kwargs.values() if bound is UNBOUND else (*kwargs.values(), bound)
     ):
         result, grad_fn = split(f, call_f(f, bound, args, kwargs))
-        if not captures or (not kwargs and reach.calm()):
+        if not captures or (reach.calm() and not (kwargs and any_needs_grad(kwargs))):
             return result, grad_fn, []
         variables = settle(f, bound, kwargs, result, flat_args, [])
         check_accepts(f, bound, grad_fn, variables)

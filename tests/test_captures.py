@@ -320,3 +320,52 @@ def test_parametrized_weight_gives_its_originals_the_chain_rule(kind, cached):
     for (name, got), want in zip(m.named_parameters(), reference.parameters(), strict=True):
         torch.testing.assert_close(got.grad, want.grad, msg=name)
     assert parametrize._cache == {}  # the library's use of the cache leaves it as it was
+
+
+def _layer_of(module):
+    """A decorated function (no method) reading `module`'s weight and bias from its closure."""
+
+    @custom_gradient
+    def layer(x):
+        w, b = module.weight, module.bias
+
+        def grad_fn(dy, variables=None):
+            return dy @ w, [dy.t() @ x if v.dim() == 2 else dy.sum(0) for v in variables]
+
+        return F.linear(x, w, b), grad_fn
+
+    return layer
+
+
+def test_parametrized_weight_of_a_module_in_the_closure_on_every_call_of_a_plan():
+    m = Linear(3, 4)
+    parametrize.register_parametrization(m, "weight", Double())
+    reference = copy.deepcopy(m)
+    layer = _layer_of(m)
+    x = _t(2, 3, seed=7)
+    for _ in range(3):  # the first call makes the plan; the others run it
+        m.zero_grad()
+        reference.zero_grad()
+        (layer(x) ** 2).sum().backward()
+        (_plain(reference, x) ** 2).sum().backward()
+        for got, want in zip(m.parameters(), reference.parameters(), strict=True):
+            torch.testing.assert_close(got.grad, want.grad)
+
+
+def test_functional_call_of_a_module_whose_submodule_a_decorated_function_reads():
+    inner = Linear(3, 4)
+    layer = _layer_of(inner)
+
+    class Wrapper(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            return layer(x)
+
+    weight, x = _t(4, 3, seed=8), _t(2, 3, seed=9)
+    (functional_call(Wrapper(), {"inner.weight": weight}, (x,)) ** 2).sum().backward()
+    reference = weight.detach().requires_grad_()
+    (F.linear(x.detach(), reference, inner.bias) ** 2).sum().backward()
+    torch.testing.assert_close(weight.grad, reference.grad)

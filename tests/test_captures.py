@@ -163,6 +163,7 @@ def test_residual_used_only_by_grad_fn_keeps_its_outer_gradient():
     torch.testing.assert_close(torch.autograd.grad(g.sum(), y)[0], torch.ones(3, dtype=D))
 
 
+@pytest.mark.slow  # grad of grad through the transform node: over a second
 def test_outer_variable_used_only_by_grad_fn_under_torch_func():
     # JAX's closed-over tracer: the outer grad differentiates grad_fn's result through y.
     x0 = _t(3, requires_grad=False)

@@ -24,6 +24,9 @@ and then f is watched. The answer is cached with the objects it was based on and
 soon as a global, a module attribute or a closure cell it read is rebound, or a function it read
 gets new code, new default values or new attributes. Relative imports, introspection (`__dict__`,
 `__globals__`, `inspect.getmodule`, frames) and numpy arrays of Python objects answer "maybe".
+The plain tensors the analysis met are listed too: the plans' per-call check also asks that
+none of them requires grad, since f's outputs may then depend on a tensor whose gradient would
+be lost (Note [lost gradients] in `_captures.py`), which only the general code checks.
 
 # Note [reads read off the code]
 When the proof fails only because f's own closure cells or globals hold Parameters, f's own

@@ -370,3 +370,33 @@ def test_functional_call_of_a_module_whose_submodule_a_decorated_function_reads(
     reference = weight.detach().requires_grad_()
     (F.linear(x.detach(), reference, inner.bias) ** 2).sum().backward()
     torch.testing.assert_close(weight.grad, reference.grad)
+
+
+class Shifted(torch.nn.Module):
+    """`x * w + shift` with a buffer: under `stack_module_state`, both are the transform's."""
+
+    def __init__(self, k):
+        super().__init__()
+        self.w = torch.nn.Parameter(_t(3, requires_grad=False, seed=k))
+        self.register_buffer("shift", _t(3, requires_grad=False, seed=10 + k))
+
+    @custom_gradient
+    def forward(self, x):
+        w, shift = self.w, self.shift
+        return x * w + shift, lambda dy, variables=None: (dy * w, [dy * x for _ in variables])
+
+
+def test_ensembling_a_module_with_a_buffer():
+    models = [Shifted(k) for k in range(3)]
+    params, buffers = stack_module_state(models)
+    base = copy.deepcopy(models[0]).to("meta")
+    x = _t(3, requires_grad=False, seed=20)
+
+    def loss(p, b):
+        return (functional_call(base, (p, b), (x,)) ** 2).sum()
+
+    def plain(p, b):
+        return ((x * p["w"] + b["shift"]) ** 2).sum()
+
+    got, want = vmap(grad(loss))(params, buffers), vmap(grad(plain))(params, buffers)
+    torch.testing.assert_close(got["w"], want["w"])

@@ -113,41 +113,42 @@ def settle(
     return variables
 
 
-def transformed_slots(
-    f: Callable[..., Any], bound: Any
-) -> list[tuple[torch.nn.Module, str, _Tensor]]:
-    """The parameter slots of the modules f can reach that hold a tensor of an active
-    `torch.func` transform (`functional_call` put it there): module, name, tensor."""
-    slots: list[tuple[torch.nn.Module, str, _Tensor]] = []
-    seen: set[int] = set()
-    for _, value in _reachable(f, bound):
-        if isinstance(value, torch.nn.Module):
-            for module in value.modules():
-                for name, tensor in module._parameters.items():
-                    if (
-                        tensor is not None
-                        and is_functorch_wrapped(tensor)
-                        and id(tensor) not in seen
-                    ):
-                        seen.add(id(tensor))
-                        slots.append((module, name, tensor))
-    return slots
+Slot = tuple[torch.nn.Module, str, str]  # a module, "_parameters" or "_buffers", a name
+
+
+def transformed_slots(f: Callable[..., Any], bound: Any) -> tuple[list[Slot], list[_Tensor]]:
+    """The parameter slots, then the buffer slots, of the modules f can reach that hold a
+    tensor of an active `torch.func` transform (`functional_call` put it there), and those
+    tensors."""
+    slots: list[Slot] = []
+    tensors: list[_Tensor] = []
+    modules = [m for _, value in _reachable(f, bound) if isinstance(value, torch.nn.Module)
+               for m in value.modules()]  # fmt: skip
+    for kind in ("_parameters", "_buffers"):
+        for module in modules:
+            for name, tensor in getattr(module, kind).items():
+                if (
+                    tensor is not None
+                    and is_functorch_wrapped(tensor)
+                    and not _among(tensor, tensors)
+                ):
+                    slots.append((module, kind, name))
+                    tensors.append(tensor)
+    return slots, tensors
 
 
 @contextlib.contextmanager
-def in_slots(
-    slots: Sequence[tuple[torch.nn.Module, str]], tensors: Sequence[_Tensor]
-) -> Iterator[None]:
+def in_slots(slots: Sequence[Slot], tensors: Sequence[_Tensor]) -> Iterator[None]:
     """Put `tensors` in the `slots` while the block runs (the node's forward sees the
     transform's tensors unwrapped)."""
-    held = [module._parameters[name] for module, name in slots]
-    for (module, name), tensor in zip(slots, tensors, strict=True):
-        module._parameters[name] = tensor  # type: ignore[assignment]
+    held = [getattr(module, kind)[name] for module, kind, name in slots]
+    for (module, kind, name), tensor in zip(slots, tensors, strict=True):
+        getattr(module, kind)[name] = tensor
     try:
         yield
     finally:
-        for (module, name), previous in zip(slots, held, strict=True):
-            module._parameters[name] = previous
+        for (module, kind, name), previous in zip(slots, held, strict=True):
+            getattr(module, kind)[name] = previous
 
 
 class Taint(TorchFunctionMode):

@@ -21,9 +21,10 @@ carry tangents (forward over reverse). There the Parameters f reads would lose t
 (they are constants here), so that combination is refused while grad mode is on.
 
 What f reaches outside its arguments (Note [lost gradients] in `_captures.py`): the tensors of
-the transform that `functional_call` put in a module's parameter slots are more inputs of the
-node, after f's own, and sit in their slots as `forward` sees them while f runs; they are the
-call's variables, and get grad_fn's gradients. A tensor of a grad level that f captured instead
+the transform that `functional_call` put in a module's parameter and buffer slots are more
+inputs of the node, after f's own, and sit in their slots as `forward` sees them while f runs;
+the parameter slots' tensors are the call's variables, and get grad_fn's gradients, the buffer
+slots' are constants. A tensor of a grad level that f captured instead
 has no autograd graph to walk here, so the ops f runs are followed one by one (`Taint`): an
 output computed from it is refused.
 
@@ -43,7 +44,7 @@ from typing import Any
 import torch
 
 from . import _autocast, _run, _structure
-from ._captures import Taint, in_slots, transformed_slots
+from ._captures import Slot, Taint, in_slots, transformed_slots
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
 from ._parameters import check_accepts, parameter_names, run_watched
 from ._record import Record, node_class
@@ -56,7 +57,7 @@ class _Call:
     """One call's non-tensor part, passed through `apply` to `forward` (an object, not a tuple:
     functorch takes tuples apart as pytrees)."""
 
-    __slots__ = ("bound", "constants", "grad_enabled", "kwargs", "layout", "slots")
+    __slots__ = ("bound", "constants", "grad_enabled", "kwargs", "layout", "n_parameters", "slots")
 
     def __init__(
         self,
@@ -64,16 +65,18 @@ class _Call:
         layout: Layout,
         constants: list[Any],
         kwargs: dict[str, Any],
-        slots: list[tuple[torch.nn.Module, str]],
+        slots: list[Slot],
     ) -> None:
         self.bound = bound
         self.layout = layout
         self.constants = constants  # the flattened arguments, with the tensors left out (None)
         self.kwargs = kwargs
-        # The parameter slots holding the transform's tensors (`functional_call`): their
-        # tensors come after the inputs among the node's, and are variables (Note [lost
-        # gradients] in `_captures.py`).
+        # The parameter slots, then the buffer slots, holding the transform's tensors
+        # (`functional_call`): their tensors come after the inputs among the node's; the
+        # parameters' are variables, the buffers' constants (Note [lost gradients] in
+        # `_captures.py`).
         self.slots = slots
+        self.n_parameters = sum(kind == "_parameters" for _, kind, _ in slots)
         # `Function.apply` runs forward under no_grad; f runs with the caller's mode instead.
         self.grad_enabled = torch.is_grad_enabled()
 
@@ -93,8 +96,8 @@ class _Call:
             )
         variables: list[Any] = found
         taint.check(result)
-        if placed:
-            variables = [*placed, *variables]
+        if self.n_parameters:
+            variables = [*placed[: self.n_parameters], *variables]
             check_accepts(f, self.bound, grad_fn, variables)
         return result, grad_fn, variables
 
@@ -133,9 +136,8 @@ def call_under_transform(
     transform, or (`dual`) outside one with dual tensors among the inputs."""
     flat_args, layout, inputs = _run.inputs(f, bound, args)
     constants = _structure.put(flat_args, layout.positions, [None] * len(inputs))
-    slots = transformed_slots(f, bound)
-    call = _Call(bound, layout, constants, kwargs, [(m, name) for m, name, _ in slots])
-    placed = [t for _, _, t in slots]
+    slots, placed = transformed_slots(f, bound)
+    call = _Call(bound, layout, constants, kwargs, slots)
     *outputs, aux = node.apply(call, *inputs, *placed)  # type: ignore[no-untyped-call]
     if dual and aux.variables and call.grad_enabled:
         raise CustomGradientNotImplementedError(
@@ -202,11 +204,14 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         ctx: Any, grad_fn: Callable[..., Any], upstream: Sequence[Any], needs: Sequence[bool]
     ) -> list[torch.Tensor | None]:
         record: Record = ctx.record
-        # Parameters read under a transform are constants of it: their gradients are dropped;
-        # the slots' tensors are the transform's own (`needs` covers them).
-        n = ctx.call.n_tensors()
-        needs = [*needs, *(False for _ in record.variables[n - len(record.layout.positions) :])]
-        return record.gradients(grad_fn, upstream, needs)[:n]
+        call: _Call = ctx.call
+        # The parameter slots' tensors are the transform's own: their gradients are returned.
+        # Parameters read under a transform are constants of it, and so are the buffers in
+        # slots: their gradients are dropped.
+        given = len(record.layout.positions) + call.n_parameters
+        needs = [*needs[:given], *(False for _ in record.variables[call.n_parameters :])]
+        gradients = record.gradients(grad_fn, upstream, needs)[:given]
+        return [*gradients, *(None for _ in range(call.n_tensors() - given))]
 
     def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
         inputs = ctx.saved_tensors[: ctx.call.n_tensors()]

@@ -126,6 +126,23 @@ def variables_keyword(f: Callable[..., Any], count: int, names: str) -> str:
     )
 
 
+def lost_gradient(f: Callable[..., Any], what: str, computed_from: str | None = None) -> str:
+    """f's output depends on `what` (`closure `w``, `keyword `scale``, `` `self.weight` ``), a
+    tensor that requires grad and is neither an input nor a variable; `computed_from`: the
+    leaf whose gradient is lost (`` `self.weight_v` ``, `the tensor of shape [3]`), when it is
+    not that tensor itself."""
+    target = "it" if computed_from is None else f"{computed_from}, which it is computed from,"
+    return (
+        f"{PREFIX}the output of {where(f)} depends on {what}, a tensor that requires grad but "
+        "is neither a positional argument nor a variable (a Parameter read without being "
+        f"passed): the gradient that would flow through the output into {target} would be "
+        "lost, since that gradient goes through grad_fn to the positional arguments and "
+        "variables only. Pass the tensor as a positional argument and return its gradient from "
+        "grad_fn, or `.detach()` it where the function reads it to keep TensorFlow's behaviour "
+        "(no gradient for it through this function)."
+    )
+
+
 # --- what grad_fn returns --------------------------------------------------------------------
 
 

@@ -17,8 +17,8 @@ The oracle predicts, from TensorFlow's rules alone (items 5-39):
   read, in order of first use) only when there are any;
 - a tensor's gradient is the sum over its slots (the same tensor passed twice), None when every
   slot's gradient is None, zeros when its gradient only comes from unused outputs;
-- a tensor passed by keyword gets None, unless nothing positional requires grad and no
-  Parameter is read: then f's own autodiff gives its true gradient (item 39);
+- a call whose output is computed from a tensor passed by keyword that requires grad (and is
+  not also passed positionally) is refused: its gradient would be lost (item 15);
 - the errors and their types.
 The number of generated cases is asserted and printed at the end of the module.
 
@@ -397,6 +397,15 @@ def unique_tensors(values):
     return list(seen.values())
 
 
+def loses_a_keyword_gradient(case, spec, positional):
+    """An output computed from a keyword tensor that requires grad and is not also passed
+    positionally: its gradient would be lost, so the call is refused (item 15)."""
+    if spec.kind == "const" or spec.source[0] != "kw":
+        return False
+    tensor = case.kwargs[spec.source[1]]
+    return tensor.requires_grad and all(tensor is not t for t in positional)
+
+
 def new_log(transformed=False):
     log = collections.Counter(grad_fn_calls=0, f_calls=0)
     log["upstream"], log["variables"], log["transformed"] = [], [], transformed
@@ -424,6 +433,15 @@ def run_case(case):
         assert log["f_calls"] == (0 if case.mistake == "none_arg" else 1)
         return
 
+    if case.grad_enabled and any(
+        loses_a_keyword_gradient(case, s, positional) for s in flat_out_specs
+    ):
+        COUNTS["error_lost_keyword_gradient"] += 1  # refused, where TF drops it (item 15)
+        with pytest.raises(CustomGradientValueError, match="depends on keyword"):
+            decorated(*case.args, **case.kwargs)
+        assert log["f_calls"] == 1
+        return
+
     with torch.set_grad_enabled(case.grad_enabled):
         out = decorated(*case.args, **case.kwargs)
     assert log["f_calls"] == 1
@@ -444,16 +462,10 @@ def run_case(case):
         assert log["grad_fn_calls"] == 0
         return
 
-    # ---- which outputs are differentiable: the node's float outputs, or else f's own graph
-    for j, (t, spec) in enumerate(zip(got_flat, flat_out_specs, strict=True)):
-        if recorded:
-            differentiable = t.is_floating_point()
-        else:
-            differentiable = (
-                spec.kind != "const"
-                and spec.source[0] == "kw"
-                and case.kwargs[spec.source[1]].requires_grad
-            )
+    # ---- which outputs are differentiable: the node's float outputs; nothing without a node
+    # (a keyword tensor that needs a gradient, which f's own graph would give one, is refused)
+    for j, t in enumerate(got_flat):
+        differentiable = recorded and t.is_floating_point()
         assert t.requires_grad == differentiable, f"output {j}: requires_grad {t.requires_grad}"
 
     # ---- the loss and what it is differentiated with respect to
@@ -472,8 +484,9 @@ def run_case(case):
         assert log["grad_fn_calls"] == 0
         return
     loss = sum((t.double() * case.weights[j]).sum() for j, t in used)
+    assert recorded, "an output that needs a gradient comes from the node"
 
-    if recorded and case.mistake == "count":
+    if case.mistake == "count":
         COUNTS["error_count"] += 1
         with pytest.raises(CustomGradientValueError):
             torch.autograd.grad(loss, targets, allow_unused=True)
@@ -486,45 +499,34 @@ def run_case(case):
     for j, e in enumerate(expected_flat):
         w = 0.0 if j in case.unused or not e.is_floating_point() else case.weights[j]
         upstream_expected.append(torch.full_like(e, w))
-    if recorded:
-        COUNTS["recorded"] += 1
-        assert log["grad_fn_calls"] == 1, "grad_fn is called once per backward (item 23)"
-        (upstream,) = log["upstream"]
-        assert len(upstream) == len(expected_flat), "one upstream per flattened output"
-        for j, (u, e) in enumerate(zip(upstream, upstream_expected, strict=True)):
-            assert_tensor_equal(u, e, f"upstream {j}")
-        (variables,) = log["variables"]
-        if case.params:
-            assert isinstance(variables, list)
-            assert [id(v) for v in variables] == [id(p) for p in case.params]
-        else:
-            assert variables is None, "no `variables` keyword without Parameters (item 25)"
+    COUNTS["recorded"] += 1
+    assert log["grad_fn_calls"] == 1, "grad_fn is called once per backward (item 23)"
+    (upstream,) = log["upstream"]
+    assert len(upstream) == len(expected_flat), "one upstream per flattened output"
+    for j, (u, e) in enumerate(zip(upstream, upstream_expected, strict=True)):
+        assert_tensor_equal(u, e, f"upstream {j}")
+    (variables,) = log["variables"]
+    if case.params:
+        assert isinstance(variables, list)
+        assert [id(v) for v in variables] == [id(p) for p in case.params]
     else:
-        COUNTS["autodiff"] += 1
-        assert log["grad_fn_calls"] == 0, "nothing recorded: f's own autodiff (item 39)"
+        assert variables is None, "no `variables` keyword without Parameters (item 25)"
 
     # ---- the gradients
     for t in targets:
         got = by_id[id(t)]
         expected_grad = None
-        if recorded:
-            slots = [s for s, x in enumerate(case.flat) if x is t]
-            param = [i for i, p in enumerate(case.params) if p is t]
-            sources = [("slot", s) for s in slots if s not in case.none_grad]
-            sources += [("param", i) for i in param if i not in case.none_param_grad]
-            zero_default = bool(sources)
-        else:  # true autodiff of f, through keyword tensors only
-            sources = [("kw", k) for k, v in case.kwargs.items() if v is t]
-            zero_default = False
+        slots = [s for s, x in enumerate(case.flat) if x is t]
+        param = [i for i, p in enumerate(case.params) if p is t]
+        sources = [("slot", s) for s in slots if s not in case.none_grad]
+        sources += [("param", i) for i in param if i not in case.none_param_grad]
         for j, spec in enumerate(flat_out_specs):
             if spec.kind == "const" or spec.source not in sources:
-                continue
-            if not recorded and j in case.unused:
                 continue
             part = contribution(case, spec, upstream_expected[j].double(), t.shape, t.dtype)
             part = part.expand(t.shape)
             expected_grad = part if expected_grad is None else expected_grad + part
-        if expected_grad is None and zero_default:
+        if expected_grad is None and sources:
             expected_grad = torch.zeros_like(t)  # only unused outputs: zeros, not None
         where = f"gradient of a {tuple(t.shape)} {t.dtype} input"
         if expected_grad is None:

@@ -650,17 +650,21 @@ def test_keyword_argument_reaches_f_and_is_not_counted():  # item 15
     torch.testing.assert_close(x.grad, torch.tensor([4.0], dtype=D))
 
 
-def test_tensor_passed_by_keyword_gets_no_gradient():  # item 15
+def test_tensor_passed_by_keyword_that_needs_a_gradient_is_refused():  # item 15
+    # TensorFlow gives `scale` no gradient without a word; here that is refused (item 15).
     @custom_gradient
     def f(x, scale=None):
         return x * scale, lambda dy: dy * scale
 
     x, scale = tensor(1.0), tensor(4.0)
-    y = f(x, scale=scale)
-    assert torch.autograd.grad(y, [x, scale], allow_unused=True)[1] is None
+    message = messages.lost_gradient(f, "keyword `scale`")
+    with pytest.raises(CustomGradientValueError, match=exactly(message)):
+        f(x, scale=scale)
+    y = f(x, scale=scale.detach())  # the fix that keeps TensorFlow's numbers
+    assert torch.autograd.grad(y, x)[0].item() == 4.0
 
 
-def test_all_tensors_by_keyword_gives_autodiff_of_f():  # item 39
+def test_all_tensors_by_keyword_is_refused_rather_than_autodiff_of_f():  # item 39
     calls = []
 
     @custom_gradient
@@ -672,26 +676,24 @@ def test_all_tensors_by_keyword_gives_autodiff_of_f():  # item 39
         return x * x, grad
 
     x = tensor(3.0)
-    f(x=x).backward()
-    torch.testing.assert_close(x.grad, torch.tensor([6.0], dtype=D))
+    with pytest.raises(
+        CustomGradientValueError, match=exactly(messages.lost_gradient(f, "keyword `x`"))
+    ):
+        f(x=x)
     assert calls == []
 
 
-def test_only_closure_tensor_requiring_grad_gives_autodiff_of_f():  # item 39
+def test_only_closure_tensor_requiring_grad_is_refused_rather_than_autodiff_of_f():  # item 39
     c = tensor(3.0)
-    calls = []
 
     @custom_gradient
     def f(x):
-        def grad(dy):
-            calls.append(dy)
-            return dy * 100
+        return x * c * c, lambda dy: dy * 100
 
-        return x * c * c, grad
-
-    f(tensor(2.0, requires_grad=False)).backward()
-    torch.testing.assert_close(c.grad, torch.tensor([12.0], dtype=D))
-    assert calls == []
+    with pytest.raises(
+        CustomGradientValueError, match=exactly(messages.lost_gradient(f, "closure `c`"))
+    ):
+        f(tensor(2.0, requires_grad=False))
 
 
 def _tagged_dict(t):
@@ -761,15 +763,17 @@ def test_int_tensor_input_with_none_gradient():  # item 18
     torch.testing.assert_close(x.grad, torch.tensor([0.0, 0.0, 2.0], dtype=D))
 
 
-def test_closure_tensor_gets_no_gradient_through_the_custom_op():  # item 20
+def test_closure_tensor_that_needs_a_gradient_is_refused():  # item 20
     c = tensor(3.0)
 
     @custom_gradient
     def f(x):
         return x * c, lambda dy: dy * c
 
-    x = tensor(2.0)
-    assert torch.autograd.grad(f(x), [x, c], allow_unused=True)[1] is None
+    with pytest.raises(
+        CustomGradientValueError, match=exactly(messages.lost_gradient(f, "closure `c`"))
+    ):
+        f(tensor(2.0))
 
 
 # ---------------------------------------------------------------- D. calling grad_fn
@@ -1202,16 +1206,17 @@ def test_parameter_passed_positionally_is_an_ordinary_input():  # item 19
 
 
 def test_parameter_passed_by_keyword_is_not_a_variable():  # items 15, 32
+    # Not a variable, so its gradient would be lost: refused (item 15).
     w = torch.nn.Parameter(tensor(3.0))
 
     @custom_gradient
     def f(x, w=None):
         return x * w, lambda dy: dy * w
 
-    x = tensor(2.0)
-    f(x, w=w).backward()
-    torch.testing.assert_close(x.grad, torch.tensor([3.0], dtype=D))
-    assert w.grad is None
+    with pytest.raises(
+        CustomGradientValueError, match=exactly(messages.lost_gradient(f, "keyword `w`"))
+    ):
+        f(tensor(2.0), w=w)
 
 
 @pytest.mark.parametrize(("mode", "requires_grad"), CALL_CONTEXTS)

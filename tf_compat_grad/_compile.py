@@ -55,7 +55,7 @@ def call_compiled(
     """Call f through `node`, the class `make_compile_node` made for it."""
     flat_args, layout, inputs = _run.inputs(f, bound, args)
     with torch.no_grad():
-        result, grad_fn, variables = run_watched(f, bound, args, kwargs, flat_args)
+        result, grad_fn, variables = run_watched(f, bound, args, kwargs, flat_args, captures=False)
     outputs, out_spec = _run.outputs(f, result)
     if not variables and not any(t.requires_grad for t in inputs):
         return _structure.unflatten(out_spec, outputs)

@@ -20,6 +20,14 @@ node has no jvp; a backward under a dual level runs f again, so that grad_fn's c
 carry tangents (forward over reverse). There the Parameters f reads would lose their gradients
 (they are constants here), so that combination is refused while grad mode is on.
 
+What f reaches outside its arguments (Note [lost gradients] in `_captures.py`): the tensors of
+the transform that `functional_call` put in a module's parameter and buffer slots are more
+inputs of the node, after f's own, and sit in their slots as `forward` sees them while f runs;
+the parameter slots' tensors are the call's variables, and get grad_fn's gradients, the buffer
+slots' are constants. A tensor of a grad level that f captured instead
+has no autograd graph to walk here, so the ops f runs are followed one by one (`Taint`): an
+output computed from it is refused.
+
 `Function.apply` runs `forward` under `no_grad`; f runs in the caller's grad mode instead, so
 that tensors f computes from ones captured from an enclosing eager scope (`torch.cos(y)`, y
 requiring grad) keep their graph, and an outer `torch.autograd.grad` around `torch.func.grad`
@@ -28,6 +36,7 @@ differentiates grad_fn's result through them, as TensorFlow's outer tape does.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -35,8 +44,9 @@ from typing import Any
 import torch
 
 from . import _autocast, _run, _structure
+from ._captures import Slot, Taint, in_slots, transformed_slots
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
-from ._parameters import parameter_names, run_watched
+from ._parameters import check_accepts, parameter_names, run_watched
 from ._record import Record, node_class
 from ._rng import RngState
 from ._run import Layout
@@ -47,24 +57,53 @@ class _Call:
     """One call's non-tensor part, passed through `apply` to `forward` (an object, not a tuple:
     functorch takes tuples apart as pytrees)."""
 
-    __slots__ = ("bound", "constants", "grad_enabled", "kwargs", "layout")
+    __slots__ = ("bound", "constants", "grad_enabled", "kwargs", "layout", "n_parameters", "slots")
 
     def __init__(
-        self, bound: Any, layout: Layout, constants: list[Any], kwargs: dict[str, Any]
+        self,
+        bound: Any,
+        layout: Layout,
+        constants: list[Any],
+        kwargs: dict[str, Any],
+        slots: list[Slot],
     ) -> None:
         self.bound = bound
         self.layout = layout
         self.constants = constants  # the flattened arguments, with the tensors left out (None)
         self.kwargs = kwargs
+        # The parameter slots, then the buffer slots, holding the transform's tensors
+        # (`functional_call`): their tensors come after the inputs among the node's; the
+        # parameters' are variables, the buffers' constants (Note [lost gradients] in
+        # `_captures.py`).
+        self.slots = slots
+        self.n_parameters = sum(kind == "_parameters" for _, kind, _ in slots)
         # `Function.apply` runs forward under no_grad; f runs with the caller's mode instead.
         self.grad_enabled = torch.is_grad_enabled()
 
     def run_f(
-        self, f: Callable[..., Any], inputs: Sequence[torch.Tensor]
+        self, f: Callable[..., Any], tensors: Sequence[torch.Tensor]
     ) -> tuple[Any, Callable[..., Any], list[Any]]:
-        leaves = _structure.put(self.constants, self.layout.positions, inputs)
+        """Run f on the node's tensors as it sees them: the inputs, then the slots' tensors,
+        which sit in their slots while f runs."""
+        n = len(self.layout.positions)
+        leaves = _structure.put(self.constants, self.layout.positions, tensors[:n])
         args = _structure.unflatten(self.layout.spec, leaves)
-        return run_watched(f, self.bound, args, self.kwargs, leaves)
+        placed = list(tensors[n:])
+        taint = Taint(tensors, f, self.bound, self.kwargs)
+        with in_slots(self.slots, placed), taint:
+            result, grad_fn, found = run_watched(
+                f, self.bound, args, self.kwargs, leaves, captures=False
+            )
+        variables: list[Any] = found
+        taint.check(result)
+        if self.n_parameters:
+            variables = [*placed[: self.n_parameters], *variables]
+            check_accepts(f, self.bound, grad_fn, variables)
+        return result, grad_fn, variables
+
+    def n_tensors(self) -> int:
+        """How many tensors the node takes: the inputs, then the slots' tensors."""
+        return len(self.layout.positions) + len(self.slots)
 
 
 class _Aux:
@@ -97,8 +136,9 @@ def call_under_transform(
     transform, or (`dual`) outside one with dual tensors among the inputs."""
     flat_args, layout, inputs = _run.inputs(f, bound, args)
     constants = _structure.put(flat_args, layout.positions, [None] * len(inputs))
-    call = _Call(bound, layout, constants, kwargs)
-    *outputs, aux = node.apply(call, *inputs)  # type: ignore[no-untyped-call]
+    slots, placed = transformed_slots(f, bound)
+    call = _Call(bound, layout, constants, kwargs, slots)
+    *outputs, aux = node.apply(call, *inputs, *placed)  # type: ignore[no-untyped-call]
     if dual and aux.variables and call.grad_enabled:
         raise CustomGradientNotImplementedError(
             f"{PREFIX}{describe(f)} was called with dual tensors of `torch.autograd.forward_ad` "
@@ -128,7 +168,8 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         tensors = inputs[1:]
         ctx.call = call
         ctx.aux = aux
-        ctx.record = Record.of_call(call.layout, tensors, aux.variables)
+        n = len(call.layout.positions)
+        ctx.record = Record.of_call(call.layout, tensors[:n], aux.variables)
         # The same tensors for both: torch's generated vmap rule keeps the batch dims of one.
         ctx.save_for_backward(*tensors, *output[:-1])
         ctx.save_for_forward(*tensors, *output[:-1])
@@ -153,25 +194,33 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
             rerun: tuple[Any, Callable[..., Any], Any] = aux.rng.rerun(
                 lambda: _autocast.call_in(state, call.run_f, f, inputs)
             )
-            return rerun[1]
+            if not rerun[2]:
+                return rerun[1]
+            # grad_fn gets the very tensors its own run of f read (item 34).
+            return functools.partial(_with_variables, rerun[1], rerun[2])
         return aux.grad_fn
 
     def input_grads(
         ctx: Any, grad_fn: Callable[..., Any], upstream: Sequence[Any], needs: Sequence[bool]
     ) -> list[torch.Tensor | None]:
         record: Record = ctx.record
-        # Parameters read under a transform are constants of it: their gradients are dropped.
-        needs = [*needs, *(False for _ in record.variables)]
-        return record.gradients(grad_fn, upstream, needs)[: len(record.layout.positions)]
+        call: _Call = ctx.call
+        # The parameter slots' tensors are the transform's own: their gradients are returned.
+        # Parameters read under a transform are constants of it, and so are the buffers in
+        # slots: their gradients are dropped.
+        given = len(record.layout.positions) + call.n_parameters
+        needs = [*needs[:given], *(False for _ in record.variables[call.n_parameters :])]
+        gradients = record.gradients(grad_fn, upstream, needs)[:given]
+        return [*gradients, *(None for _ in range(call.n_tensors() - given))]
 
     def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
-        inputs = ctx.saved_tensors[: len(ctx.record.layout.positions)]
+        inputs = ctx.saved_tensors[: ctx.call.n_tensors()]
         grad_fn = grad_fn_for(ctx, inputs)
         return (None, *input_grads(ctx, grad_fn, upstream[:-1], ctx.needs_input_grad[1:]))
 
     def jvp(ctx: Any, *tangents: Any) -> tuple[Any, ...]:
         saved = ctx.saved_tensors
-        n_inputs = len(ctx.record.layout.positions)
+        n_inputs = ctx.call.n_tensors()
         inputs, outputs = saved[:n_inputs], saved[n_inputs:]
         grad_fn = grad_fn_for(ctx, inputs, forward_mode=True)
         needs = [_has_tangent_space(x) for x in inputs]
@@ -223,6 +272,13 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         jvp=staticmethod(jvp),
         generate_vmap_rule=True,
     )
+
+
+def _with_variables(
+    grad_fn: Callable[..., Any], read: list[Any], /, *upstream: Any, **_: Any
+) -> Any:
+    """grad_fn called with the variables its own run of f read, not the first run's."""
+    return grad_fn(*upstream, variables=list(read))
 
 
 def _has_tangent_space(tensor: torch.Tensor) -> bool:

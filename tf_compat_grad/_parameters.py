@@ -24,6 +24,9 @@ and then f is watched. The answer is cached with the objects it was based on and
 soon as a global, a module attribute or a closure cell it read is rebound, or a function it read
 gets new code, new default values or new attributes. Relative imports, introspection (`__dict__`,
 `__globals__`, `inspect.getmodule`, frames) and numpy arrays of Python objects answer "maybe".
+The plain tensors the analysis met are listed too: the plans' per-call check also asks that
+none of them requires grad, since f's outputs may then depend on a tensor whose gradient would
+be lost (Note [lost gradients] in `_captures.py`), which only the general code checks.
 
 # Note [reads read off the code]
 When the proof fails only because f's own closure cells or globals hold Parameters, f's own
@@ -68,6 +71,7 @@ from torch.nn import Parameter
 from torch.overrides import TorchFunctionMode
 
 from . import _structure
+from ._captures import any_needs_grad, close_cache, open_cache, settle
 from ._errors import PREFIX, CustomGradientTypeError, describe, fn_name, plural
 from ._run import UNBOUND, call_f, split
 
@@ -82,29 +86,64 @@ def run_watched(
     kwargs: dict[str, Any],
     flat_args: Sequence[Any],
     reach: ParameterReach | None = None,
+    captures: bool = True,
 ) -> tuple[Any, Callable[..., Any], list[torch.nn.Parameter]]:
     """Call f once, watching for Parameters unless `reach` proves f reads none (Note [watching
-    only when needed]): its outputs, grad_fn and variables."""
+    only when needed]): its outputs, grad_fn and variables; with `captures`, the tensors f's
+    outputs reach outside its arguments are settled too (Note [lost gradients])."""
     if reach is not None and not reach.possible(
         kwargs.values() if bound is UNBOUND else (*kwargs.values(), bound)
     ):
         result, grad_fn = split(f, call_f(f, bound, args, kwargs))
-        return result, grad_fn, []
+        if not captures or (reach.calm() and not (kwargs and any_needs_grad(kwargs))):
+            return result, grad_fn, []
+        variables = settle(f, bound, kwargs, result, flat_args, [])
+        check_accepts(f, bound, grad_fn, variables)
+        return result, grad_fn, variables
     watcher = ParameterWatcher()
-    with watcher:
-        out = call_f(f, bound, args, kwargs)
-    return watched_result(
-        f, bound, out, watcher, [*flat_args, *_structure.leaves(kwargs)] if kwargs else flat_args
-    )
+    if not captures:
+        watcher.places = None
+        with watcher:
+            out = call_f(f, bound, args, kwargs)
+    else:
+        with watcher:
+            open_cache()
+            try:
+                out = call_f(f, bound, args, kwargs)
+            finally:
+                watcher.places = close_cache()
+    return watched_result(f, bound, out, watcher, flat_args, kwargs)
 
 
 def watched_result(
-    f: Callable[..., Any], bound: Any, out: Any, watcher: ParameterWatcher, passed: Iterable[Any]
+    f: Callable[..., Any],
+    bound: Any,
+    out: Any,
+    watcher: ParameterWatcher,
+    flat_args: Sequence[Any],
+    kwargs: dict[str, Any] | None = None,
 ) -> tuple[Any, Callable[..., Any], list[torch.nn.Parameter]]:
     """What a watched call of f returned (`out`), as outputs, grad_fn and the Parameters f read
-    that are not among the values `passed` to it."""
+    that are not among the values passed to it (`flat_args`, `kwargs`), with the tensors in
+    Parameter places its outputs reach (Note [lost gradients]; not when `watcher.places` is
+    None)."""
     result, grad_fn = split(f, out)
-    variables = watcher.variables(exclude=passed)
+    variables: list[Any] = watcher.variables(
+        exclude=[*flat_args, *_structure.leaves(kwargs)] if kwargs else flat_args
+    )
+    check_accepts(f, bound, grad_fn, variables)  # at call time, as TensorFlow (item 33)
+    if watcher.places is not None:
+        settled = settle(f, bound, kwargs or {}, result, flat_args, variables, watcher.places)
+        if settled is not variables:
+            check_accepts(f, bound, grad_fn, settled)
+            variables = settled
+    return result, grad_fn, variables
+
+
+def check_accepts(
+    f: Callable[..., Any], bound: Any, grad_fn: Callable[..., Any], variables: list[Any]
+) -> None:
+    """Raise unless grad_fn can take the variables f read (item 33)."""
     if variables and not accepts_variables(grad_fn):
         raise CustomGradientTypeError(
             f"{PREFIX}grad_fn of {describe(f)} must accept keyword argument 'variables', since "
@@ -113,7 +152,6 @@ def watched_result(
             "`def grad_fn(*upstream, variables=None)` and return `(input_grads, [one gradient "
             "per variable])`, or pass the Parameters as positional arguments."
         ) from None
-    return result, grad_fn, variables
 
 
 def accepts_variables(grad_fn: Callable[..., Any]) -> bool:
@@ -177,6 +215,9 @@ class ParameterWatcher(TorchFunctionMode):
     def __init__(self) -> None:
         super().__init__()
         self.found: dict[int, Parameter] = {}
+        # The parametrized weights cached while it watched (Note [lost gradients] in
+        # `_captures.py`); None: the tensors f's outputs reach are not to be settled.
+        self.places: list[torch.Tensor] | None = []
 
     def __torch_function__(
         self,
@@ -247,7 +288,7 @@ class ParameterReach:
     """Whether one decorated function can read a Parameter; see Note [watching only when
     needed]."""
 
-    __slots__ = ("_f", "_unchanged", "known", "reads_known", "reads_none")
+    __slots__ = ("_f", "_unchanged", "calm", "known", "reads_known", "reads_none")
 
     def __init__(self, f: Any) -> None:
         self._f = f
@@ -263,6 +304,9 @@ class ParameterReach:
         # when the last analysis proved that f reads no Parameter and is still valid. Asked
         # before any analysis, it makes the first.
         self.reads_none: Callable[[], bool] = self._first_answer
+        # Whether the last analysis still holds and no plain tensor it found f can name
+        # requires grad (Note [lost gradients] in `_captures.py`); both fast questions include it.
+        self.calm: Callable[[], bool] = _never
 
     def possible(self, extra: Iterable[Any]) -> bool:
         """False only when f provably reads no Parameter, called with the `extra` objects it
@@ -283,8 +327,9 @@ class ParameterReach:
     def _analyse(self) -> None:
         self.known, deps = exact_reads(self._f)
         self._unchanged = _unchanged_check(deps)
-        self.reads_none = self._unchanged if self.known == [] else _never
-        self.reads_known = self._unchanged if self.known else _never
+        self.calm = _unchanged_check(deps, quiet=True) if deps.tensors else self._unchanged
+        self.reads_none = self.calm if self.known == [] else _never
+        self.reads_known = self.calm if self.known else _never
 
 
 def _never() -> bool:
@@ -299,12 +344,15 @@ _Function = tuple[types.FunctionType, types.CodeType, Any, Any, Any]
 class _Deps:
     """The names, closure cells and functions an analysis read, with what it found there."""
 
-    __slots__ = ("cells", "functions", "names")
+    __slots__ = ("cells", "functions", "names", "tensors")
 
     def __init__(self) -> None:
         self.names: list[tuple[dict[str, Any], str, Any]] = []
         self.cells: list[tuple[types.CellType, Any]] = []
         self.functions: list[_Function] = []
+        self.tensors: list[
+            torch.Tensor
+        ] = []  # the plain tensors f can name (Note [lost gradients])
 
 
 def _items(mapping: dict[str, Any] | None) -> tuple[tuple[str, Any], ...] | None:
@@ -326,8 +374,9 @@ def _contents(cell: types.CellType) -> Any:
         return _MISSING
 
 
-def _unchanged_check(deps: _Deps) -> Callable[[], bool]:
-    """A function that tells whether everything `deps` lists still holds what it held.
+def _unchanged_check(deps: _Deps, quiet: bool = False) -> Callable[[], bool]:
+    """A function that tells whether everything `deps` lists still holds what it held (and,
+    when `quiet`, that none of the plain tensors it lists requires grad).
 
     It runs on every call, so it is generated as one expression with each comparison written
     out (`ns0.get('torch', MISSING) is v0 and fn0.__code__ is code0 and ...`), over the objects
@@ -367,6 +416,10 @@ def _unchanged_check(deps: _Deps) -> Callable[[], bool]:
                 terms.append(f"same({key}, fn{k}.{attribute})")
         if empty:
             terms.append(f"not ({' or '.join(empty)})")
+    if quiet:
+        for k, tensor in enumerate(deps.tensors):
+            env[f"t{k}"] = tensor
+            terms.append(f"not t{k}.requires_grad")
     return _check_maker(", ".join(env), " and ".join(terms) or "True")(**env)
 
 
@@ -400,6 +453,7 @@ def _check_value(
     if isinstance(value, torch.Tensor):
         if isinstance(value, torch.nn.Parameter):
             raise _Unsafe
+        deps.tensors.append(value)
         return
     if id(value) in seen:
         return

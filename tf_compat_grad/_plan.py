@@ -43,6 +43,7 @@ from typing import Any
 import torch
 from torch.autograd import forward_ad
 
+from ._captures import close_cache, open_cache, settle
 from ._closure import EXACT_TENSOR_TYPES, plain
 from ._parameters import ParameterWatcher, accepts_variables
 from ._record import InputMeta, input_meta, node_class
@@ -192,7 +193,7 @@ def make_call(
         jit_tracing_state, functorch_transforms_active, forward_ad, is_functorch_wrapped,
         any_autocast_enabled, EXACT_TENSOR_TYPES, _Tensor, _FunctionType, plain,
         ParameterWatcher, push_function_mode, pop_function_mode, _accepts, _seen,
-        operator.attrgetter("requires_grad"),
+        operator.attrgetter("requires_grad"), open_cache, close_cache, settle,
     )  # fmt: skip
 
 
@@ -213,15 +214,18 @@ def _maker(n: int, kind: str) -> Callable[..., Call]:
         watch = f"""\
         watcher = Watcher()
         push(watcher)
+        open_cache()
         try:
             out = f({passed})
         finally:
             pop()
+            watcher.places = close_cache()
         found = watcher.found
-        if not found:
+        if not found or watcher.places:
             return unplanned(out, args, watcher)
         variables = [*found.values()]
 """
+        settled = "            variables = settle(f, UNBOUND, {}, result, args, variables)\n"
         rest = "args, watcher"
     elif kind == "known":
         # The Parameters the watcher would see, read off f's code: those that need a gradient.
@@ -233,6 +237,7 @@ def _maker(n: int, kind: str) -> Callable[..., Call]:
             return unplanned(out, args, seen(variables))
 """
         rest = "args, seen(variables)"
+        settled = ""
     if kind != "none":
         run = f"""\
 {watch}\
@@ -240,6 +245,7 @@ def _maker(n: int, kind: str) -> Callable[..., Call]:
             variables = [v for v in variables if {" and ".join(f"v is not {a}" for a in args)}]
         if variables and type(out) is tuple and len(out) == 2:
             result, grad_fn = out
+{settled}\
             if (type(result) is Tensor and type(grad_fn) is FunctionType
                     and (grad_fn.__code__ is accepted[0] or accepts(grad_fn, accepted))):
 """
@@ -262,7 +268,8 @@ def _maker(n: int, kind: str) -> Callable[..., Call]:
     source = f"""\
 def make(f, holds, known, apply, general, unplanned, UNBOUND, grad_enabled, jit_tracing_state,
          transforms_active, forward_ad, is_wrapped, any_autocast, EXACT, Tensor, FunctionType,
-         plain, Watcher, push, pop, accepts, seen, needs_grad):
+         plain, Watcher, push, pop, accepts, seen, needs_grad, open_cache, close_cache,
+         settle):
     accepted = [None]  # the code of the last grad_fn that accepted `variables=`
 
     def call(bound, args, kwargs):
@@ -298,6 +305,7 @@ def _seen(variables: list[torch.nn.Parameter]) -> ParameterWatcher:
     plan."""
     watcher = ParameterWatcher()
     watcher.found = {id(v): v for v in variables}
+    watcher.places = None  # the plan's check held: no tensor f can name requires grad
     return watcher
 
 

@@ -54,6 +54,17 @@ push_function_mode = torch._C._push_on_torch_function_stack
 pop_function_mode = torch._C._pop_torch_function_stack
 
 
+def grad_tracked(tensor: torch.Tensor) -> bool:
+    """Whether a tensor depends on the inputs of a `torch.func` grad level: one of its grad
+    level wrappers requires grad (a tensor computed at that level from its inputs, or an input
+    itself, seen inside the node's forward)."""
+    while _functorch.is_functorch_wrapped_tensor(tensor):
+        if _functorch.is_gradtrackingtensor(tensor) and tensor.requires_grad:
+            return True
+        tensor = _functorch.get_unwrapped(tensor)
+    return False
+
+
 def call_backward_directly(node: type[torch.autograd.Function]) -> None:
     """Have the autograd engine call `node.backward` itself, as the node's `apply`.
 

@@ -1,0 +1,401 @@
+"""Tensors that f's outputs depend on without being its arguments or its variables: the
+gradient that would flow into them through those outputs is given (a tensor in a Parameter's
+place is that Parameter) or refused, never lost.
+
+# Note [lost gradients]
+The node's inputs are f's positional tensors and its variables (items 11, 32); gradients leave
+f's outputs through grad_fn into those alone (item 38). A tensor that requires grad and that
+f's outputs depend on by any other way (a closure cell, a global, an attribute of `self` or of
+another object, a keyword argument) would lose the gradient that f's own ops would send it:
+TensorFlow drops it without a word (items 15, 20, 39). Here that is refused, unless the tensor
+sits in a Parameter's place, where TensorFlow's meaning is clear: it is that Parameter, so it
+is one of the variables and gets grad_fn's gradient. Two kinds of place:
+
+- a module's parameter slot holding a plain tensor (`torch.func.functional_call` and
+  `stack_module_state` put their tensors there);
+- a parametrized weight (`torch.nn.utils.parametrize`, `parametrizations.*`): `self.weight` is
+  computed from the parametrization's originals, and those originals get the gradient of the
+  weight through the parametrization's own ops (the chain rule), not grad_fn's gradient of the
+  weight as if it were theirs. While watched f runs, parametrize's cache is on, so that the
+  weight f read is kept; the originals it is computed from leave `variables` and the weight
+  takes the place of the first of them.
+
+Which gradients would be lost is read off the autograd graph, after f runs: a walk from f's
+outputs that stops at the inputs' and the variables' edges; every leaf that requires grad and
+is reached otherwise would lose a gradient (`W = base * 2` in a closure reaches `base`). So the
+line sits exactly where a gradient is lost, not wider: a captured tensor that only grad_fn uses
+(a residual, an outer variable of a higher-order derivative) is not on the outputs' graph, and
+one computed from an input (`x + u`, whose gradient grad_fn replaces) reaches the input's edge
+and stops there. When no input needs a gradient, f's own autodiff used to take over (item 39):
+a captured tensor then got f's gradient and grad_fn was never called, two rules for one
+function; that is refused too.
+
+The walk runs only when a tensor that f can reach outside its arguments requires grad: the
+reach proof lists the plain tensors f's code can name and its per-call check looks at their
+`requires_grad` (Note [watching only when needed]); a keyword argument or a watched call (which
+can read anything) always walks.
+
+Item numbers refer to docs/tensorflow_semantics.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import types
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import torch
+from torch.nn import Parameter
+from torch.nn.utils import parametrize
+from torch.overrides import TorchFunctionMode
+
+from . import _structure
+from ._errors import PREFIX, CustomGradientValueError, describe
+from ._run import UNBOUND
+from ._torch_internals import grad_tracked, is_functorch_wrapped
+
+_Tensor = torch.Tensor
+
+
+def open_cache() -> None:
+    """Turn parametrize's cache on for a watched call of f (Note [lost gradients])."""
+    with _CACHE_LOCK:  # a count shared by every thread
+        parametrize._cache_enabled += 1
+
+
+def close_cache() -> list[_Tensor]:
+    """Turn it off again: the parametrized weights cached while it was on (and before, in an
+    enclosing `parametrize.cached()`), which may be what f read."""
+    with _CACHE_LOCK:
+        places = [t for t in parametrize._cache.values() if t is not None]
+        parametrize._cache_enabled -= 1
+        if not parametrize._cache_enabled:
+            parametrize._cache = {}
+    return places
+
+
+_CACHE_LOCK = threading.Lock()
+
+
+def settle(
+    f: Callable[..., Any],
+    bound: Any,
+    kwargs: dict[str, Any],
+    result: Any,
+    inputs: Iterable[Any],
+    variables: list[Any],
+    places: Sequence[_Tensor] = (),
+) -> list[Any]:
+    """The variables of a call whose f has run and returned `result`: `variables`, with the
+    tensors in Parameter places that the outputs reach put in (`places`: the parametrized
+    weights cached while f ran; slots of modules f can reach are looked at when needed).
+    Raises when a gradient would still be lost (Note [lost gradients])."""
+    roots = [t for t in _tensors(result) if t.requires_grad]
+    if not roots:
+        return variables
+    inputs = [t for t in inputs if isinstance(t, _Tensor)]
+    lost, hit = _walk(roots, [*inputs, *variables, *places])
+    hit_places = [
+        places[i - len(inputs) - len(variables)] for i in hit if i >= len(inputs) + len(variables)
+    ]
+    if hit_places:
+        variables = _in_place_of_originals(variables, hit_places)
+        lost, _ = _walk(roots, [*inputs, *variables])
+    if lost:
+        slots = [t for t in _parameter_slots(f, bound) if not _among(t, (*inputs, *variables))]
+        lost, hit = _walk(roots, [*inputs, *variables, *slots])
+        first = len(inputs) + len(variables)
+        variables = [*variables, *(slots[i - first] for i in sorted(hit) if i >= first)]
+    if lost:
+        raise _lost_error(f, bound, kwargs, lost[0])
+    return variables
+
+
+Slot = tuple[torch.nn.Module, str, str]  # a module, "_parameters" or "_buffers", a name
+
+
+def transformed_slots(f: Callable[..., Any], bound: Any) -> tuple[list[Slot], list[_Tensor]]:
+    """The parameter slots, then the buffer slots, of the modules f can reach that hold a
+    tensor of an active `torch.func` transform (`functional_call` put it there), and those
+    tensors."""
+    slots: list[Slot] = []
+    tensors: list[_Tensor] = []
+    modules = [m for _, value in _reachable(f, bound) if isinstance(value, torch.nn.Module)
+               for m in value.modules()]  # fmt: skip
+    for kind in ("_parameters", "_buffers"):
+        for module in modules:
+            for name, tensor in getattr(module, kind).items():
+                if (
+                    tensor is not None
+                    and is_functorch_wrapped(tensor)
+                    and not _among(tensor, tensors)
+                ):
+                    slots.append((module, kind, name))
+                    tensors.append(tensor)
+    return slots, tensors
+
+
+@contextlib.contextmanager
+def in_slots(slots: Sequence[Slot], tensors: Sequence[_Tensor]) -> Iterator[None]:
+    """Put `tensors` in the `slots` while the block runs (the node's forward sees the
+    transform's tensors unwrapped)."""
+    held = [getattr(module, kind)[name] for module, kind, name in slots]
+    for (module, kind, name), tensor in zip(slots, tensors, strict=True):
+        getattr(module, kind)[name] = tensor
+    try:
+        yield
+    finally:
+        for (module, kind, name), previous in zip(slots, held, strict=True):
+            getattr(module, kind)[name] = previous
+
+
+class Taint(TorchFunctionMode):
+    """Follows, op by op while f runs in the transform node's forward, which tensors f computes
+    from a tensor that depends on a `torch.func` grad level's inputs and that f captured rather
+    than computed or was given: under a transform there is no autograd graph for `settle` to
+    walk."""
+
+    def __init__(
+        self,
+        given: Iterable[_Tensor],
+        f: Callable[..., Any],
+        bound: Any,
+        kwargs: dict[str, Any],
+    ) -> None:
+        super().__init__()
+        self.f, self.bound, self.kwargs = f, bound, kwargs
+        self.seed: _Tensor | None = None  # the first captured tensor f computed from
+        # Kept alive, so that no id is reused: what f was given or computed, and which of
+        # those it computed from a captured tensor.
+        self._known: dict[int, _Tensor] = {id(t): t for t in given}
+        self._tainted: dict[int, _Tensor] = {}
+
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        touched = self._touches(args) or self._touches(kwargs.values())
+        try:
+            out = func(*args, **kwargs)
+        except RuntimeError as error:
+            if touched and self.seed is not None:  # under vmap: torch's internal assert
+                raise _lost_error(self.f, self.bound, self.kwargs, self.seed) from error
+            raise
+        for tensor in _tensors(out):
+            self._known[id(tensor)] = tensor
+            if touched:
+                self._tainted[id(tensor)] = tensor
+        return out
+
+    def _touches(self, values: Iterable[Any]) -> bool:
+        touched = False
+        for value in values:
+            if isinstance(value, _Tensor):
+                if id(value) in self._tainted:
+                    touched = True
+                elif id(value) not in self._known and grad_tracked(value):
+                    self.seed = value if self.seed is None else self.seed
+                    touched = True
+            elif isinstance(value, (list, tuple)):
+                touched = self._touches(value) or touched
+        return touched
+
+    def check(self, result: Any) -> None:
+        """Raise when an output of f is computed from such a captured tensor."""
+        if self.seed is not None and any(id(t) in self._tainted for t in _tensors(result)):
+            raise _lost_error(self.f, self.bound, self.kwargs, self.seed)
+
+
+def any_needs_grad(kwargs: dict[str, Any]) -> bool:
+    """Whether a tensor among the keyword arguments requires grad (else none can lose one)."""
+    for value in kwargs.values():
+        if isinstance(value, _Tensor):
+            if value.requires_grad:
+                return True
+        elif isinstance(value, (list, tuple, dict)) and any(
+            t.requires_grad for t in _tensors(value)
+        ):
+            return True
+    return False
+
+
+def _tensors(result: Any) -> list[_Tensor]:
+    if type(result) is _Tensor:
+        return [result]
+    return [t for t in _structure.leaves(result) if isinstance(t, _Tensor)]
+
+
+def _among(tensor: _Tensor, tensors: Iterable[_Tensor]) -> bool:
+    return any(tensor is t for t in tensors)
+
+
+def _walk(roots: Sequence[_Tensor], stops: Sequence[_Tensor]) -> tuple[list[_Tensor], set[int]]:
+    """The leaves requiring grad that the roots' graph reaches other than through one of the
+    `stops` (first reached first), and the indices of the stops it reached."""
+    # A stop is the edge into its producer, or for a leaf its id (an int, never an edge).
+    stop_at: dict[Any, int] = {}
+    for i, tensor in enumerate(stops):
+        producer = tensor.grad_fn
+        stop_at.setdefault(id(tensor) if producer is None else (producer, tensor.output_nr), i)
+    lost: dict[int, _Tensor] = {}
+    hit: set[int] = set()
+    seen: set[Any] = set()
+    leaves = [root for root in roots if root.grad_fn is None]
+    pending: list[tuple[Any, int]] = [
+        (root.grad_fn, root.output_nr) for root in reversed(roots) if root.grad_fn is not None
+    ]
+    while pending:  # depth first, each node's inputs in order
+        edge = pending.pop()
+        node: Any = edge[0]
+        if node is None:
+            continue
+        stop = stop_at.get(edge)
+        if stop is not None:
+            hit.add(stop)
+        elif node not in seen:
+            seen.add(node)
+            if type(node) is _ACCUMULATE:
+                leaves.append(node.variable)
+            else:
+                pending.extend(reversed(node.next_functions))
+    for leaf in leaves:
+        stop = stop_at.get(id(leaf))
+        if stop is not None:
+            hit.add(stop)
+        elif leaf.requires_grad:
+            lost.setdefault(id(leaf), leaf)
+    return list(lost.values()), hit
+
+
+# The autograd node of a leaf: its `variable` is the leaf.
+_ACCUMULATE: Any = type(torch.empty(0, requires_grad=True).view(0).grad_fn.next_functions[0][0])  # type: ignore[union-attr]
+
+
+def _in_place_of_originals(variables: list[Any], weights: Sequence[_Tensor]) -> list[Any]:
+    """`variables` with each parametrized weight f's outputs reach in the place of the first
+    of the variables it is computed from, and those variables left out."""
+    replaced: dict[int, _Tensor] = {}
+    dropped: set[int] = set()
+    extra: list[_Tensor] = []
+    for weight in weights:
+        _, hit = _walk([weight], variables)
+        if hit:
+            replaced.setdefault(min(hit), weight)
+            dropped.update(hit)
+        else:
+            extra.append(weight)
+    kept = [
+        replaced.get(i, v) for i, v in enumerate(variables) if i in replaced or i not in dropped
+    ]
+    return [*kept, *extra]
+
+
+def _parameter_slots(f: Callable[..., Any], bound: Any) -> list[_Tensor]:
+    """The tensors that require grad in the parameter slots of the modules f can reach: the
+    bound instance, and modules in f's closure cells and globals (with their submodules)."""
+    modules = [m for _, m in _reachable(f, bound) if isinstance(m, torch.nn.Module)]
+    seen: set[int] = set()
+    slots: list[_Tensor] = []
+    for module in modules:
+        for sub in module.modules():
+            for tensor in sub._parameters.values():
+                if (
+                    tensor is not None
+                    and type(tensor) is not Parameter  # one f reads is already a variable
+                    and tensor.requires_grad
+                    and id(tensor) not in seen
+                ):
+                    seen.add(id(tensor))
+                    slots.append(tensor)
+    return slots
+
+
+def _reachable(f: Callable[..., Any], bound: Any) -> list[tuple[str, Any]]:
+    """What f's code can name directly, by the name it has there: `self`, closure cells,
+    globals."""
+    named: list[tuple[str, Any]] = []
+    if bound is not UNBOUND and not isinstance(bound, type):
+        named.append(("self", bound))
+    fn = getattr(f, "__func__", f)
+    if isinstance(fn, types.FunctionType):
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
+            with contextlib.suppress(ValueError):  # an empty cell
+                named.append((name, cell.cell_contents))
+        for name in fn.__code__.co_names:
+            if name in fn.__globals__:
+                named.append((name, fn.__globals__[name]))
+    return named
+
+
+def _candidates(
+    f: Callable[..., Any], bound: Any, kwargs: dict[str, Any]
+) -> list[tuple[str, _Tensor]]:
+    """The tensors f can read that require grad, each named as f's code reaches it."""
+    found: list[tuple[str, _Tensor]] = []
+    for name, value in kwargs.items():
+        found.extend((f"keyword `{name}`", t) for t in _tensors(value))
+    for name, value in _reachable(f, bound):
+        where = "" if name == "self" else ("closure " if _is_cell(f, name) else "global ")
+        if isinstance(value, _Tensor):
+            found.append((f"{where}`{name}`", value))
+        elif isinstance(value, torch.nn.Module):
+            for prefix, module in value.named_modules():
+                path = f"{name}.{prefix}." if prefix else f"{name}."
+                for attribute, member in _tensor_attributes(module):
+                    found.append((f"{where}`{path}{attribute}`", member))
+        elif hasattr(value, "__dict__") and not isinstance(value, (type, types.ModuleType)):
+            for attribute, member in vars(value).items():
+                if isinstance(member, _Tensor):
+                    found.append((f"{where}`{name}.{attribute}`", member))
+    return [(label, t) for label, t in found if t.requires_grad or is_functorch_wrapped(t)]
+
+
+def _is_cell(f: Callable[..., Any], name: str) -> bool:
+    code = getattr(getattr(f, "__func__", f), "__code__", None)
+    return code is not None and name in code.co_freevars
+
+
+def _tensor_attributes(module: torch.nn.Module) -> list[tuple[str, _Tensor]]:
+    """A module's tensors by attribute name: parameter slots, buffers, plain attributes and
+    parametrized weights."""
+    found: list[tuple[str, _Tensor]] = [
+        (n, t) for n, t in module._parameters.items() if t is not None
+    ]
+    found += [(n, t) for n, t in module._buffers.items() if t is not None]
+    found += [(n, t) for n, t in vars(module).items() if isinstance(t, _Tensor)]
+    if parametrize.is_parametrized(module):
+        for n in module.parametrizations:  # type: ignore[union-attr]
+            found.append((n, getattr(module, n)))
+    return found
+
+
+def _lost_error(
+    f: Callable[..., Any], bound: Any, kwargs: dict[str, Any], leaf: _Tensor
+) -> CustomGradientValueError:
+    """The refusal of a call whose outputs reach `leaf` other than through grad_fn."""
+    candidates = _candidates(f, bound, kwargs)
+    label = next((name for name, t in candidates if t is leaf), None)
+    via = next(
+        (name for name, t in candidates if t is not leaf and _among(leaf, _walk([t], ())[0])),
+        None,
+    )
+    if via is None:
+        what, target = label or f"a tensor of shape {list(leaf.shape)}", "it"
+    else:
+        source = label or f"the tensor of shape {list(leaf.shape)}"
+        what, target = via, f"{source}, which it is computed from,"
+    return CustomGradientValueError(
+        f"{PREFIX}the output of {describe(f)} depends on {what}, a tensor that requires grad "
+        "but is neither a positional argument nor a variable (a Parameter read without being "
+        f"passed): the gradient that would flow through the output into {target} would be "
+        "lost, since that gradient goes through grad_fn to the positional arguments and "
+        "variables only. Pass the tensor as a positional "
+        "argument and return its gradient from grad_fn, or `.detach()` it where the function "
+        "reads it to keep TensorFlow's behaviour (no gradient for it through this function)."
+    )

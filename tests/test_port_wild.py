@@ -1,0 +1,179 @@
+"""`python -m tf_compat_grad port` on public TensorFlow custom-gradient code it was not written
+for (tests/port_corpus/wild: each file's header names its source).
+
+Each file is ported with `port_source`, with no hand edit, executed without TensorFlow, and its
+outputs, gradients and second-order gradients are compared with the numbers TensorFlow 2.21 gave
+(tests/port_corpus/wild/tf_reference.json, written by
+`python tests/port_corpus/record_tf.py tests/port_corpus/wild`). A Keras layer is built by a first
+call, given the recorded weights by attribute path, and called again.
+
+Files the translator cannot translate yet are listed in NOT_YET with what they need: each is a
+strict xfail, so a file that starts to pass fails the run until it is taken off the list.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+pytest.importorskip("libcst")
+
+from tf_compat_grad.port import PortResult, port_source
+
+WILD = Path(__file__).resolve().parent / "port_corpus" / "wild"
+REFERENCE = json.loads((WILD / "tf_reference.json").read_text(encoding="utf-8"))
+TOLERANCE = {  # (rtol, atol) by the dtype computed in
+    torch.float64: (1e-10, 1e-12),
+    torch.float32: (1e-5, 1e-6),
+}
+
+# file -> what the translator needs before the file ports with no hand edit.
+KERAS_LAYER = "a tf.keras.layers.Layer subclass translated to an nn.Module"
+NOT_YET: dict[str, str] = {
+    "adversarial_aes_grl.py": KERAS_LAYER,
+    "grl_lectures_labs.py": KERAS_LAYER,
+    "mttf_floor.py": f"{KERAS_LAYER}, with `tf.keras.layers.Layer.call.__doc__` read",
+    "larq_ste_sign.py": "tf.reduce_mean with a computed axis (`list(range(len(x.shape) - 1))`)",
+    "larq_swish_tern.py": "tf.cosh",
+    "tfc_perturb_and_apply.py": (
+        "`import tensorflow.compat.v1 as tf`; then a tf.GradientTape recorded in f and read in "
+        "grad_fn (`tape.gradient(y, (args, variables), output_gradients=...)`)"
+    ),
+}
+
+
+@functools.cache
+def translated(file: str) -> PortResult:
+    return port_source((WILD / file).read_text(encoding="utf-8"), file)
+
+
+@functools.cache
+def ported(file: str) -> types.ModuleType:
+    """The translation run as a module: it must not need TensorFlow."""
+    result = translated(file)
+    assert "import tensorflow" not in result.code, result.text(file)
+    module = types.ModuleType(f"ported_wild_{Path(file).stem}")
+    exec(compile(result.code, f"<ported {file}>", "exec"), module.__dict__)
+    return module
+
+
+def flatten(value: Any) -> list[Any]:
+    """As `tf.nest.flatten`: dicts in sorted key order, lists and tuples in order."""
+    if isinstance(value, dict):
+        return [leaf for key in sorted(value) for leaf in flatten(value[key])]
+    if isinstance(value, (list, tuple)):
+        return [leaf for item in value for leaf in flatten(item)]
+    return [value]
+
+
+def argument(spec: Any) -> Any:
+    """A recorded argument: a Python number, or a tensor (float64 unless it says otherwise)."""
+    if isinstance(spec, dict) and "py" in spec:
+        return spec["py"]
+    if isinstance(spec, dict):
+        values, dtype = spec["tensor"], getattr(torch, spec["dtype"])
+    else:
+        values, dtype = spec, torch.float64
+    return torch.tensor(values, dtype=dtype, requires_grad=True)
+
+
+def attribute(obj: Any, path: str) -> Any:
+    return functools.reduce(getattr, path.split("."), obj)
+
+
+def callable_and_parameters(
+    module: types.ModuleType, name: str, case: dict[str, Any], args: list[Any]
+) -> tuple[Any, list[torch.Tensor]]:
+    """The ported function, or the ported layer built and given the recorded weights, and the
+    parameters TF differentiated with respect to, in the recorded order."""
+    if "weights" not in case:
+        parameters = [v for _, v in sorted(vars(module).items()) if isinstance(v, nn.Parameter)]
+        return getattr(module, name), parameters
+    layer = getattr(module, name)(*case["layer"].get("init", ()))
+    kwargs = case["layer"].get("call_kwargs", {})
+    layer(*args, **kwargs)  # builds lazily created weights, as Keras does
+    with torch.no_grad():
+        for path, values in case["weights"].items():
+            weight = attribute(layer, path)
+            weight.copy_(torch.tensor(values, dtype=weight.dtype))
+    return functools.partial(layer, **kwargs), [attribute(layer, p) for p in case["trainable"]]
+
+
+def assert_matches(actual: torch.Tensor | None, expected: Any, what: str) -> None:
+    if expected is None:  # TF: no gradient, which is a zero gradient
+        assert actual is None or not actual.any(), f"{what}: TF has no gradient, torch {actual}"
+        return
+    assert actual is not None, f"{what}: torch has no gradient, TF {expected}"
+    want = torch.tensor(expected, dtype=actual.dtype)
+    rtol, atol = TOLERANCE[actual.dtype] if actual.is_floating_point() else (0, 0)
+    torch.testing.assert_close(
+        actual.detach(), want, rtol=rtol, atol=atol, equal_nan=True, msg=lambda m: f"{what}: {m}"
+    )
+
+
+def weighted_sum(values: Any, weights: list[Any]) -> Any:
+    terms = [
+        (v * torch.tensor(w, dtype=v.dtype)).sum().to(torch.float64)
+        for v, w in zip(values, weights, strict=True)
+        if v is not None and w is not None and v.requires_grad
+    ]
+    return sum(terms) if terms else None
+
+
+def case_params() -> list[Any]:
+    params = []
+    for file, functions in REFERENCE["files"].items():
+        marks = [pytest.mark.xfail(reason=NOT_YET[file], strict=True)] if file in NOT_YET else []
+        params += [
+            pytest.param(file, name, marks=marks, id=f"{file}::{name}") for name in functions
+        ]
+    return params
+
+
+@pytest.mark.parametrize(("file", "name"), case_params())
+def test_wild_file_ports_and_matches_tensorflow(file: str, name: str) -> None:
+    """Translated with no hand edit, run without TensorFlow: TF's outputs and gradients."""
+    case = REFERENCE["files"][file][name]
+    module = ported(file)
+    args = [argument(a) for a in case["args"]]
+    fn, parameters = callable_and_parameters(module, name, case, args)
+    sources = [*(a for a in args if isinstance(a, torch.Tensor)), *parameters]
+
+    outputs = flatten(fn(*args))
+    assert len(outputs) == len(case["outputs"])
+    for i, (output, expected) in enumerate(zip(outputs, case["outputs"], strict=True)):
+        assert_matches(output, expected, f"output {i}")
+    assert [str(o.dtype).removeprefix("torch.") for o in outputs] == case["dtypes"]
+
+    loss = weighted_sum(outputs, case["upstream"])
+    if loss is None:  # no output depends on the inputs
+        assert all(g is None for g in case["grads"])
+        return
+    grads = torch.autograd.grad(loss, sources, allow_unused=True, create_graph=True)
+    for j, (grad, expected) in enumerate(zip(grads, case["grads"], strict=True)):
+        assert_matches(grad, expected, f"gradient {j}")
+
+    if case["second"] is None:
+        return
+    target = weighted_sum(grads, case["vectors"])
+    second = (
+        torch.autograd.grad(target, sources, allow_unused=True)
+        if target is not None
+        else tuple(None for _ in sources)
+    )
+    for j, (grad, expected) in enumerate(zip(second, case["second"], strict=True)):
+        assert_matches(grad, expected, f"second-order gradient {j}")
+
+
+def test_every_wild_file_is_recorded_and_the_list_names_only_wild_files() -> None:
+    files = {p.name for p in WILD.glob("*.py")}
+    assert files == set(REFERENCE["files"]), "re-record: tests/port_corpus/record_tf.py"
+    assert set(NOT_YET) <= files
+    assert REFERENCE["tensorflow"] == "2.21.0"

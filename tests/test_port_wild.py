@@ -36,12 +36,25 @@ TOLERANCE = {  # (rtol, atol) by the dtype computed in
 
 # file -> what the translator needs before the file ports with no hand edit.
 KERAS_LAYER = "a tf.keras.layers.Layer subclass translated to an nn.Module"
+INTERNAL = (
+    "TensorFlow's internal modules (`from tensorflow.python.ops import math_ops, custom_gradient`)"
+)
 NOT_YET: dict[str, str] = {
     "adversarial_aes_grl.py": KERAS_LAYER,
     "grl_lectures_labs.py": KERAS_LAYER,
+    "fair_baselines_flip_gradient.py": KERAS_LAYER,
     "mttf_floor.py": f"{KERAS_LAYER}, with `tf.keras.layers.Layer.call.__doc__` read",
     "larq_ste_sign.py": "tf.reduce_mean with a computed axis (`list(range(len(x.shape) - 1))`)",
     "larq_swish_tern.py": "tf.cosh",
+    "tfmot_clustering.py": (
+        "`tf.Variable` as a value (`isinstance(x, tf.Variable)`); tf.math.bincount"
+    ),
+    "tf_docs_module_clip.py": (
+        "`class MyModule(tf.Module)` with a `@tf.function(input_signature=[tf.TensorSpec(None)])` "
+        "method"
+    ),
+    "tf_gradients_test_customs.py": INTERNAL,
+    "tf_nn_impl_swish.py": f"{INTERNAL}, `ops.control_dependencies`",
     "tfc_perturb_and_apply.py": (
         "`import tensorflow.compat.v1 as tf`; then a tf.GradientTape recorded in f and read in "
         "grad_fn (`tape.gradient(y, (args, variables), output_gradients=...)`)"
@@ -98,12 +111,13 @@ def callable_and_parameters(
         return getattr(module, name), parameters
     layer = getattr(module, name)(*case["layer"].get("init", ()))
     kwargs = case["layer"].get("call_kwargs", {})
-    layer(*args, **kwargs)  # builds lazily created weights, as Keras does
+    call = getattr(layer, case["layer"]["method"]) if "method" in case["layer"] else layer
+    call(*args, **kwargs)  # builds lazily created weights, as Keras does
     with torch.no_grad():
         for path, values in case["weights"].items():
             weight = attribute(layer, path)
             weight.copy_(torch.tensor(values, dtype=weight.dtype))
-    return functools.partial(layer, **kwargs), [attribute(layer, p) for p in case["trainable"]]
+    return functools.partial(call, **kwargs), [attribute(layer, p) for p in case["trainable"]]
 
 
 def assert_matches(actual: torch.Tensor | None, expected: Any, what: str) -> None:

@@ -14,8 +14,8 @@ tf.Variables (by name), and, where TensorFlow defines it, the second order: the 
 too, so tests/test_port.py replays exactly the same computation in torch.
 
 An EXAMPLES entry whose value is a dict is a Keras layer (or `tf.Module`) class of the file:
-`{"init": [constructor args], "call": (call args,), "call_kwargs": {...}}` (all but "call"
-optional). The layer is built by a first call (Keras floatx float64), every tf.Variable it holds
+`{"init": [constructor args], "method": "name", "call": (call args,), "call_kwargs": {...}}`
+(all but "call" optional; without "method" the object itself is called). The layer is built by a first call (Keras floatx float64), every tf.Variable it holds
 is then set to fixed values and recorded under its attribute path (`"kernel"`, `"dense._kernel"`:
 load the same values into the same attributes of the ported module), and the second call is
 recorded as a function's is, with the layer's trainable weights, in attribute-path order, after
@@ -83,17 +83,18 @@ def record_layer(cls: Any, spec: dict[str, Any]) -> dict[str, Any]:
     layer = cls(*spec.get("init", ()))
     call_kwargs = spec.get("call_kwargs", {})
     args = [argument(a) for a in spec["call"]]
-    layer(*args, **call_kwargs)  # builds the weights
+    getattr(layer, spec.get("method", "__call__"))(*args, **call_kwargs)  # builds the weights
     held = weights(layer)
     for k, variable in enumerate(held.values()):
         variable.assign(pattern(tuple(variable.shape), 20 + k).astype(variable.dtype.name))
     trainable = [path for path, v in held.items() if v.trainable]
+    method = getattr(layer, spec["method"]) if "method" in spec else layer
     case = record(
-        lambda *a: layer(*a, **call_kwargs), tuple(spec["call"]), [held[p] for p in trainable]
+        lambda *a: method(*a, **call_kwargs), tuple(spec["call"]), [held[p] for p in trainable]
     )
     case["weights"] = {path: as_list(v) for path, v in held.items()}
     case["trainable"] = trainable
-    case["layer"] = {k: spec[k] for k in ("init", "call_kwargs") if k in spec}
+    case["layer"] = {k: spec[k] for k in ("init", "method", "call_kwargs") if k in spec}
     return case
 
 

@@ -55,6 +55,18 @@ NOT_YET: dict[str, str] = {
     ),
     "tf_gradients_test_customs.py": INTERNAL,
     "tf_nn_impl_swish.py": f"{INTERNAL}, `ops.control_dependencies`",
+    "automl_iou_get_v.py": (
+        "tf.compat.v1.executing_eagerly_outside_functions() choosing the grad_fn; tf.gradients in "
+        "the graph-mode grad_fn"
+    ),
+    "lattice_reduce_prod.py": "tf.reduce_prod with `axis` a variable (a function argument)",
+    "tfp_softplus_bijector.py": (
+        "`tf.nn.softplus` as a value (the JAX branch); tf.convert_to_tensor of a tensor argument"
+    ),
+    "tfp_sigmoid_bijector.py": (
+        "`tf.nn.softplus`, `tf.math.sigmoid` as values (the JAX branch); tf.convert_to_tensor of "
+        "a tensor argument"
+    ),
     "tfc_perturb_and_apply.py": (
         "`import tensorflow.compat.v1 as tf`; then a tf.GradientTape recorded in f and read in "
         "grad_fn (`tape.gradient(y, (args, variables), output_gradients=...)`)"

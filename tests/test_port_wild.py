@@ -42,6 +42,10 @@ INTERNAL = (
 NOT_YET: dict[str, str] = {
     "adversarial_aes_grl.py": KERAS_LAYER,
     "grl_lectures_labs.py": KERAS_LAYER,
+    "adapt_gradient_handler.py": (
+        f"{KERAS_LAYER} (`from tensorflow.keras.layers import Layer`), with a non-trainable "
+        "tf.Variable made in __init__ (a buffer)"
+    ),
     "fair_baselines_flip_gradient.py": KERAS_LAYER,
     "mttf_floor.py": f"{KERAS_LAYER}, with `tf.keras.layers.Layer.call.__doc__` read",
     "larq_ste_sign.py": "tf.reduce_mean with a computed axis (`list(range(len(x.shape) - 1))`)",
@@ -66,6 +70,9 @@ NOT_YET: dict[str, str] = {
     "tfp_sigmoid_bijector.py": (
         "`tf.nn.softplus`, `tf.math.sigmoid` as values (the JAX branch); tf.convert_to_tensor of "
         "a tensor argument"
+    ),
+    "tfp_von_mises_cdf.py": (
+        "tf.while_loop; tf.math.bessel_i0e, tf.math.erfc; tf.convert_to_tensor of a tensor argument"
     ),
     "tfc_perturb_and_apply.py": (
         "`import tensorflow.compat.v1 as tf`; then a tf.GradientTape recorded in f and read in "

@@ -14,8 +14,9 @@ tf.Variables (by name), and, where TensorFlow defines it, the second order: the 
 too, so tests/test_port.py replays exactly the same computation in torch.
 
 An EXAMPLES entry whose value is a dict is a Keras layer (or `tf.Module`) class of the file:
-`{"init": [constructor args], "method": "name", "call": (call args,), "call_kwargs": {...}}`
-(all but "call" optional; without "method" the object itself is called). The layer is built by a first call (Keras floatx float64), every tf.Variable it holds
+`{"init": [constructor args], "method": "name", "call": (call args,), "call_kwargs": {...},
+"floatx": "float32"}` (all but "call" optional; without "method" the object itself is called;
+Keras layers compute in "floatx", float64 unless given). The layer is built by a first call (Keras floatx float64), every tf.Variable it holds
 is then set to fixed values and recorded under its attribute path (`"kernel"`, `"dense._kernel"`:
 load the same values into the same attributes of the ported module), and the second call is
 recorded as a function's is, with the layer's trainable weights, in attribute-path order, after
@@ -80,6 +81,7 @@ def weights(obj: Any, prefix: str = "") -> dict[str, tf.Variable]:
 
 
 def record_layer(cls: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    tf.keras.backend.set_floatx(spec.get("floatx", "float64"))  # the dtype Keras layers compute in
     layer = cls(*spec.get("init", ()))
     call_kwargs = spec.get("call_kwargs", {})
     args = [argument(a) for a in spec["call"]]
@@ -94,7 +96,7 @@ def record_layer(cls: Any, spec: dict[str, Any]) -> dict[str, Any]:
     )
     case["weights"] = {path: as_list(v) for path, v in held.items()}
     case["trainable"] = trainable
-    case["layer"] = {k: spec[k] for k in ("init", "method", "call_kwargs") if k in spec}
+    case["layer"] = {k: spec[k] for k in ("init", "method", "call_kwargs", "floatx") if k in spec}
     return case
 
 
@@ -147,7 +149,6 @@ def record(fn: Any, spec: tuple[Any, ...], variables: list[tf.Variable]) -> dict
 
 def main(argv: list[str]) -> int:
     directory = Path(argv[0]).resolve() if argv else HERE
-    tf.keras.backend.set_floatx("float64")  # the weights layers create
     reference: dict[str, Any] = {"tensorflow": tf.__version__, "files": {}}
     for path in corpus(directory):
         module = load(path)

@@ -1,5 +1,6 @@
-"""What many test files share: the dtype they compute in, and how the library's messages name a
-user's function (one place, so a change of that format is one edit)."""
+"""What many test files share: the dtype they compute in, how the library's messages name a
+user's function (one place, so a change of that format is one edit), and how TF flattens outputs
+(the port tests compare with TF's flat lists)."""
 
 import os
 from collections.abc import Callable
@@ -24,3 +25,12 @@ def where(fn: Callable[..., Any]) -> str:
     if code is None:
         return named(fn)
     return f"{named(fn)} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+
+
+def flatten(value: Any) -> list[Any]:
+    """As `tf.nest.flatten`: dicts in sorted key order, lists and tuples in order."""
+    if isinstance(value, dict):
+        return [leaf for key in sorted(value) for leaf in flatten(value[key])]
+    if isinstance(value, (list, tuple)):
+        return [leaf for item in value for leaf in flatten(item)]
+    return [value]

@@ -48,6 +48,10 @@ NOT_YET: dict[str, str] = {
         f"{KERAS_LAYER} (`from tensorflow.keras.layers import Layer`), with a non-trainable "
         "tf.Variable made in __init__ (a buffer)"
     ),
+    "adapt_mdd_grad_reverse.py": (
+        f"{KERAS_LAYER}; unused `from tensorflow.keras... import` lines (Sequential, Adam, "
+        "backend as K) dropped or kept without TensorFlow"
+    ),
     "adversarial_aes_grl.py": KERAS_LAYER,
     "automl_iou_get_v.py": (
         "tf.compat.v1.executing_eagerly_outside_functions() choosing the grad_fn; tf.gradients in "

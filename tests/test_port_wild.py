@@ -69,6 +69,9 @@ NOT_YET: dict[str, str] = {
     ),
     "tf_gradients_test_customs.py": INTERNAL,
     "tf_nn_impl_swish.py": f"{INTERNAL}, `ops.control_dependencies`",
+    "tfc_entropy_model_quantize.py": (
+        "`class ContinuousEntropyModelBase(tf.Module)` with `@tf.custom_gradient` on methods"
+    ),
     "tfc_perturb_and_apply.py": (
         "`import tensorflow.compat.v1 as tf`; then a tf.GradientTape recorded in f and read in "
         "grad_fn (`tape.gradient(y, (args, variables), output_gradients=...)`)"

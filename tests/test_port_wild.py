@@ -59,6 +59,10 @@ NOT_YET: dict[str, str] = {
         "the graph-mode grad_fn"
     ),
     "fair_baselines_flip_gradient.py": KERAS_LAYER,
+    "ferminet_determinants.py": (
+        "`import tensorflow.compat.v1 as tf`; then tf.linalg.svd, slogdet, set_diag, "
+        "tf.matrix_band_part, exclusive/reverse tf.cumsum, tf.device, nested custom gradients"
+    ),
     "grl_lectures_labs.py": KERAS_LAYER,
     "larq_ste_sign.py": "tf.reduce_mean with a computed axis (`list(range(len(x.shape) - 1))`)",
     "larq_swish_tern.py": "tf.cosh",

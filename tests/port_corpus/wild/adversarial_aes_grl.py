@@ -1,7 +1,7 @@
 """A gradient reversal layer whose strength `lamda` is a keyword argument of the layer's call,
 passed on to a two-argument custom gradient that returns None for it.
 
-Source: takumi0shibata/Adversarial-AES, custom_layers/gradient_reversal.py.
+Source: takumi0shibata/Adversarial-AES, custom_layers/gradient_reversal.py. No license file in the indexed copy.
 """
 
 import tensorflow as tf

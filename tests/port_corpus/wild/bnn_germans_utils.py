@@ -1,7 +1,7 @@
 """Binarization and rounding whose gradient is the upstream clipped to [-1, 1] (integer clip
 bounds on a float gradient).
 
-Source: carlomarxdk/BNN, binary_neuron/Germans/utils.py.
+Source: carlomarxdk/BNN, binary_neuron/Germans/utils.py. No license file in the indexed copy.
 """
 
 import tensorflow as tf

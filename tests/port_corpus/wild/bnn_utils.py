@@ -1,7 +1,7 @@
 """Binary-network helpers: hard tanh, sign and round, each with an identity gradient (`round`
 shadows the builtin).
 
-Source: carlomarxdk/BNN, binary_neuron/utils.py.
+Source: carlomarxdk/BNN, binary_neuron/utils.py. No license file in the indexed copy.
 """
 
 import tensorflow as tf

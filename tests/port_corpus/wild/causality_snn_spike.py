@@ -1,7 +1,7 @@
 """The LSNN spike function of e-prop: a Heaviside in float32 with a triangular pseudo-derivative
 scaled by a dampening factor, used twice in a leaky integrate-and-fire step.
 
-Source: s-abeera/causality-in-SNNs, utils.py. Recorded in float32 (the function casts its spikes
+Source: s-abeera/causality-in-SNNs, utils.py. No license file in the indexed copy. Recorded in float32 (the function casts its spikes
 to float32, so float64 inputs would not run in TensorFlow either).
 """
 

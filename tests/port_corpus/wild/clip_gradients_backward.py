@@ -1,7 +1,7 @@
 """An identity whose backward pass clips the upstream gradient to norm 0.5, applied to `v * v`
 as in TensorFlow's guide on custom gradients.
 
-Source: andremfreitas/ml, autodiff/advanced/custom_grad.py.
+Source: andremfreitas/ml, autodiff/advanced/custom_grad.py. No license file in the indexed copy.
 """
 
 import tensorflow as tf

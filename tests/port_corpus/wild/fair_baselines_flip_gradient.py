@@ -1,7 +1,7 @@
 """A gradient reversal layer for fairness baselines (adversarial debiasing): identity forward,
 negated gradient, wrapped in a Keras layer with no weights.
 
-Source: mycal-tucker/fair-baselines, models/flip_gradient_tf.py.
+Source: mycal-tucker/fair-baselines, models/flip_gradient_tf.py. No license file in the indexed copy.
 """
 
 import tensorflow as tf

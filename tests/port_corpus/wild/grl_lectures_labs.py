@@ -2,7 +2,7 @@
 gradient (domain-adversarial training).
 
 Source: m2dsupsdlclass/lectures-labs,
-labs/10_unsupervised_generative_models/solutions/grl.py (the import line added).
+labs/10_unsupervised_generative_models/solutions/grl.py (the import line added). No license file in the indexed copy.
 """
 
 import tensorflow as tf

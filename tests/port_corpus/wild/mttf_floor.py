@@ -1,7 +1,7 @@
 """A Keras layer computing floor with an identity gradient (the layer reuses Layer's docstrings).
 
 Source: pypi-data/pypi-mirror-345, packages/mttf/mttf-1.1.5-py3-none-any.whl/mt/tf/keras_layers/
-floor.py (the mttf package on PyPI).
+floor.py (the mttf package on PyPI). No license file in the indexed copy.
 """
 
 import tensorflow as tf

@@ -2,7 +2,7 @@
 with uniform noise, returned with the probabilities; the gradient is the distributional
 derivative through both outputs (a custom gradient with two outputs and two upstreams).
 
-Source: ymcidence/TBH, layer/binary_activation.py (the `__main__` demo left out). The noise
+Source: ymcidence/TBH, layer/binary_activation.py (the `__main__` demo left out). No license file in the indexed copy. The noise
 `eps` is an input, so the example is deterministic.
 """
 

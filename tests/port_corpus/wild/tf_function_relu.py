@@ -1,7 +1,7 @@
 """A custom gradient defined inside a `tf.function`: relu of a stopped input with a zero
 gradient function.
 
-Source: cloudhan/tf-distribute-explore, 3_new_op/show_custom_gradient.py.
+Source: cloudhan/tf-distribute-explore, 3_new_op/show_custom_gradient.py. No license file in the indexed copy.
 """
 
 import tensorflow as tf

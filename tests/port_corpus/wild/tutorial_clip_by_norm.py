@@ -2,7 +2,7 @@
 gradient (`tf.clip_by_norm` inside grad_fn, a list of gradients returned).
 
 Source: MasatoMiyoshi/tensorflow_tutorial, high_level_api/auto_diff_custom.py (its TF1 eager
-preamble, `tf.contrib.eager`, left out).
+preamble, `tf.contrib.eager`, left out). No license file in the indexed copy.
 """
 
 import tensorflow as tf

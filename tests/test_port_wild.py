@@ -58,6 +58,7 @@ NOT_YET: dict[str, str] = {
         "tf.compat.v1.executing_eagerly_outside_functions() choosing the grad_fn; tf.gradients in "
         "the graph-mode grad_fn"
     ),
+    "brac_modified_gradients.py": "`import tensorflow.compat.v1 as tf` (then tf.log)",
     "fair_baselines_flip_gradient.py": KERAS_LAYER,
     "ferminet_determinants.py": (
         "`import tensorflow.compat.v1 as tf`; then tf.linalg.svd, slogdet, set_diag, "

@@ -92,6 +92,10 @@ NOT_YET: dict[str, str] = {
     "tfp_softplus_bijector.py": (
         "`tf.nn.softplus` as a value (the JAX branch); tf.convert_to_tensor of a tensor argument"
     ),
+    "xplique_relu_policies.py": (
+        "the built-in Keras layer `tf.keras.layers.ReLU(max_value=, threshold=)` called inside "
+        "a custom gradient"
+    ),
     "tfp_von_mises_cdf.py": (
         "tf.while_loop; tf.math.bessel_i0e, tf.math.erfc; tf.convert_to_tensor of a tensor argument"
     ),

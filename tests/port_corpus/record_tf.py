@@ -15,8 +15,8 @@ too, so tests/test_port.py replays exactly the same computation in torch.
 
 An EXAMPLES entry whose value is a dict is a Keras layer (or `tf.Module`) class of the file:
 `{"init": [constructor args], "method": "name", "call": (call args,), "call_kwargs": {...},
-"floatx": "float32"}` (all but "call" optional; without "method" the object itself is called;
-Keras layers compute in "floatx", float64 unless given). The layer is built by a first call (Keras floatx float64), every tf.Variable it holds
+"floatx": "float32"}` (all but "call" optional; without "method" the object itself is called).
+Keras layers compute in the layer's "floatx", else the file's `KERAS_FLOATX`, else float64. The layer is built by a first call (Keras floatx float64), every tf.Variable it holds
 is then set to fixed values and recorded under its attribute path (`"kernel"`, `"dense._kernel"`:
 load the same values into the same attributes of the ported module), and the second call is
 recorded as a function's is, with the layer's trainable weights, in attribute-path order, after
@@ -80,8 +80,8 @@ def weights(obj: Any, prefix: str = "") -> dict[str, tf.Variable]:
     return found
 
 
-def record_layer(cls: Any, spec: dict[str, Any]) -> dict[str, Any]:
-    tf.keras.backend.set_floatx(spec.get("floatx", "float64"))  # the dtype Keras layers compute in
+def record_layer(cls: Any, spec: dict[str, Any], floatx: str) -> dict[str, Any]:
+    tf.keras.backend.set_floatx(spec.get("floatx", floatx))  # the dtype Keras layers compute in
     layer = cls(*spec.get("init", ()))
     call_kwargs = spec.get("call_kwargs", {})
     args = [argument(a) for a in spec["call"]]
@@ -154,10 +154,12 @@ def main(argv: list[str]) -> int:
         module = load(path)
         variables = [v for _, v in sorted(vars(module).items()) if isinstance(v, tf.Variable)]
         functions = {}
+        floatx = getattr(module, "KERAS_FLOATX", "float64")
         for name, spec in module.EXAMPLES.items():
             print(f"{path.name}: {name}")
+            tf.keras.backend.set_floatx(floatx)
             if isinstance(spec, dict):
-                functions[name] = record_layer(getattr(module, name), spec)
+                functions[name] = record_layer(getattr(module, name), spec, floatx)
             else:
                 functions[name] = record(getattr(module, name), spec, variables)
         reference["files"][path.name] = functions

@@ -75,6 +75,7 @@ NOT_YET: dict[str, str] = {
     ),
     "tf_gradients_test_customs.py": INTERNAL,
     "tf_nn_impl_swish.py": f"{INTERNAL}, `ops.control_dependencies`",
+    "tf_keras_vis_guided.py": "`tf.keras.activations.relu` as a value (a default argument)",
     "tfc_entropy_model_quantize.py": (
         "`class ContinuousEntropyModelBase(tf.Module)` with `@tf.custom_gradient` on methods"
     ),

@@ -151,7 +151,7 @@ def callable_and_parameters(
     parameters TF differentiated with respect to, in the recorded order."""
     if "weights" not in case:
         parameters = [v for _, v in sorted(vars(module).items()) if isinstance(v, nn.Parameter)]
-        return getattr(module, name), parameters
+        return functools.partial(getattr(module, name), **case.get("kwargs", {})), parameters
     layer = getattr(module, name)(*case["layer"].get("init", ()))
     kwargs = case["layer"].get("call_kwargs", {})
     call = getattr(layer, case["layer"]["method"]) if "method" in case["layer"] else layer

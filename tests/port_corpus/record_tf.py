@@ -16,15 +16,19 @@ too, so tests/test_port.py replays exactly the same computation in torch.
 An EXAMPLES entry whose value is a dict is a Keras layer (or `tf.Module`) class of the file:
 `{"init": [constructor args], "method": "name", "call": (call args,), "call_kwargs": {...},
 "floatx": "float32"}` (all but "call" optional; without "method" the object itself is called).
-Keras layers compute in the layer's "floatx", else the file's `KERAS_FLOATX`, else float64. The layer is built by a first call (Keras floatx float64), every tf.Variable it holds
-is then set to fixed values and recorded under its attribute path (`"kernel"`, `"dense._kernel"`:
-load the same values into the same attributes of the ported module), and the second call is
-recorded as a function's is, with the layer's trainable weights, in attribute-path order, after
-the tensor inputs as sources.
+A dict for a function, `{"call": (args,), "call_kwargs": {...}}`, calls it with those keyword
+arguments (recorded as "kwargs").
+
+Keras layers compute in the layer's "floatx", else the file's `KERAS_FLOATX`, else float64. The
+layer is built by a first call, every tf.Variable it holds is then set to fixed values and
+recorded under its attribute path (`"kernel"`, `"dense._kernel"`: load the same values into the
+same attributes of the ported module), and the second call is recorded as a function's is, with
+the layer's trainable weights, in attribute-path order, after the tensor inputs as sources.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import math
@@ -158,10 +162,15 @@ def main(argv: list[str]) -> int:
         for name, spec in module.EXAMPLES.items():
             print(f"{path.name}: {name}")
             tf.keras.backend.set_floatx(floatx)
-            if isinstance(spec, dict):
-                functions[name] = record_layer(getattr(module, name), spec, floatx)
+            target = getattr(module, name)
+            if isinstance(spec, dict) and isinstance(target, type):
+                functions[name] = record_layer(target, spec, floatx)
+            elif isinstance(spec, dict):  # a function called with keyword arguments
+                kwargs = spec["call_kwargs"]
+                call = functools.partial(target, **kwargs)
+                functions[name] = {**record(call, tuple(spec["call"]), variables), "kwargs": kwargs}
             else:
-                functions[name] = record(getattr(module, name), spec, variables)
+                functions[name] = record(target, spec, variables)
         reference["files"][path.name] = functions
     output = directory / "tf_reference.json"
     output.write_text(json.dumps(reference, indent=1) + "\n", encoding="utf-8")

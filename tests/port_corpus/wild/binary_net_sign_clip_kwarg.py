@@ -1,6 +1,6 @@
 """BinaryNet's sign with a straight-through gradient whose clipping is a Python keyword argument
 of the custom-gradient function (`clip=False`: identity gradient; `clip=True`: zero outside
-[-1, 1]). The example uses the default.
+[-1, 1]). The example passes `clip=True`.
 
 Source: vadimq/binary-net, binary_net.py (BSD-3-Clause), the version with `sign(x, clip=False)`
 (commit 0412e635); the weight-clip constraint left out.
@@ -17,4 +17,4 @@ def sign(x, clip=False):
 # print(sign(0))
 
 
-EXAMPLES = {"sign": ([-1.5, -0.5, 0.0, 0.7, 2.0],)}
+EXAMPLES = {"sign": {"call": ([-1.5, -0.5, 0.0, 0.7, 2.0],), "call_kwargs": {"clip": True}}}

@@ -1,6 +1,6 @@
 """What many test files share: the dtype they compute in, how the library's messages name a
-user's function (one place, so a change of that format is one edit), and the links of a
-Markdown page."""
+user's function (one place, so a change of that format is one edit), the links of a Markdown
+page, and how TF flattens outputs (the port tests compare with TF's flat lists)."""
 
 import os
 import re
@@ -35,3 +35,12 @@ _LINK = re.compile(r"\]\(([^)\s]+)\)|(?:src|href)=\"([^\"]+)\"")
 def links(markdown: str) -> list[str]:
     """The targets of the links and images of a Markdown text, in order."""
     return [a or b for a, b in _LINK.findall(markdown)]
+
+
+def flatten(value: Any) -> list[Any]:
+    """As `tf.nest.flatten`: dicts in sorted key order, lists and tuples in order."""
+    if isinstance(value, dict):
+        return [leaf for key in sorted(value) for leaf in flatten(value[key])]
+    if isinstance(value, (list, tuple)):
+        return [leaf for item in value for leaf in flatten(item)]
+    return [value]

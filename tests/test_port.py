@@ -24,6 +24,8 @@ from torch import nn
 
 pytest.importorskip("libcst")
 
+from helpers import flatten
+
 from tf_compat_grad import _cli
 from tf_compat_grad._port._table import RULES, with_guide_table
 from tf_compat_grad.port import MARK, PortResult, port_source
@@ -41,15 +43,6 @@ def ported(file: str) -> tuple[PortResult, types.ModuleType]:
     module = types.ModuleType(f"ported_{Path(file).stem}")
     exec(compile(result.code, f"<ported {file}>", "exec"), module.__dict__)
     return result, module
-
-
-def flatten(value: Any) -> list[Any]:
-    """As `tf.nest.flatten`: dicts in sorted key order, lists and tuples in order."""
-    if isinstance(value, dict):
-        return [leaf for key in sorted(value) for leaf in flatten(value[key])]
-    if isinstance(value, (list, tuple)):
-        return [leaf for item in value for leaf in flatten(item)]
-    return [value]
 
 
 def assert_matches(

@@ -1,19 +1,34 @@
-"""Record TensorFlow's numbers for the port corpus into tf_reference.json.
+"""Record TensorFlow's numbers for a port corpus into its tf_reference.json.
 
 Run with a Python that has TensorFlow (the tests themselves never need it):
 
-    python tests/port_corpus/record_tf.py
+    python tests/port_corpus/record_tf.py                         # this directory
+    python tests/port_corpus/record_tf.py tests/port_corpus/wild  # another corpus
 
 For each function of each corpus file's EXAMPLES, at float64 inputs (a list is a tensor,
-`{"py": v}` a Python number), it records the flattened outputs and their dtypes, the gradient of
+`{"py": v}` a Python number, `{"tensor": v, "dtype": "float32"}` a tensor of another dtype), it
+records the flattened outputs and their dtypes, the gradient of
 `sum(output_i * upstream_i)` with respect to the tensor inputs and then the module's
 tf.Variables (by name), and, where TensorFlow defines it, the second order: the gradient of
 `sum(grad_j * vector_j)` through nested GradientTapes. The upstreams and vectors are recorded
 too, so tests/test_port.py replays exactly the same computation in torch.
+
+An EXAMPLES entry whose value is a dict is a Keras layer (or `tf.Module`) class of the file:
+`{"init": [constructor args], "method": "name", "call": (call args,), "call_kwargs": {...},
+"floatx": "float32"}` (all but "call" optional; without "method" the object itself is called).
+A dict for a function, `{"call": (args,), "call_kwargs": {...}}`, calls it with those keyword
+arguments (recorded as "kwargs").
+
+Keras layers compute in the layer's "floatx", else the file's `KERAS_FLOATX`, else float64. The
+layer is built by a first call, every tf.Variable it holds is then set to fixed values and
+recorded under its attribute path (`"kernel"`, `"dense._kernel"`: load the same values into the
+same attributes of the ported module), and the second call is recorded as a function's is, with
+the layer's trainable weights, in attribute-path order, after the tensor inputs as sources.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import math
@@ -25,11 +40,10 @@ import numpy as np
 import tensorflow as tf
 
 HERE = Path(__file__).resolve().parent
-OUTPUT = HERE / "tf_reference.json"
 
 
-def corpus() -> list[Path]:
-    return sorted(p for p in HERE.glob("*.py") if p.name != Path(__file__).name)
+def corpus(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.glob("*.py") if p.name != Path(__file__).name)
 
 
 def load(path: Path) -> Any:
@@ -51,8 +65,47 @@ def as_list(value: Any) -> Any:
     return None if value is None else np.asarray(value).tolist()
 
 
+def argument(spec: Any) -> Any:
+    if isinstance(spec, dict) and "py" in spec:
+        return spec["py"]
+    if isinstance(spec, dict):
+        return tf.constant(spec["tensor"], dtype=spec["dtype"])
+    return tf.constant(spec, dtype=tf.float64)
+
+
+def weights(obj: Any, prefix: str = "") -> dict[str, tf.Variable]:
+    """The tf.Variables `obj` holds, by attribute path, through nested layers and modules."""
+    found: dict[str, tf.Variable] = {}
+    for name, value in sorted(vars(obj).items()):
+        if isinstance(value, tf.Variable):
+            found.setdefault(prefix + name, value)
+        elif isinstance(value, (tf.keras.layers.Layer, tf.Module)) and name != "_parent":
+            found.update(weights(value, f"{prefix}{name}."))
+    return found
+
+
+def record_layer(cls: Any, spec: dict[str, Any], floatx: str) -> dict[str, Any]:
+    tf.keras.backend.set_floatx(spec.get("floatx", floatx))  # the dtype Keras layers compute in
+    layer = cls(*spec.get("init", ()))
+    call_kwargs = spec.get("call_kwargs", {})
+    args = [argument(a) for a in spec["call"]]
+    getattr(layer, spec.get("method", "__call__"))(*args, **call_kwargs)  # builds the weights
+    held = weights(layer)
+    for k, variable in enumerate(held.values()):
+        variable.assign(pattern(tuple(variable.shape), 20 + k).astype(variable.dtype.name))
+    trainable = [path for path, v in held.items() if v.trainable]
+    method = getattr(layer, spec["method"]) if "method" in spec else layer
+    case = record(
+        lambda *a: method(*a, **call_kwargs), tuple(spec["call"]), [held[p] for p in trainable]
+    )
+    case["weights"] = {path: as_list(v) for path, v in held.items()}
+    case["trainable"] = trainable
+    case["layer"] = {k: spec[k] for k in ("init", "method", "call_kwargs", "floatx") if k in spec}
+    return case
+
+
 def record(fn: Any, spec: tuple[Any, ...], variables: list[tf.Variable]) -> dict[str, Any]:
-    args = [a["py"] if isinstance(a, dict) else tf.constant(a, dtype=tf.float64) for a in spec]
+    args = [argument(a) for a in spec]
     tensors = [a for a in args if tf.is_tensor(a)]
     sources = [*tensors, *variables]
     with tf.GradientTape(persistent=True) as outer:
@@ -65,7 +118,7 @@ def record(fn: Any, spec: tuple[Any, ...], variables: list[tf.Variable]) -> dict
                 for i, f in enumerate(flat)
             ]
             terms = [
-                tf.cast(tf.reduce_sum(f * u), tf.float64)
+                tf.cast(tf.reduce_sum(f * tf.cast(u, f.dtype)), tf.float64)
                 for f, u in zip(flat, upstream, strict=True)
                 if u is not None
             ]
@@ -76,7 +129,9 @@ def record(fn: Any, spec: tuple[Any, ...], variables: list[tf.Variable]) -> dict
         ]
         vectors = [pattern(tuple(s.shape), 10 + j) for j, s in enumerate(sources)]
         second_terms = [
-            tf.reduce_sum(g * v) for g, v in zip(grads, vectors, strict=True) if g is not None
+            tf.cast(tf.reduce_sum(g * tf.cast(v, g.dtype)), tf.float64)
+            for g, v in zip(grads, vectors, strict=True)
+            if g is not None
         ]
         target = tf.add_n(second_terms) if second_terms else None  # recorded by `outer` too
     second: list[Any] | None = None
@@ -96,20 +151,32 @@ def record(fn: Any, spec: tuple[Any, ...], variables: list[tf.Variable]) -> dict
     }
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    directory = Path(argv[0]).resolve() if argv else HERE
     reference: dict[str, Any] = {"tensorflow": tf.__version__, "files": {}}
-    for path in corpus():
+    for path in corpus(directory):
         module = load(path)
         variables = [v for _, v in sorted(vars(module).items()) if isinstance(v, tf.Variable)]
         functions = {}
+        floatx = getattr(module, "KERAS_FLOATX", "float64")
         for name, spec in module.EXAMPLES.items():
             print(f"{path.name}: {name}")
-            functions[name] = record(getattr(module, name), spec, variables)
+            tf.keras.backend.set_floatx(floatx)
+            target = getattr(module, name)
+            if isinstance(spec, dict) and isinstance(target, type):
+                functions[name] = record_layer(target, spec, floatx)
+            elif isinstance(spec, dict):  # a function called with keyword arguments
+                kwargs = spec["call_kwargs"]
+                call = functools.partial(target, **kwargs)
+                functions[name] = {**record(call, tuple(spec["call"]), variables), "kwargs": kwargs}
+            else:
+                functions[name] = record(target, spec, variables)
         reference["files"][path.name] = functions
-    OUTPUT.write_text(json.dumps(reference, indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {OUTPUT}")
+    output = directory / "tf_reference.json"
+    output.write_text(json.dumps(reference, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {output}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

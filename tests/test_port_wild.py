@@ -1,0 +1,241 @@
+"""`python -m tf_compat_grad port` on public TensorFlow custom-gradient code it was not written
+for (tests/port_corpus/wild: each file's header names its source).
+
+Each file is ported with `port_source`, with no hand edit, executed without TensorFlow, and its
+outputs, gradients and second-order gradients are compared with the numbers TensorFlow 2.21 gave
+(tests/port_corpus/wild/tf_reference.json, written by
+`python tests/port_corpus/record_tf.py tests/port_corpus/wild`). A Keras layer is built by a first
+call, given the recorded weights by attribute path, and called again.
+
+Files the translator cannot translate yet are listed in NOT_YET with what they need: each is a
+strict xfail that only a translation keeping TensorFlow satisfies (`NotTranslated`), so a file
+that starts to pass fails the run until it is taken off the list, and one that translates but
+gives other numbers, or crashes, fails as any other file does. WRONG lists the functions that
+translate but do not match yet, each a strict xfail on the exception it raises today.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+pytest.importorskip("libcst")
+
+from helpers import flatten
+
+from tf_compat_grad.port import port_source
+
+WILD = Path(__file__).resolve().parent / "port_corpus" / "wild"
+REFERENCE = json.loads((WILD / "tf_reference.json").read_text(encoding="utf-8"))
+TOLERANCE = {  # (rtol, atol) by the dtype computed in
+    torch.float64: (1e-10, 1e-12),
+    torch.float32: (1e-5, 1e-6),
+}
+
+# file -> what the translator needs before the file ports with no hand edit.
+KERAS_LAYER = "a tf.keras.layers.Layer subclass translated to an nn.Module"
+INTERNAL = (
+    "TensorFlow's internal modules (`from tensorflow.python.ops import math_ops, custom_gradient`)"
+)
+NOT_YET: dict[str, str] = {
+    "adapt_gradient_handler.py": (
+        f"{KERAS_LAYER} (`from tensorflow.keras.layers import Layer`), with a non-trainable "
+        "tf.Variable made in __init__ (a buffer)"
+    ),
+    "adapt_mdd_grad_reverse.py": (
+        f"{KERAS_LAYER}; unused `from tensorflow.keras... import` lines (Sequential, Adam, "
+        "backend as K) dropped or kept without TensorFlow"
+    ),
+    "adversarial_aes_grl.py": KERAS_LAYER,
+    "automl_iou_get_v.py": (
+        "tf.compat.v1.executing_eagerly_outside_functions() choosing the grad_fn; tf.gradients in "
+        "the graph-mode grad_fn"
+    ),
+    "brac_modified_gradients.py": "`import tensorflow.compat.v1 as tf` (then tf.log)",
+    "fair_baselines_flip_gradient.py": KERAS_LAYER,
+    "ferminet_determinants.py": (
+        "`import tensorflow.compat.v1 as tf`; then tf.linalg.svd, slogdet, set_diag, "
+        "tf.matrix_band_part, exclusive/reverse tf.cumsum, tf.device, nested custom gradients"
+    ),
+    "grl_lectures_labs.py": KERAS_LAYER,
+    "larq_ste_sign.py": "tf.reduce_mean with a computed axis (`list(range(len(x.shape) - 1))`)",
+    "larq_swish_tern.py": "tf.cosh",
+    "lattice_reduce_prod.py": "tf.reduce_prod with `axis` a variable (a function argument)",
+    "mttf_floor.py": f"{KERAS_LAYER}, with `tf.keras.layers.Layer.call.__doc__` read",
+    "tf_docs_module_clip.py": (
+        "`class MyModule(tf.Module)` with a `@tf.function(input_signature=[tf.TensorSpec(None)])` "
+        "method"
+    ),
+    "tf_gradients_test_customs.py": INTERNAL,
+    "tf_nn_impl_swish.py": f"{INTERNAL}, `ops.control_dependencies`",
+    "tf_keras_vis_guided.py": "`tf.keras.activations.relu` as a value (a default argument)",
+    "tfc_entropy_model_quantize.py": (
+        "`class ContinuousEntropyModelBase(tf.Module)` with `@tf.custom_gradient` on methods"
+    ),
+    "tfc_perturb_and_apply.py": (
+        "`import tensorflow.compat.v1 as tf`; then a tf.GradientTape recorded in f and read in "
+        "grad_fn (`tape.gradient(y, (args, variables), output_gradients=...)`)"
+    ),
+    "tfmot_clustering.py": (
+        "`tf.Variable` as a value (`isinstance(x, tf.Variable)`); tf.math.bincount"
+    ),
+    "tfp_sigmoid_bijector.py": (
+        "`tf.nn.softplus`, `tf.math.sigmoid` as values (the JAX branch); tf.convert_to_tensor of "
+        "a tensor argument"
+    ),
+    "tfp_softplus_bijector.py": (
+        "`tf.nn.softplus` as a value (the JAX branch); tf.convert_to_tensor of a tensor argument"
+    ),
+    "xplique_relu_policies.py": (
+        "the built-in Keras layer `tf.keras.layers.ReLU(max_value=, threshold=)` called inside "
+        "a custom gradient"
+    ),
+    "tfp_von_mises_cdf.py": (
+        "tf.while_loop; tf.math.bessel_i0e, tf.math.erfc; tf.convert_to_tensor of a tensor argument"
+    ),
+}
+
+
+class NotTranslated(Exception):
+    """The translation still imports TensorFlow: the report says which lines were left."""
+
+
+# (file, function) -> (what the translation raises today, why): translations that run but are
+# wrong. Each is a strict xfail on that exception, so a fix shows up as a pass to take off here.
+WRONG: dict[tuple[str, str], tuple[type[BaseException], str]] = {
+    ("nerfactor_safe_math.py", "safe_acos"): (
+        RuntimeError,
+        "`denom += eps` in grad_fn stays `+=`: in torch an in-place add on sqrt's output, which "
+        "its backward needs (second order fails); TF's `+=` on a tensor makes a new tensor",
+    ),
+}
+
+
+@functools.cache
+def ported(file: str) -> types.ModuleType:
+    """The translation run as a module: it must not need TensorFlow."""
+    result = port_source((WILD / file).read_text(encoding="utf-8"), file)
+    if "import tensorflow" in result.code:
+        raise NotTranslated(result.text(file))
+    module = types.ModuleType(f"ported_wild_{Path(file).stem}")
+    exec(compile(result.code, f"<ported {file}>", "exec"), module.__dict__)
+    return module
+
+
+def argument(spec: Any) -> Any:
+    """A recorded argument: a Python number, or a tensor (float64 unless it says otherwise)."""
+    if isinstance(spec, dict) and "py" in spec:
+        return spec["py"]
+    if isinstance(spec, dict):
+        values, dtype = spec["tensor"], getattr(torch, spec["dtype"])
+    else:
+        values, dtype = spec, torch.float64
+    return torch.tensor(values, dtype=dtype, requires_grad=True)
+
+
+def attribute(obj: Any, path: str) -> Any:
+    return functools.reduce(getattr, path.split("."), obj)
+
+
+def callable_and_parameters(
+    module: types.ModuleType, name: str, case: dict[str, Any], args: list[Any]
+) -> tuple[Any, list[torch.Tensor]]:
+    """The ported function, or the ported layer built and given the recorded weights, and the
+    parameters TF differentiated with respect to, in the recorded order."""
+    if "weights" not in case:
+        parameters = [v for _, v in sorted(vars(module).items()) if isinstance(v, nn.Parameter)]
+        return functools.partial(getattr(module, name), **case.get("kwargs", {})), parameters
+    layer = getattr(module, name)(*case["layer"].get("init", ()))
+    kwargs = case["layer"].get("call_kwargs", {})
+    call = getattr(layer, case["layer"]["method"]) if "method" in case["layer"] else layer
+    call(*args, **kwargs)  # builds lazily created weights, as Keras does
+    with torch.no_grad():
+        for path, values in case["weights"].items():
+            weight = attribute(layer, path)
+            weight.copy_(torch.tensor(values, dtype=weight.dtype))
+    return functools.partial(call, **kwargs), [attribute(layer, p) for p in case["trainable"]]
+
+
+def assert_matches(actual: torch.Tensor | None, expected: Any, what: str) -> None:
+    if expected is None:  # TF: no gradient, which is a zero gradient
+        assert actual is None or not actual.any(), f"{what}: TF has no gradient, torch {actual}"
+        return
+    assert actual is not None, f"{what}: torch has no gradient, TF {expected}"
+    want = torch.tensor(expected, dtype=actual.dtype)
+    rtol, atol = TOLERANCE[actual.dtype] if actual.is_floating_point() else (0, 0)
+    torch.testing.assert_close(
+        actual.detach(), want, rtol=rtol, atol=atol, equal_nan=True, msg=lambda m: f"{what}: {m}"
+    )
+
+
+def weighted_sum(values: Any, weights: list[Any]) -> Any:
+    terms = [
+        (v * torch.tensor(w, dtype=v.dtype)).sum().to(torch.float64)
+        for v, w in zip(values, weights, strict=True)
+        if v is not None and w is not None and v.requires_grad
+    ]
+    return sum(terms) if terms else None
+
+
+def case_params() -> list[Any]:
+    params = []
+    for file, functions in REFERENCE["files"].items():
+        for name in functions:
+            marks = []
+            if file in NOT_YET:
+                marks = [pytest.mark.xfail(reason=NOT_YET[file], raises=NotTranslated, strict=True)]
+            if (file, name) in WRONG:
+                raises, why = WRONG[file, name]
+                marks = [pytest.mark.xfail(reason=why, raises=raises, strict=True)]
+            params.append(pytest.param(file, name, marks=marks, id=f"{file}::{name}"))
+    return params
+
+
+@pytest.mark.parametrize(("file", "name"), case_params())
+def test_wild_file_ports_and_matches_tensorflow(file: str, name: str) -> None:
+    """Translated with no hand edit, run without TensorFlow: TF's outputs and gradients."""
+    case = REFERENCE["files"][file][name]
+    module = ported(file)
+    args = [argument(a) for a in case["args"]]
+    fn, parameters = callable_and_parameters(module, name, case, args)
+    sources = [*(a for a in args if isinstance(a, torch.Tensor)), *parameters]
+
+    outputs = flatten(fn(*args))
+    assert len(outputs) == len(case["outputs"])
+    for i, (output, expected) in enumerate(zip(outputs, case["outputs"], strict=True)):
+        assert_matches(output, expected, f"output {i}")
+    assert [str(o.dtype).removeprefix("torch.") for o in outputs] == case["dtypes"]
+
+    loss = weighted_sum(outputs, case["upstream"])
+    if loss is None:  # no output depends on the inputs
+        assert all(g is None for g in case["grads"])
+        return
+    grads = torch.autograd.grad(loss, sources, allow_unused=True, create_graph=True)
+    for j, (grad, expected) in enumerate(zip(grads, case["grads"], strict=True)):
+        assert_matches(grad, expected, f"gradient {j}")
+
+    if case["second"] is None:
+        return
+    target = weighted_sum(grads, case["vectors"])
+    second = (
+        torch.autograd.grad(target, sources, allow_unused=True)
+        if target is not None
+        else tuple(None for _ in sources)
+    )
+    for j, (grad, expected) in enumerate(zip(second, case["second"], strict=True)):
+        assert_matches(grad, expected, f"second-order gradient {j}")
+
+
+def test_every_wild_file_is_recorded_and_the_list_names_only_wild_files() -> None:
+    files = {p.name for p in WILD.glob("*.py")}
+    assert files == set(REFERENCE["files"]), "re-record: tests/port_corpus/record_tf.py"
+    assert set(NOT_YET) <= files
+    assert {(f, n) for f, n in WRONG} <= {(f, n) for f in files for n in REFERENCE["files"][f]}
+    assert REFERENCE["tensorflow"] == "2.21.0"

@@ -32,8 +32,9 @@ import torch  # noqa: F401
 from ._checker import runner
 from ._checker.report import CHECKS, Example, Report, Row, Status
 from ._checker.subject import decorated
+from ._exit_status import ExitStatus
 
-__all__ = ["CHECKS", "Example", "Report", "Row", "Status", "check", "run_checks"]
+__all__ = ["CHECKS", "Example", "ExitStatus", "Report", "Row", "Status", "check", "run_checks"]
 
 
 def check(

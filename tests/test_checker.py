@@ -224,6 +224,18 @@ def _matmul_example() -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @custom_gradient
+def masked_assignment(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    """The seeds' ReLU backward, `dx[x <= 0] = 0`."""
+
+    def grad(dy: torch.Tensor) -> torch.Tensor:
+        dx = dy.clone()
+        dx[x <= 0] = 0
+        return dx
+
+    return x.clamp_min(0), grad
+
+
+@custom_gradient
 def doubled_exp(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
     """The seed's `2 exp(x)` derivative, not declared a surrogate."""
     return torch.exp(x), lambda dy: 2 * torch.exp(x) * dy
@@ -312,6 +324,16 @@ BROKEN = [
         differs_under_vmap, (_x(),), "vmap", Status.FAIL, "other outputs", id="vmap-differs"
     ),
     pytest.param(reads_item, (_x(),), "vmap", Status.WARN, ".item()", id="vmap-raises"),
+    pytest.param(
+        masked_assignment,
+        (_x(),),
+        "vmap",
+        Status.WARN,
+        "grad_fn indexes with a boolean mask (`dx[x <= 0] = -0.5`), whose result has a "
+        "data-dependent shape that vmap cannot batch; `torch.where(x <= 0, -0.5, dy)` computes "
+        "the same and batches",
+        id="vmap-boolean-mask",
+    ),
     pytest.param(
         prints,
         (_x(),),

@@ -234,6 +234,12 @@ def test_json_to_stdout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert status == 0
     data = json.loads(captured.out)  # the table went to stderr
     assert data["schema_version"] == _cli.SCHEMA_VERSION == 1
+    # docs/checker.md ("JSON") names every key
+    schema = (Path(__file__).resolve().parents[1] / "docs" / "checker.md").read_text()
+    schema = schema[schema.index("## JSON") : schema.index("## Colour")]
+    function = data["functions"][0]
+    for key in [*data, *data["summary"], *function, *function["checks"][0]]:
+        assert f"`{key}`" in schema, key
     assert [f["function"] for f in data["functions"]] == ["fine"]
     assert "Summary:" in captured.err
 

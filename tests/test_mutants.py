@@ -11,9 +11,10 @@ from typing import Any
 
 import mutant_functions as M
 import pytest
+import torch
 
 from tf_compat_grad.__main__ import main
-from tf_compat_grad.testing import Status, check, run_checks
+from tf_compat_grad.testing import Example, Status, check, run_checks
 
 ROOT = Path(__file__).resolve().parents[1]
 # The checks of the gradient itself (the rest cost seconds a function: run at full in `slow`).
@@ -37,6 +38,23 @@ def test_mutant_fails(fn: Any) -> None:
     reason = report["numerical"].reason
     assert re.match(r"the custom gradient is not the true derivative at \d+ element", reason)
     assert reason.endswith('declare it: `@custom_gradient(surrogate="why")`'), reason
+
+
+# Past 64 input elements the checker compares along random directions.
+LARGE = [M.softmax, M.log_softmax, M.logsumexp, M.standardize, M.row_mean]
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [f for f in M.MUTANTS if any(f.__name__.startswith(g.__name__ + "_") for g in LARGE)]
+    + LARGE,
+    ids=_name,
+)
+def test_on_a_large_input(fn: Any) -> None:
+    x = torch.randn(12, 8, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    row = run_checks(fn, Example(x), only=["numerical"])["numerical"]
+    assert "along 12 random directions" in row.reason or "12 random direction(s)" in row.reason
+    assert row.status is (Status.PASS if fn in LARGE else Status.FAIL), row
 
 
 @pytest.mark.slow

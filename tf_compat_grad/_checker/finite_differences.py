@@ -53,7 +53,8 @@ class _Numerical:
                 self.shapes = [torch.Size([DIRECTIONS])]
                 sides = [
                     torch.tensor(
-                        [self._along(evaluate, targets, saved, d) for d in self.directions]
+                        [self._along(evaluate, targets, saved, d) for d in self.directions],
+                        dtype=F64,  # not the default float32, which rounds f to 1e-7
                     ).T
                 ]
             self.analytic = self.project(analytic)

@@ -46,8 +46,7 @@ LARGE = [M.softmax, M.log_softmax, M.logsumexp, M.standardize, M.row_mean]
 
 @pytest.mark.parametrize(
     "fn",
-    [f for f in M.MUTANTS if any(f.__name__.startswith(g.__name__ + "_") for g in LARGE)]
-    + LARGE,
+    [f for f in M.MUTANTS if any(f.__name__.startswith(g.__name__ + "_") for g in LARGE)] + LARGE,
     ids=_name,
 )
 def test_on_a_large_input(fn: Any) -> None:

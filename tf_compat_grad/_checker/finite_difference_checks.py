@@ -121,9 +121,9 @@ def _check_numerical(s: _Subject) -> Row:
             "numerical",
             WARN,
             f"differs from finite differences at {diff.count} {numerical.unit}, {largest}, "
-            "but autodiff of f disagrees with finite differences there too, so the true "
-            "derivative is uncertain (an ill-conditioned point, or ops whose gradient torch "
-            f"defines otherwise): try other example inputs{undefined}{on_kinks}",
+            "but autodiff of f does not confirm them there, so the true derivative is "
+            "uncertain (f computes in low precision, an ill-conditioned point, or ops whose "
+            f"torch gradient is no derivative): try other example inputs{undefined}{on_kinks}",
             figure,
             diff.max,
         )
@@ -145,8 +145,9 @@ def _check_numerical(s: _Subject) -> Row:
 def _confirmed(
     numerical: _Numerical, diff: _Diff, auto: list[_Tensor] | None
 ) -> tuple[int, tuple[int, int], float, float, bool] | None:
-    """Where the custom gradient differs from finite differences away from kinks and autodiff
-    of f (when there is one) agrees with finite differences: how many such elements, the
+    """Where the custom gradient differs from finite differences away from kinks, and autodiff
+    of f (when there is one) agrees with finite differences and not with the custom gradient:
+    how many such elements, the
     largest (target, element), the custom and the true value, and whether autodiff confirmed
     it. None where there is none (Note [surrogates])."""
     tol = ATOL + RTOL * diff.scale
@@ -157,8 +158,9 @@ def _confirmed(
     ):
         gap = (c - n).abs()
         off = torch.isfinite(c) & torch.isfinite(n) & ~kinked & (gap > tol)
-        if projected is not None:
-            off &= (projected[i] - n).abs() <= AGREE * tol  # False where autodiff is NaN
+        if projected is not None:  # autodiff of f sides with finite differences, not custom
+            a = projected[i]
+            off &= ((a - n).abs() <= AGREE * tol) & ((c - a).abs() > tol)  # False at NaN
         count += int(off.sum())
         if off.any():
             k = int(torch.where(off, gap, -1.0).argmax())

@@ -2,7 +2,9 @@
 
 The snippets of one page run in order in one namespace, as a reader pastes them one after the
 other. What a `print(...)` line writes is the comment that ends that line
-(`print(x.grad)  # tensor(1.)`) or, when it has none, the comment lines right under it. A
+(`print(x.grad)  # tensor(1.)`) or, when it has none, the comment lines right under it; a
+snippet followed at once by a `text` fence prints that block instead, whole (the checker's
+tables are too wide for comments). A
 snippet fenced as `python tensorflow` needs TensorFlow, which the test suite does not install:
 it is not run (the translator's tests compare with TensorFlow's recorded numbers instead).
 Fences of other languages (`bash`, `text`) are not run either.
@@ -18,6 +20,8 @@ import importlib
 import inspect
 import io
 import re
+import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +44,7 @@ class Snippet:
     line: int  # the line of the page where the code starts
     info: str
     code: str
+    output: str | None = None  # a `text` fence right after it: what it prints
 
     @property
     def where(self) -> str:
@@ -49,14 +54,26 @@ class Snippet:
 def snippets(page: Path) -> list[Snippet]:
     text = page.read_text(encoding="utf-8")
     name = page.relative_to(ROOT).as_posix() if page.is_relative_to(ROOT) else page.name
-    return [
+    matches = list(FENCE.finditer(text))
+    found = [
         Snippet(name, text.count("\n", 0, m.start("code")) + 1, m["info"].strip(), m["code"])
-        for m in FENCE.finditer(text)
+        for m in matches
     ]
+    # A `text` fence right after a snippet (blank lines apart) is what that snippet prints.
+    for i in range(len(found) - 1):
+        if (
+            found[i + 1].info == "text"
+            and not text[matches[i].end() : matches[i + 1].start()].strip()
+        ):
+            found[i].output = found[i + 1].code
+    return found
 
 
 def expected_output(snippet: Snippet) -> list[str]:
-    """The lines its prints write, read off the comments after each `print(`."""
+    """The lines its prints write: its `text` output block, or the comments after each
+    `print(`."""
+    if snippet.output is not None:
+        return snippet.output.splitlines()
     lines = snippet.code.splitlines()
     expected: list[str] = []
     for i, line in enumerate(lines):
@@ -78,20 +95,26 @@ def expected_output(snippet: Snippet) -> list[str]:
 
 def run_page(page: Path) -> int:
     """Runs the page's Python snippets; returns how many ran."""
-    namespace: dict[str, object] = {"__name__": "__docs__"}
-    torch.manual_seed(0)
-    ran = 0
-    for snippet in snippets(page):
-        if snippet.info != RUN:
-            continue
-        # Leading newlines make a traceback's line numbers those of the page.
-        code = compile("\n" * (snippet.line - 1) + snippet.code, snippet.page, "exec")
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            exec(code, namespace)
-        assert out.getvalue().splitlines() == expected_output(snippet), snippet.where
-        ran += 1
-    return ran
+    # A module of its own, as a reader's script is: Dynamo looks f's globals up on it.
+    module = types.ModuleType("__docs__")
+    sys.modules[module.__name__] = module
+    namespace = module.__dict__
+    try:
+        torch.manual_seed(0)
+        ran = 0
+        for snippet in snippets(page):
+            if snippet.info != RUN:
+                continue
+            # Leading newlines make a traceback's line numbers those of the page.
+            code = compile("\n" * (snippet.line - 1) + snippet.code, snippet.page, "exec")
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                exec(code, namespace)
+            assert out.getvalue().splitlines() == expected_output(snippet), snippet.where
+            ran += 1
+        return ran
+    finally:
+        del sys.modules[module.__name__]
 
 
 def _page_param(page: Path) -> object:
@@ -136,6 +159,21 @@ def test_a_print_must_say_what_it_prints(tmp_path: Path) -> None:
     (tmp_path / "page.md").write_text("```python\nprint(2)\nx = 1\n```\n", encoding="utf-8")
     with pytest.raises(AssertionError, match="does not say what it prints"):
         run_page(tmp_path / "page.md")
+
+
+def test_output_may_be_the_text_block_right_after(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("```python\nprint('a')\nprint('b')\n```\n\n```text\na\nc\n```\n", "utf-8")
+    with pytest.raises(AssertionError, match=r"page\.md:2"):
+        run_page(page)
+    page.write_text(page.read_text("utf-8").replace("c\n```", "b\n```"), "utf-8")
+    assert run_page(page) == 1
+
+
+def test_the_checker_page_shows_what_each_snippet_prints() -> None:
+    page = snippets(ROOT / "docs" / "checker.md")
+    run = [s for s in page if s.info == RUN]
+    assert len(run) >= 4 and all(s.output is not None for s in run)
 
 
 def test_output_may_follow_on_comment_lines(tmp_path: Path) -> None:

@@ -1,9 +1,11 @@
-"""`python -m tf_compat_grad check [TARGET ...]`: find the decorated functions of modules and
-check each one on its example inputs, or on inputs built from its signature where it has none.
+"""`python -m tf_compat_grad check [TARGET ...]` (`tf-compat-grad check`): find the decorated
+functions of modules and check each one on its example inputs, or on inputs built from its
+signature where it has none.
 
-Exit status: 0 when no check fails, 1 when one does, 2 when a TARGET cannot be imported, names
-nothing decorated, or `--only` names nothing known, 3 when nothing could be checked (no function
-has example inputs and none could be built).
+Exit status (`ExitStatus`): 0 when no check fails, 1 when one does (or, with `--strict`, warns),
+2 when a TARGET cannot be imported, names nothing decorated, `--only` names nothing known, or an
+output path cannot be written, 3 when nothing could be checked (no function has example inputs
+and none could be built).
 
 `python -m tf_compat_grad port ...` (`_port/cli.py`): translate TensorFlow files with
 `tf_compat_grad.port`. Exit status: 0 when everything was translated, 1 when
@@ -26,13 +28,15 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TextIO
+from typing import Any
 
+from ._checker import console
 from ._decorator import CustomGradient
-from ._exit_status import EXIT_FAILED, EXIT_NOTHING_CHECKED, EXIT_OK, EXIT_USAGE
+from ._exit_status import ExitStatus
 from .testing import CHECKS, Report, Status
 
 GALLERY = "tf_compat_grad.examples"
+SCHEMA_VERSION = 1  # of the `--json` document (docs/checker.md, "JSON"); raised on a change
 _FACTORY_MAKERS = frozenset({"custom_gradient", "recompute_grad", "grad_pass_through"})
 
 
@@ -188,114 +192,38 @@ def _names_maker(node: ast.expr) -> bool:
     return isinstance(node, ast.Attribute) and node.attr in _FACTORY_MAKERS
 
 
-# --- output -------------------------------------------------------------------------------
-
-
-class _Progress:
-    """One progress line on stderr: rewritten in place on a terminal, a line per function
-    otherwise (so logs stay readable)."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-        self.tty = stream.isatty()
-        self.active = False
-
-    def function(self, index: int, total: int, name: str) -> None:
-        self.prefix = f"[{index}/{total}] {name}"
-        if self.tty:
-            self.show("")
-        else:
-            self.stream.write(f"checking {self.prefix}\n")
-            self.stream.flush()
-
-    def show(self, check: str) -> None:
-        if self.tty:
-            line = f"{self.prefix}: {check}" if check else self.prefix
-            self.stream.write("\r\033[K" + line[:150])
-            self.stream.flush()
-            self.active = True
-
-    def clear(self) -> None:
-        if self.active:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
-            self.active = False
-
-
-def _plural(n: int, word: str) -> str:
-    if n == 1:
-        return f"{n} {word}"
-    return f"{n} {word[:-1]}ies" if word.endswith("y") else f"{n} {word}s"
-
-
-def _summary(
-    reports: list[tuple[str, Report]],
-    generated: list[Entry],
-    missing: list[Entry],
-    seconds: float,
-) -> tuple[str, dict[str, Any]]:
-    counts = {s.value: 0 for s in Status}
-    for _, report in reports:
-        for name, n in report.counts().items():
-            counts[name] += n
-    failing = [(name, r.failed) for name, r in reports if r.failed]
-    warning = [(name, r.warned) for name, r in reports if r.warned]
-    lines = [
-        f"Summary: {_plural(len(reports), 'function')} checked in {seconds:.1f} s"
-        + (
-            f" ({len(generated)} on generated inputs: {', '.join(e.name for e in generated)})"
-            if generated
-            else ""
-        )
-        + (
-            f", {len(missing)} without example inputs ({', '.join(e.name for e in missing)})"
-            if missing
-            else ""
-        ),
-        "  checks: " + ", ".join(f"{n} {s}" for s, n in counts.items()),
-        f"  functions: {len(reports) - len(failing) - sum(1 for n, r in reports if r.warned and not r.failed)} "
-        f"pass, {sum(1 for _, r in reports if r.warned and not r.failed)} with warnings, "
-        f"{len(failing)} failing",
-    ]
-    for label, group in (("FAIL", failing), ("WARN", warning)):
-        if group:
-            lines.append(
-                f"  {label}: "
-                + "; ".join(f"{name} ({', '.join(checks)})" for name, checks in group)
-            )
-    if not reports:
-        status = EXIT_NOTHING_CHECKED
-        lines.append(
-            f"Result: NOTHING CHECKED (exit status {status}): no function has example inputs, "
-            "and none could be built (see above)"
-        )
-    else:
-        status = EXIT_FAILED if failing else EXIT_OK
-        lines.append("Result: " + ("FAIL" if failing else "OK") + f" (exit status {status})")
-    data = {
-        "functions": len(reports),
-        "generated_example_inputs": [e.name for e in generated],
-        "without_example_inputs": [e.name for e in missing],
-        "counts": counts,
-        "failing": [name for name, _ in failing],
-        "warning": [name for name, _ in warning],
-        "seconds": round(seconds, 2),
-        "exit_status": status,
-    }
-    return "\n".join(lines), data
-
-
 # --- the command --------------------------------------------------------------------------
 
 
-def _parser() -> argparse.ArgumentParser:
+def program_name() -> str:
+    """`tf-compat-grad` when run as the installed script, else `python -m tf_compat_grad`."""
+    script = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    return (
+        "tf-compat-grad"
+        if script.removesuffix(".exe") == "tf-compat-grad"
+        else ("python -m tf_compat_grad")
+    )
+
+
+def _parser(prog: str) -> argparse.ArgumentParser:
+    import torch
+
+    from . import __version__
+
     parser = argparse.ArgumentParser(
-        prog="python -m tf_compat_grad",
+        prog=prog,
         description="Check ported custom gradients: the gradient against finite differences "
         "and autodiff, linearity in the upstream, determinism, second order, torch.func, "
         "torch.compile, autocast, no_grad, in-place safety and memory. With no command, "
         "checks the bundled gallery (tf_compat_grad.examples). `port` translates TensorFlow "
         "custom-gradient source into code that uses this library.",
+    )
+    parser.add_argument(
+        "-V",
+        "--version",
+        action="version",
+        version=f"tf-compat-grad {__version__} (torch {torch.__version__}, Python "
+        f"{sys.version.split()[0]})",
     )
     commands = parser.add_subparsers(dest="command", metavar="{check,port}")
     check = commands.add_parser(
@@ -306,14 +234,20 @@ def _parser() -> argparse.ArgumentParser:
         "(`@custom_gradient(example=...)`). A function without them is checked on inputs "
         "built from its signature (float64 tensors for parameters annotated as tensors or not "
         "annotated, Python numbers for float and int; fixed seed), reported as generated; "
-        "those it cannot build inputs for are listed with the reason.",
-        epilog="Exit status: 0 if no check fails, 1 if one does, 2 if a TARGET cannot be "
-        "imported or names nothing decorated, or --only names nothing known, 3 if nothing "
-        "was checked (no function has example inputs and none could be built).",
+        "those it cannot build inputs for are listed with the reason. A gradient that differs "
+        "from the true derivative fails, unless declared with "
+        '`@custom_gradient(surrogate="why")`. Colour on a terminal; NO_COLOR turns it off, '
+        "FORCE_COLOR on.",
+        epilog="Exit status: 0 if no check fails, 1 if one does (with --strict: or warns), 2 "
+        "if a TARGET cannot be imported or names nothing decorated, --only names nothing "
+        "known, or an output path cannot be written, 3 if nothing was checked (no function "
+        "has example inputs and none could be built).",
     )
     check.add_argument("targets", nargs="*", metavar="TARGET", help="module name or .py path")
     check.add_argument(
-        "--json", metavar="FILE", help="also write the reports as JSON ('-': stdout)"
+        "--json",
+        metavar="FILE",
+        help="also write the reports as JSON ('-': stdout); schema in docs/checker.md",
     )
     check.add_argument(
         "--only",
@@ -323,36 +257,94 @@ def _parser() -> argparse.ArgumentParser:
         help=f"run only this check ({', '.join(CHECKS)}) or only this function; repeat or "
         "separate with commas",
     )
+    check.add_argument(
+        "--strict", action="store_true", help="fail on warnings too (WARN becomes FAIL)"
+    )
+    check.add_argument(
+        "--plot",
+        metavar="DIR",
+        help="draw each function's gradient against the true derivative along a line through "
+        "its example input, one PNG per function in DIR (needs matplotlib: "
+        "pip install 'tf-compat-grad[plot]')",
+    )
     from ._port.cli import add_parser
 
     add_parser(commands)
     return parser
 
 
+class Options:
+    """What `check` was asked for besides its targets."""
+
+    def __init__(
+        self,
+        json_path: str | None = None,
+        only: Sequence[str] = (),
+        strict: bool = False,
+        plot: str | None = None,
+        prog: str = "python -m tf_compat_grad",
+    ) -> None:
+        self.json_path = json_path
+        self.only = list(only)
+        self.strict = strict
+        self.plot = plot
+        self.prog = prog
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line; returns the exit status."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if not args_list or args_list[0] not in ("check", "port", "-h", "--help"):
+    if not args_list or args_list[0] not in ("check", "port", "-h", "--help", "-V", "--version"):
         args_list.insert(0, "check")
-    args = _parser().parse_args(args_list)
+    prog = program_name()
+    args = _parser(prog).parse_args(args_list)
     if args.command == "port":
         from ._port.cli import run
 
-        return run(args, lambda paths: _check_or_usage(paths, None, []))
-    return _check_or_usage(args.targets or [GALLERY], args.json, args.only)
+        return run(args, lambda paths: _check_or_usage(paths, Options(prog=prog)))
+    options = Options(args.json, args.only, args.strict, args.plot, prog)
+    return _check_or_usage(args.targets or [GALLERY], options)
 
 
-def _check_or_usage(targets: list[str], json_path: str | None, only: list[str]) -> int:
-    """`_check`'s exit status, or 2 with the reason when a target cannot be checked (also for
-    the files `port --check` wrote)."""
+def _check_or_usage(targets: list[str], options: Options) -> int:
+    """`_check`'s exit status, or 2 with the reason when a target or an output cannot be used
+    (also for the files `port --check` wrote)."""
     try:
-        return _check(targets, json_path, only)
+        _refuse_unwritable(options)
+        return _check(targets, options)
     except TargetError as error:
-        print(f"tf_compat_grad: error: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        print(f"{options.prog}: error: {error}", file=sys.stderr)
+        return ExitStatus.USAGE
 
 
-def _check(targets: list[str], json_path: str | None, only: list[str]) -> int:
+def _refuse_unwritable(options: Options) -> None:
+    """Refuse an output that cannot be written before any check runs, not after."""
+    if options.json_path not in (None, "-"):
+        path = Path(options.json_path)
+        parent = path.parent
+        if path.is_dir():
+            raise TargetError(f"--json {path}: is a directory; give a file name")
+        if not parent.is_dir():
+            raise TargetError(
+                f"--json {path}: the directory {parent} does not exist; create it first"
+            )
+        if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            raise TargetError(f"--json {path}: cannot write there (permission denied)")
+    if options.plot is not None:
+        from ._checker import plot
+
+        if reason := plot.missing():
+            raise TargetError(f"--plot needs {reason}")
+        directory = Path(options.plot)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise TargetError(f"--plot {directory}: cannot create the directory: {error}") from None
+        if not os.access(directory, os.W_OK):
+            raise TargetError(f"--plot {directory}: cannot write there (permission denied)")
+
+
+def _check(targets: list[str], options: Options) -> int:
     from .testing import run_checks
 
     found: list[tuple[str, Entry]] = []
@@ -365,7 +357,7 @@ def _check(targets: list[str], json_path: str | None, only: list[str]) -> int:
                 "recompute_grad or grad_pass_through at module level or on its classes)"
             )
         found.extend((module.__name__, e) for e in entries)
-    names = [n.strip() for item in only for n in item.split(",") if n.strip()]
+    names = [n.strip() for item in options.only for n in item.split(",") if n.strip()]
     checks = [n for n in names if n in CHECKS]
     functions = [n for n in names if n not in CHECKS]
     known = {e.name for _, e in found} | {e.name.rsplit(".", 1)[-1] for _, e in found}
@@ -382,8 +374,14 @@ def _check(targets: list[str], json_path: str | None, only: list[str]) -> int:
             if e.name in functions or e.name.rsplit(".", 1)[-1] in functions
         ]
 
-    out = sys.stderr if json_path == "-" else sys.stdout  # keep stdout pure JSON
-    progress = _Progress(sys.stderr)
+    out = sys.stderr if options.json_path == "-" else sys.stdout  # keep stdout pure JSON
+    colour = console.wants_colour(out)
+
+    def write(text: str) -> None:
+        out.write(console.paint(text) if colour else text)
+        out.flush()
+
+    progress = console.Progress(sys.stderr)
     start = time.perf_counter()
     for _, entry in found:
         entry.build_example()
@@ -398,12 +396,12 @@ def _check(targets: list[str], json_path: str | None, only: list[str]) -> int:
             current = module_name
             here = [e for m, e in found if m == module_name]
             factories = sum(1 for e in here if e.fn is None)
-            count = _plural(len(here) - factories, "decorated function")
-            extra = f", {_plural(factories, 'factory')}" if factories else ""
-            out.write(f"== {module_name}: {count}{extra} ==\n\n")
+            count = console.plural(len(here) - factories, "decorated function")
+            extra = f", {console.plural(factories, 'factory')}" if factories else ""
+            write(f"== {module_name}: {count}{extra} ==\n\n")
         if entry.fn is None or entry.example is None:
             where = f" ({entry.location})" if entry.location else ""
-            out.write(f"{entry.name}{where}  no example inputs\n  {entry.missing}\n\n")
+            write(f"{entry.name}{where}  no example inputs\n  {entry.missing}\n\n")
             results.append(
                 {
                     "function": entry.name,
@@ -417,13 +415,18 @@ def _check(targets: list[str], json_path: str | None, only: list[str]) -> int:
         index += 1
         progress.function(index, len(runnable), entry.name)
         report = run_checks(
-            entry.fn, entry.example, only=checks or None, name=entry.name, progress=progress.show
+            entry.fn,
+            entry.example,
+            only=checks or None,
+            name=entry.name,
+            progress=progress.show,
+            strict=options.strict,
         )
         if entry.generated:
             report.example = f"{report.example}, {entry.generated}"
+        plotted = _plot(entry, report, options.plot)
         progress.clear()
-        out.write(f"{report}\n\n")
-        out.flush()
+        write(f"{report}{plotted}\n\n")
         reports.append((entry.name, report))
         results.append(
             {
@@ -433,14 +436,20 @@ def _check(targets: list[str], json_path: str | None, only: list[str]) -> int:
                 **report.to_dict(),
             }
         )
-    generated = [e for _, e in runnable if e.generated]
-    text, summary = _summary(reports, generated, missing, time.perf_counter() - start)
-    out.write(text + "\n")
-    out.flush()
-    if json_path is not None:
+    text, summary = console.summary(
+        reports,
+        [e.name for _, e in runnable if e.generated],
+        [e.name for e in missing],
+        time.perf_counter() - start,
+        strict=options.strict,
+        gallery=f"{options.prog} check your_module.py" if targets == [GALLERY] else None,
+    )
+    write(text + "\n")
+    if options.json_path is not None:
         from . import __version__
 
         document = {
+            "schema_version": SCHEMA_VERSION,
             "tf_compat_grad": __version__,
             "targets": targets,
             "checks": checks or list(CHECKS),
@@ -448,8 +457,21 @@ def _check(targets: list[str], json_path: str | None, only: list[str]) -> int:
             "summary": summary,
         }
         payload = json.dumps(document, indent=2, default=str)
-        if json_path == "-":
+        if options.json_path == "-":
             sys.stdout.write(payload + "\n")
         else:
-            Path(json_path).write_text(payload + "\n", encoding="utf-8")
+            Path(options.json_path).write_text(payload + "\n", encoding="utf-8")
     return int(summary["exit_status"])
+
+
+def _plot(entry: Entry, report: Report, directory: str | None) -> str:
+    """Draw the function's picture into `directory` (`--plot`); the line naming the file."""
+    if directory is None or entry.fn is None or report.rows[0].status is Status.FAIL:
+        return ""  # forward, the first check, fails: nothing to draw
+    from ._checker import plot
+
+    try:
+        path = plot.draw(entry.fn, entry.example, report, Path(directory))
+    except Exception as error:
+        return f"\n  plot: not drawn ({type(error).__name__}: {error})"
+    return f"\n  plot: {path}" if path else ""

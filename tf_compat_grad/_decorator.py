@@ -63,6 +63,8 @@ class CustomGradient(Generic[P, R]):
         self._outside_compile = outside_compile(_compile.under_transform_reason(f))
         self._outside_older_compile = outside_compile(older_torch_reason(f))
         self.example: Any = None  # example inputs for the checker (`custom_gradient(example=)`)
+        # Why grad_fn is not the true derivative, when that is intended (`surrogate=`).
+        self.surrogate: str | None = None
         # The decorator that made this wrapper of `__wrapped__`: a pickle not by reference
         # remakes it (`recompute_grad` sets itself here).
         self._made_by: Callable[[Any], CustomGradient[Any, Any]] = custom_gradient
@@ -141,7 +143,7 @@ class CustomGradient(Generic[P, R]):
                 "name bound to something else since). Define it at the top level of a module, "
                 "or as a method of a class there, so that another process can import it."
             )
-        return _remake, (self._made_by, f, self.example)
+        return _remake, (self._made_by, f, self.example, self.surrogate)
 
     def _call_compiling(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call while Dynamo traces (or `torch.export` exports) the caller."""
@@ -172,27 +174,34 @@ def _lookup(obj: object) -> Any:
 
 
 def _remake(
-    made_by: Callable[[Any], CustomGradient[Any, Any]], f: Callable[..., Any], example: Any
+    made_by: Callable[[Any], CustomGradient[Any, Any]],
+    f: Callable[..., Any],
+    example: Any,
+    surrogate: str | None = None,
 ) -> CustomGradient[Any, Any]:
     """Unpickles a wrapper that is not found by its name (see `CustomGradient.__reduce__`)."""
     wrapped = made_by(f)
     wrapped.example = example
+    wrapped.surrogate = surrogate or wrapped.surrogate
     return wrapped
 
 
 @overload
 def custom_gradient(
-    f: Callable[P, tuple[R, Callable[..., Any]]], *, example: Any = None
+    f: Callable[P, tuple[R, Callable[..., Any]]],
+    *,
+    example: Any = None,
+    surrogate: str | None = None,
 ) -> CustomGradient[P, R]: ...
 
 
 @overload
 def custom_gradient(
-    f: None = None, *, example: Any = None
+    f: None = None, *, example: Any = None, surrogate: str | None = None
 ) -> Callable[[Callable[P, tuple[R, Callable[..., Any]]]], CustomGradient[P, R]]: ...
 
 
-def custom_gradient(f: Any = None, *, example: Any = None) -> Any:
+def custom_gradient(f: Any = None, *, example: Any = None, surrogate: str | None = None) -> Any:
     """Decorate `f(*args) -> (outputs, grad_fn)` so autograd differentiates it with grad_fn.
 
     Works as `@custom_gradient`, `@custom_gradient()` and `custom_gradient(f=fn)`, like
@@ -206,6 +215,9 @@ def custom_gradient(f: Any = None, *, example: Any = None) -> Any:
         example: example inputs for `python -m tf_compat_grad check`: a function of no
             arguments returning the positional arguments as a tuple (or a
             `tf_compat_grad.testing.Example` with keyword arguments too). Kept as `.example`.
+        surrogate: why grad_fn deliberately differs from the true derivative (e.g.
+            `"straight-through estimator"`), for the checker, which otherwise fails a gradient
+            that differs. Not in TensorFlow; kept as `.surrogate`.
 
     Returns:
         A `CustomGradient` that returns f's outputs and records grad_fn for autograd.
@@ -227,12 +239,18 @@ def custom_gradient(f: Any = None, *, example: Any = None) -> Any:
         >>> x.grad
         tensor(1.)
     """
+    if surrogate is not None and (not isinstance(surrogate, str) or not surrogate.strip()):
+        raise CustomGradientTypeError(
+            f"{PREFIX}custom_gradient(surrogate=...) takes the reason the gradient differs from "
+            f"the true derivative, as a non-empty string, but it was given {surrogate!r}. Write "
+            'e.g. `@custom_gradient(surrogate="straight-through estimator")`.'
+        )
     if f is None:
-        return functools.partial(custom_gradient, example=example)
+        return functools.partial(custom_gradient, example=example, surrogate=surrogate)
     if isinstance(f, staticmethod):
-        return staticmethod(custom_gradient(f.__func__, example=example))
+        return staticmethod(custom_gradient(f.__func__, example=example, surrogate=surrogate))
     if isinstance(f, classmethod):
-        return _ClassMethod(custom_gradient(f.__func__, example=example))
+        return _ClassMethod(custom_gradient(f.__func__, example=example, surrogate=surrogate))
     if isinstance(f, type) or not callable(f):
         kind = f"the class {describe(f)}" if isinstance(f, type) else describe_value(f)
         raise CustomGradientTypeError(
@@ -244,6 +262,7 @@ def custom_gradient(f: Any = None, *, example: Any = None) -> Any:
         )
     wrapped = CustomGradient(f)
     wrapped.example = example
+    wrapped.surrogate = surrogate
     return wrapped
 
 

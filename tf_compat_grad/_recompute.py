@@ -237,7 +237,9 @@ def grad_pass_through(f: Callable[P, R]) -> CustomGradient[P, R]:
         return call(*args, **kwargs), grad_fn
 
     setattr(pass_through, BOUND_KEYWORD, True)
-    wrapped: CustomGradient[P, R] = custom_gradient(pass_through)
+    wrapped: CustomGradient[P, R] = custom_gradient(
+        pass_through, surrogate="grad_pass_through: the upstream gradient passes through unchanged"
+    )
     wrapped.__wrapped__ = f
     wrapped._made_by = grad_pass_through
     return wrapped

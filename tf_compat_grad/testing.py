@@ -6,13 +6,18 @@ gradient accumulation, `torch.func`, `torch.compile`, autocast, `torch.no_grad()
 and freeing memory. `python -m tf_compat_grad check` runs it on every decorated function of a
 module.
 
-Statuses: FAIL means broken in plain use or silently wrong somewhere (an error in eager mode, a
-wrong gradient count, NaN where the true derivative is finite, a gradient that changes between two
-backward passes or under a transform, a leak); WARN means it works but something deserves a look
-(a gradient that deliberately differs from the true derivative, a grad_fn that is not linear in
-the upstream, an example element on a kink or jump where finite differences are no derivative, a
-transform or `fullgraph=True` that refuses it loudly); SKIP means the check does
-not apply (for instance no floating-point input).
+Statuses: FAIL means broken in plain use or silently wrong somewhere (a gradient that is not the
+true derivative, unless declared a surrogate; an error in eager mode, a wrong gradient count, NaN
+where the true derivative is finite, a gradient that changes between two backward passes or under
+a transform, a leak); WARN means it works but something deserves a look (a grad_fn that is not
+linear in the upstream, an example element on a kink or jump where finite differences are no
+derivative, a transform or `fullgraph=True` that refuses it loudly); SKIP means the check does
+not apply (for instance no floating-point input). `strict=True` turns every WARN into a FAIL.
+
+A gradient that differs from the true derivative on purpose (a straight-through estimator, a
+clipped or reversed gradient) is declared with `@custom_gradient(surrogate="why")` or
+`check(fn, ..., surrogate="why")`: the checker then reports the difference with that reason and
+does not fail for it.
 """
 
 from __future__ import annotations
@@ -27,15 +32,23 @@ import torch  # noqa: F401
 from ._checker import runner
 from ._checker.report import CHECKS, Example, Report, Row, Status
 from ._checker.subject import decorated
+from ._exit_status import ExitStatus
 
-__all__ = ["CHECKS", "Example", "Report", "Row", "Status", "check", "run_checks"]
+__all__ = ["CHECKS", "Example", "ExitStatus", "Report", "Row", "Status", "check", "run_checks"]
 
 
-def check(fn: Callable[..., Any], *example_args: Any, **example_kwargs: Any) -> Report:
+def check(
+    fn: Callable[..., Any],
+    *example_args: Any,
+    strict: bool = False,
+    surrogate: str | None = None,
+    **example_kwargs: Any,
+) -> Report:
     """Check a custom gradient on example inputs; one row per check of `CHECKS`.
 
     With no example arguments, the example attached with `custom_gradient(example=...)` is
-    used. Floating-point inputs are cast to float64 for the numerical checks (and to float32
+    used. (To pass fn keyword arguments named `strict` or `surrogate`, give the example as an
+    `Example` to `run_checks`.) Floating-point inputs are cast to float64 for the numerical checks (and to float32
     for autocast); the arguments given are never modified.
 
     The checks call `torch._dynamo.reset()` before compiling (Dynamo's caches are per code
@@ -46,6 +59,9 @@ def check(fn: Callable[..., Any], *example_args: Any, **example_kwargs: Any) -> 
         fn: a `custom_gradient` function, a method of an instance, or any callable made of
             them.
         *example_args: its positional arguments (the inputs that get gradients).
+        strict: turn every WARN into a FAIL.
+        surrogate: why fn's gradient deliberately differs from the true derivative, as
+            `custom_gradient(surrogate=...)` declares it (this one wins).
         **example_kwargs: its keyword arguments.
 
     Returns:
@@ -81,8 +97,10 @@ def check(fn: Callable[..., Any], *example_args: Any, **example_kwargs: Any) -> 
                 "`check(fn, torch.randn(3))`, or attach them with "
                 "`@custom_gradient(example=lambda: (torch.randn(3),))`"
             )
-        return run_checks(fn, example)
-    return run_checks(fn, Example(*example_args, **example_kwargs))
+        return run_checks(fn, example, strict=strict, surrogate=surrogate)
+    return run_checks(
+        fn, Example(*example_args, **example_kwargs), strict=strict, surrogate=surrogate
+    )
 
 
 def run_checks(
@@ -92,6 +110,8 @@ def run_checks(
     only: Iterable[str] | None = None,
     name: str | None = None,
     progress: Callable[[str], None] | None = None,
+    surrogate: str | None = None,
+    strict: bool = False,
 ) -> Report:
     """`check` with the example given as an `Example`, a tuple of positional arguments or a
     function of no arguments returning either, and with options.
@@ -102,6 +122,9 @@ def run_checks(
         only: the names of the checks to run (see `CHECKS`); all when None.
         name: the function's name in the report (by default its qualified name).
         progress: called with each check's name before it runs.
+        surrogate: why the gradient deliberately differs from the true derivative (see
+            `check`).
+        strict: turn every WARN into a FAIL.
 
     Returns:
         A `Report` with one row per check run.
@@ -109,4 +132,6 @@ def run_checks(
     Raises:
         ValueError: `only` names an unknown check.
     """
-    return runner.run_checks(fn, example, only=only, name=name, progress=progress)
+    return runner.run_checks(
+        fn, example, only=only, name=name, progress=progress, surrogate=surrogate, strict=strict
+    )

@@ -1,7 +1,20 @@
 """The checks against finite differences: the gradient against the true derivative
 (`numerical`), and double backward against finite differences of the gradient
 (`second_order`), with the elements on a kink or jump set apart (Note [kinks] in
-`finite_differences.py`; Note [statuses] in `runner.py`)."""
+`finite_differences.py`; Note [statuses] in `runner.py`).
+
+# Note [surrogates]
+A custom gradient that differs from the true derivative is either a bug or a surrogate (a
+straight-through estimator, gradient reversal, a clipped gradient), and only its author knows
+which: `custom_gradient(surrogate="why")` (or `check(..., surrogate=)`) says so, and
+`grad_pass_through` is one by definition. A declared difference is reported with the reason and
+passes. An undeclared one fails where the true derivative is known: away from kinks, where the
+finite differences and autodiff of f's own ops (ignoring its grad_fn) agree, or from finite
+differences alone where f's ops cannot be differentiated (round, numpy, no_grad). Where the two
+disagree (an ill-conditioned point, an op whose torch gradient is no derivative) the true
+derivative is uncertain, and a difference is a WARN. The word "deliberately" is kept for the
+declared ones.
+"""
 
 from __future__ import annotations
 
@@ -24,10 +37,15 @@ from .numerics import (
     _vjp,
 )
 from .report import Row
-from .subject import _forward_f64, _Inputs, _Subject
+from .subject import _forward_f64, _Inputs, _Subject, autodiff_of_f
+
+# The custom gradient matches finite differences within ATOL + RTOL * (the largest numerical
+# value); autodiff of f agrees with finite differences within AGREE times that.
+RTOL, ATOL, AGREE = 1e-5, 1e-6, 10.0
 
 
 def _check_numerical(s: _Subject) -> Row:
+    """The custom gradient against the true derivative (Note [surrogates])."""
     with s.cast(F64):
         inputs, outputs, upstreams = _forward_f64(s)
         custom = _vjp(outputs, upstreams, inputs.targets)
@@ -46,39 +64,117 @@ def _check_numerical(s: _Subject) -> Row:
     figure = f"max |custom - numerical| {_fmt(diff.max)}"
     kinks = numerical.kinks(s)
     s.true_gradient = None if kinks else False
+    s.wrong = False
     if reason := diff.nonfinite(
         "the custom gradient is {got} at {where} where the numerical derivative is finite "
         "({want:.4g}); {n} such element(s)",
         lambda i, k: numerical.where(s, i, k),
     ):
+        s.wrong = True
         return Row("numerical", FAIL, reason, figure, diff.max)
     undefined = f"; {how} undefined at {diff.n_bad_want} element(s)" if diff.n_bad_want else ""
     if not numerical.compared_count:
         return Row("numerical", WARN, _nothing_compared(kinks, "the gradient"), figure, diff.max)
-    if diff.within(rtol=1e-5, atol=1e-6):
+    on_kinks = f"; {kinks}" if kinks else ""
+    if diff.within(rtol=RTOL, atol=ATOL):
+        declared = (
+            f"; declared a surrogate ({s.surrogate!r}), yet the true derivative here"
+            if s.surrogate
+            else ""
+        )
         if kinks:
             return Row(
                 "numerical",
                 WARN,
                 f"matches the true derivative ({how}) at the other "
-                f"{numerical.compared_count} {numerical.unit}; {kinks}{undefined}",
+                f"{numerical.compared_count} {numerical.unit}{declared}; {kinks}{undefined}",
                 figure,
                 diff.max,
             )
         s.true_gradient = True
         return Row(
-            "numerical", PASS, f"matches the true derivative ({how}){undefined}", figure, diff.max
+            "numerical",
+            PASS,
+            f"matches the true derivative ({how}){declared}{undefined}",
+            figure,
+            diff.max,
         )
     assert diff.at is not None
-    where = numerical.where(s, *diff.at)
+    largest = (
+        f"largest at {numerical.where(s, *diff.at)} (custom {diff.got_value:.4g}, numerical "
+        f"{diff.want_value:.4g})"
+    )
+    if s.surrogate:
+        return Row(
+            "numerical",
+            PASS,
+            f"deliberately differs from the true derivative, as declared: surrogate "
+            f"{s.surrogate!r}; at {diff.count} {numerical.unit}, {largest}{undefined}{on_kinks}",
+            figure,
+            diff.max,
+        )
+    auto = autodiff_of_f(s, upstreams)
+    confirmed = _confirmed(numerical, diff, None if isinstance(auto, str) else auto)
+    if confirmed is None:
+        assert not isinstance(auto, str)
+        return Row(
+            "numerical",
+            WARN,
+            f"differs from finite differences at {diff.count} {numerical.unit}, {largest}, "
+            "but autodiff of f does not confirm them there, so the true derivative is "
+            "uncertain (f computes in low precision, an ill-conditioned point, or ops whose "
+            f"torch gradient is no derivative): try other example inputs{undefined}{on_kinks}",
+            figure,
+            diff.max,
+        )
+    s.wrong = True
+    count, (i, k), got, want, by_autodiff = confirmed
+    evidence = "finite differences and autodiff of f agree" if by_autodiff else how
     return Row(
         "numerical",
-        WARN,
-        f"deliberately differs from the true derivative at {diff.count} "
-        f"element(s): largest at {where} (custom {diff.got_value:.4g}, numerical "
-        f"{diff.want_value:.4g}){undefined}{f'; {kinks}' if kinks else ''}",
+        FAIL,
+        f"the custom gradient is not the true derivative at {count} {numerical.unit}: largest "
+        f"at {numerical.where(s, i, k)}: custom {got:.4g}, true {want:.4g} ({evidence})"
+        f"{undefined}{on_kinks}. If the difference is intended (a straight-through estimator, "
+        'a clipped or reversed gradient), declare it: `@custom_gradient(surrogate="why")`',
         figure,
         diff.max,
+    )
+
+
+def _confirmed(
+    numerical: _Numerical, diff: _Diff, auto: list[_Tensor] | None
+) -> tuple[int, tuple[int, int], float, float, bool] | None:
+    """Where the custom gradient differs from finite differences away from kinks, and autodiff
+    of f (when there is one) agrees with finite differences and not with the custom gradient:
+    how many such elements, the
+    largest (target, element), the custom and the true value, and whether autodiff confirmed
+    it. None where there is none (Note [surrogates])."""
+    tol = ATOL + RTOL * diff.scale
+    projected = numerical.project(auto) if auto is not None else None
+    count, best, at = 0, -1.0, (0, 0)
+    for i, (c, n, kinked) in enumerate(
+        zip(numerical.analytic, numerical.numerical, numerical.kinked, strict=True)
+    ):
+        gap = (c - n).abs()
+        off = torch.isfinite(c) & torch.isfinite(n) & ~kinked & (gap > tol)
+        if projected is not None:  # autodiff of f sides with finite differences, not custom
+            a = projected[i]
+            off &= ((a - n).abs() <= AGREE * tol) & ((c - a).abs() > tol)  # False at NaN
+        count += int(off.sum())
+        if off.any():
+            k = int(torch.where(off, gap, -1.0).argmax())
+            if float(gap[k]) > best:
+                best, at = float(gap[k]), (i, k)
+    if not count:
+        return None
+    i, k = at
+    return (
+        count,
+        at,
+        float(numerical.analytic[i][k]),
+        float(numerical.numerical[i][k]),
+        (projected is not None),
     )
 
 

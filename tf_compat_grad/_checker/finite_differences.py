@@ -48,25 +48,16 @@ class _Numerical:
             if self.per_element:
                 self.shapes = [t.shape for t in targets]
                 sides = [self._per_element(evaluate, t) for t in targets]
-                self.analytic = [a.detach().to(F64).reshape(-1) for a in analytic]
             else:
-                directions = [_random_like(targets, 100 + d) for d in range(DIRECTIONS)]
+                self.directions = [_random_like(targets, 100 + d) for d in range(DIRECTIONS)]
                 self.shapes = [torch.Size([DIRECTIONS])]
                 sides = [
-                    torch.tensor([self._along(evaluate, targets, saved, d) for d in directions]).T
-                ]
-                self.analytic = [
                     torch.tensor(
-                        [
-                            sum(
-                                float((a.to(F64) * v.to(F64)).sum())
-                                for a, v in zip(analytic, d, strict=True)
-                            )
-                            for d in directions
-                        ],
-                        dtype=F64,
-                    )
+                        [self._along(evaluate, targets, saved, d) for d in self.directions],
+                        dtype=F64,  # not the default float32, which rounds f to 1e-7
+                    ).T
                 ]
+            self.analytic = self.project(analytic)
         finally:
             with torch.no_grad():
                 for t, s in zip(targets, saved, strict=True):
@@ -114,6 +105,24 @@ class _Numerical:
                     t.copy_(s + sign * EPS * d)
             values.append(evaluate())
         return values[0], values[1]
+
+    def project(self, gradients: Sequence[_Tensor]) -> list[_Tensor]:
+        """Gradients (one per target) as the finite differences see them: flattened per
+        element, or their inner product with each random direction."""
+        if self.per_element:
+            return [g.detach().to(F64).reshape(-1) for g in gradients]
+        return [
+            torch.tensor(
+                [
+                    sum(
+                        float((g.detach().to(F64) * v.to(F64)).sum())
+                        for g, v in zip(gradients, d, strict=True)
+                    )
+                    for d in self.directions
+                ],
+                dtype=F64,
+            )
+        ]
 
     def compared(self) -> tuple[list[_Tensor], list[_Tensor]]:
         """The analytic and numerical values to compare: on a kink, the numerical value is

@@ -11,6 +11,7 @@ import torch
 from .. import _run, _structure
 from .._parameters import ParameterWatcher, run_watched
 from .._record import Record
+from .finite_difference_checks import _check_numerical
 from .numerics import (
     F64,
     FAIL,
@@ -29,7 +30,7 @@ from .numerics import (
     _vjp,
 )
 from .report import Row
-from .subject import _forward_f64, _Inputs, _Subject
+from .subject import _forward_f64, _Inputs, _Subject, autodiff_of_f
 
 # --- the checks ---------------------------------------------------------------------------
 
@@ -161,32 +162,14 @@ def _raw_gradient_notes(s: _Subject) -> list[str]:
 
 
 def _check_autodiff(s: _Subject) -> Row:
-    if s.cg is None:
-        return Row("autodiff", SKIP, "not a custom_gradient function: nothing to compare with")
-    f = s.cg.__tf_compat_grad_calls__()
     with s.cast(F64):
         inputs, outputs, upstreams = _forward_f64(s)
         custom = _vjp(outputs, upstreams, inputs.targets)
-        raw = _Inputs(s, F64)
-        positional = raw.args[1:] if s.self_arg else raw.args
-        with torch.enable_grad():
-            result, _ = _run.split(f, _run.call_f(f, s.bound, positional, raw.kwargs))
-        raw_outputs = [
-            o for o in _structure.leaves(result) if isinstance(o, _Tensor) and o.is_floating_point()
-        ]
-        if len(raw_outputs) != len(outputs) or not any(o.requires_grad for o in raw_outputs):
-            return Row(
-                "autodiff",
-                SKIP,
-                "f's own ops do not reach its outputs differentiably "
-                "(round, detach, integer ops, no_grad): only finite differences apply",
-            )
-        try:
-            auto = _vjp(raw_outputs, upstreams, raw.targets)
-        except RuntimeError as error:
-            return Row(
-                "autodiff", SKIP, f"f's own ops are not differentiable: {_first_line(error)}"
-            )
+    auto = autodiff_of_f(s, upstreams)
+    if isinstance(auto, str):
+        return Row("autodiff", SKIP, auto)
+    if s.wrong is None and not s.surrogate:
+        _check_numerical(s)  # run alone (`only=["autodiff"]`): it tells a kink from a wrong rule
     diff = _Diff(custom, auto)
     figure = f"max |custom - autodiff| {_fmt(diff.max)}"
     if reason := diff.nonfinite(
@@ -204,14 +187,34 @@ def _check_autodiff(s: _Subject) -> Row:
         return Row("autodiff", PASS, f"matches autodiff of f's own ops{stable}", figure, diff.max)
     assert diff.at is not None
     where = s.element(diff.at[0], diff.at[1], custom[diff.at[0]].shape)
-    return Row(
-        "autodiff",
-        WARN,
-        f"deliberately differs from autodiff of f at {diff.count} element(s): "
-        f"largest at {where} (custom {diff.got_value:.4g}, autodiff {diff.want_value:.4g}){stable}",
-        figure,
-        diff.max,
+    differs = (
+        f"differs from autodiff of f at {diff.count} element(s): largest at {where} "
+        f"(custom {diff.got_value:.4g}, autodiff {diff.want_value:.4g}){stable}"
     )
+    if s.surrogate:
+        return Row(
+            "autodiff",
+            PASS,
+            f"deliberately {differs}, as declared: surrogate {s.surrogate!r}",
+            figure,
+            diff.max,
+        )
+    if s.wrong:
+        return Row(
+            "autodiff",
+            FAIL,
+            f"{differs}; finite differences agree with autodiff (see `numerical`)",
+            figure,
+            diff.max,
+        )
+    why = (
+        "where the numerical check compared them, the custom gradient is the true derivative: "
+        "the rest sit on a kink, where autodiff of f picks one side, or f's ops have no true "
+        "gradient in torch"
+        if s.wrong is False
+        else "run the `numerical` check to tell a wrong gradient from a kink"
+    )
+    return Row("autodiff", WARN, f"{differs}; {why}", figure, diff.max)
 
 
 def _check_linearity(s: _Subject) -> Row:

@@ -24,6 +24,7 @@ MAX_ELEMENTS = 64  # more input elements than this: finite differences along ran
 DIRECTIONS = 12
 BATCH = 3  # vmap batch size
 KINK_RTOL = 1e-3  # one-sided differences further apart: a kink or jump (Note [kinks])
+SEED_OFFSET = 1009  # the random draws of the checks, apart from the example's (`_random_like`)
 LINEAR_A, LINEAR_B = 2.0, -0.5  # a + b != 1, so a grad_fn that sets constants shows up
 
 
@@ -37,8 +38,9 @@ def _float_outputs(out: Any) -> list[_Tensor]:
 def _random_like(tensors: Sequence[_Tensor], seed: int) -> list[_Tensor]:
     """Normal draws of each tensor's shape, device and dtype, the same for a seed whatever the
     dtype (drawn in float64): upstream gradients for outputs, directions and weights for
-    inputs."""
-    generator = torch.Generator().manual_seed(seed)
+    inputs. Not from seed `seed` itself: example inputs are drawn from seed 0, and an upstream
+    equal to an input (`dy == x`) hides a transposed gradient (`x.T @ dy == dy.T @ x`)."""
+    generator = torch.Generator().manual_seed(SEED_OFFSET + seed)
     return [
         torch.randn(t.shape, generator=generator, dtype=F64).to(device=t.device, dtype=t.dtype)
         for t in tensors

@@ -117,11 +117,21 @@ class Report:
     Print it for a table; `report["linearity"]` is one row; `to_dict()` is JSON-ready.
     """
 
-    def __init__(self, function: str, location: str, example: str, rows: list[Row]) -> None:
+    def __init__(
+        self,
+        function: str,
+        location: str,
+        example: str,
+        rows: list[Row],
+        surrogate: str | None = None,
+        strict: bool = False,
+    ) -> None:
         self.function = function
         self.location = location
         self.example = example
         self.rows = rows
+        self.surrogate = surrogate  # why the gradient differs on purpose, where declared
+        self.strict = strict  # whether WARN was turned into FAIL
 
     def __getitem__(self, check: str) -> Row:
         for row in self.rows:
@@ -160,6 +170,8 @@ class Report:
             "location": self.location,
             "example": self.example,
             "ok": self.ok,
+            "surrogate": self.surrogate,
+            "strict": self.strict,
             "counts": self.counts(),
             "checks": [r.to_dict() for r in self.rows],
         }
@@ -175,6 +187,8 @@ class Report:
         out.write(f"{self.function}{where}  {counts}\n")
         if self.example:
             out.write(f"  example: {self.example}\n")
+        if self.surrogate:
+            out.write(f"  declared surrogate: {self.surrogate}\n")
         for row in self.rows:
             out.write(f"  {row}\n")
         return out.getvalue().rstrip("\n")

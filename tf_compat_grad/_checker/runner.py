@@ -6,14 +6,16 @@ gradients or in-place edits, and runs with the random-number state forked and se
 f draws the same numbers each time and the caller's state is left alone.
 
 # Note [statuses]
-FAIL is kept for what breaks plain training or is silently wrong: an error in eager mode or
-under autocast or `no_grad`, a wrong gradient count, NaN where the reference is finite, results
-that change between two backward passes or under a transform, a stale gradient after an in-place
-edit, a leak. A transform or `fullgraph=True` that *refuses* the function with an error is a
-WARN: it is loud, optional, and the reason says what to change. A gradient that differs from
-the true derivative is a WARN too (straight-through estimators and clipping differ on purpose),
-and so is a grad_fn that is not linear in the upstream, and an example point on a kink or jump
-where finite differences are no derivative (Note [kinks]): the rest is still compared there.
+FAIL is kept for what breaks plain training or is silently wrong: a gradient that is not the
+true derivative where finite differences and autodiff of f agree on it, away from kinks (unless
+declared a surrogate: Note [surrogates] in `finite_difference_checks.py`), an error in eager
+mode or under autocast or `no_grad`, a wrong gradient count, NaN where the reference is finite,
+results that change between two backward passes or under a transform, a stale gradient after an
+in-place edit, a leak. A transform or `fullgraph=True` that *refuses* the function with an error
+is a WARN: it is loud, optional, and the reason says what to change. So is a grad_fn that is not
+linear in the upstream, and an example point on a kink or jump where finite differences are no
+derivative (Note [kinks]): the rest is still compared there. `strict=True` turns every WARN
+into a FAIL, for CI that wants none.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from .gradient_checks import (
     _check_linearity,
     _gradient_skip,
 )
-from .numerics import FAIL, SKIP, _first_line, _seeded
+from .numerics import FAIL, SKIP, WARN, _first_line, _seeded
 from .report import CHECKS, Report, Row
 from .subject import _Subject, function_name, location, resolve_example
 from .torch_checks import (
@@ -88,6 +90,8 @@ def run_checks(
     only: Iterable[str] | None = None,
     name: str | None = None,
     progress: Callable[[str], None] | None = None,
+    surrogate: str | None = None,
+    strict: bool = False,
 ) -> Report:
     names = list(CHECKS) if only is None else list(dict.fromkeys(only))
     unknown = [n for n in names if n not in CHECKS]
@@ -105,7 +109,7 @@ def run_checks(
             0, Row("forward", FAIL, f"making the example inputs raises {_first_line(error)}")
         )
         return Report(title, location(fn), "", [r for r in rows if r.check in names] or rows[:1])
-    subject = _Subject(fn, resolved)
+    subject = _Subject(fn, resolved, surrogate)
     results: dict[str, Row] = {}
 
     def run_one(check: str) -> Row:
@@ -142,4 +146,8 @@ def run_checks(
         else:
             run_one(check)
     rows = [results[n] for n in CHECKS if n in names]
-    return Report(title, location(fn), repr(resolved), rows)
+    if strict:
+        for row in rows:
+            if row.status is WARN:
+                row.status, row.reason = FAIL, f"{row.reason} (a WARN, failed by strict mode)"
+    return Report(title, location(fn), repr(resolved), rows, subject.surrogate, strict)

@@ -14,7 +14,7 @@ import torch
 
 from .. import _run, _structure
 from .._decorator import CustomGradient
-from .numerics import F64, _float_outputs, _random_like, _seeded, _Tensor
+from .numerics import F64, _first_line, _float_outputs, _random_like, _seeded, _Tensor, _vjp
 from .report import Example
 
 # --- the function under check -------------------------------------------------------------
@@ -59,6 +59,31 @@ def _forward_f64(s: _Subject) -> tuple[_Inputs, list[_Tensor], list[_Tensor]]:
     return inputs, outputs, _random_like(outputs, 0)
 
 
+def autodiff_of_f(s: _Subject, upstreams: list[_Tensor]) -> list[_Tensor] | str:
+    """The gradient autograd gives through f's own ops (its grad_fn ignored), in float64, for
+    the upstreams of `_forward_f64`; or why there is none."""
+    if s.cg is None:
+        return "not a custom_gradient function: nothing to compare with"
+    f = s.cg.__tf_compat_grad_calls__()
+    with s.cast(F64):
+        raw = _Inputs(s, F64)
+        positional = raw.args[1:] if s.self_arg else raw.args
+        with torch.enable_grad():
+            result, _ = _run.split(f, _run.call_f(f, s.bound, positional, raw.kwargs))
+        raw_outputs = [
+            o for o in _structure.leaves(result) if isinstance(o, _Tensor) and o.is_floating_point()
+        ]
+        if len(raw_outputs) != len(upstreams) or not any(o.requires_grad for o in raw_outputs):
+            return (
+                "f's own ops do not reach its outputs differentiably "
+                "(round, detach, integer ops, no_grad): only finite differences apply"
+            )
+        try:
+            return _vjp(raw_outputs, upstreams, raw.targets)
+        except RuntimeError as error:
+            return f"f's own ops are not differentiable: {_first_line(error)}"
+
+
 def _copy(value: Any, dtype: torch.dtype | None, grad: bool) -> Any:
     if not isinstance(value, _Tensor):
         return value
@@ -71,10 +96,13 @@ def _copy(value: Any, dtype: torch.dtype | None, grad: bool) -> Any:
 class _Subject:
     """The function under check with its example, and what the forward found out."""
 
-    def __init__(self, fn: Callable[..., Any], example: Example) -> None:
+    def __init__(self, fn: Callable[..., Any], example: Example, surrogate: str | None) -> None:
         self.fn = fn
         self.example = example
         self.cg, self.prefix, self.self_arg = _unwrap(fn)
+        # Why the gradient deliberately differs from the true derivative, if it does (Note
+        # [surrogates] in `finite_difference_checks.py`).
+        self.surrogate = surrogate or (self.cg.surrogate if self.cg is not None else None)
         positional = example.args[1:] if self.self_arg else example.args
         self.leaves, self.spec = _structure.flatten(tuple(positional))
         self.kwarg_leaves, self.kwarg_spec = _structure.flatten(dict(example.kwargs))
@@ -85,6 +113,9 @@ class _Subject:
         self.variables: list[torch.nn.Parameter] = []  # found by the forward check
         self.float_outputs = 0
         self.true_gradient: bool | None = None  # set by the numerical check
+        # Whether the numerical check found the gradient wrong where finite differences and
+        # autodiff of f agree; None when it did not run.
+        self.wrong: bool | None = None
         self.names = self._names()
 
     @property

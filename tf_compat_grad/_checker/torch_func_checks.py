@@ -105,11 +105,18 @@ def _check_vmap(s: _Subject) -> Row:
         try:
             per_sample = torch.func.vmap(torch.func.grad(loss, argnums=floats))(*batched)
         except Exception as error:
+            mask = (
+                ": grad_fn indexes with a boolean mask (`dx[x <= 0] = -0.5`), whose result "
+                "has a data-dependent shape that vmap cannot batch; `torch.where(x <= 0, "
+                "-0.5, dy)` computes the same and batches"
+                if "boolean mask" in str(error)
+                else ""
+            )
             return Row(
                 "vmap",
                 WARN,
                 f"the batched forward works, but per-sample gradients (vmap of "
-                f"grad) raise {_first_line(error)}",
+                f"grad) raise {_first_line(error)}{mask}",
             )
     grad_diff = _Diff(list(per_sample), expected)
     figure = f"max difference {_fmt(max(diff.max, grad_diff.max))}"

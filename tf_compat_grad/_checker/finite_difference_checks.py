@@ -197,7 +197,7 @@ def _check_second_order(s: _Subject) -> Row:
             )
             graph = total.requires_grad
             analytic = (
-                _vjp([total], [torch.ones((), dtype=F64)], targets)
+                _vjp([total], [torch.ones_like(total)], targets)
                 if graph
                 else [torch.zeros_like(t) for t in targets]
             )

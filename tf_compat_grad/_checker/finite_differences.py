@@ -42,7 +42,7 @@ class _Numerical:
     ) -> None:
         self.per_element = sum(t.numel() for t in targets) <= MAX_ELEMENTS
         saved = [t.detach().clone() for t in targets]
-        self.values = [t.to(F64).reshape(-1) for t in saved]
+        self.values = [t.to(F64).reshape(-1).cpu() for t in saved]
         try:
             at = evaluate()
             if self.per_element:
@@ -110,7 +110,7 @@ class _Numerical:
         """Gradients (one per target) as the finite differences see them: flattened per
         element, or their inner product with each random direction."""
         if self.per_element:
-            return [g.detach().to(F64).reshape(-1) for g in gradients]
+            return [g.detach().to(F64).reshape(-1).cpu() for g in gradients]
         return [
             torch.tensor(
                 [

@@ -68,7 +68,7 @@ def _check_vmap(s: _Subject) -> Row:
             if t.is_floating_point():
                 noise = torch.randn((BATCH, *t.shape), generator=generator, dtype=F64)
                 scale = torch.arange(BATCH, dtype=F64).reshape(BATCH, *([1] * t.dim())) * 0.05
-                batched.append(t.unsqueeze(0) + scale * noise.to(t.dtype))
+                batched.append(t.unsqueeze(0) + (scale * noise).to(t.device, t.dtype))
             else:
                 batched.append(t.unsqueeze(0).expand(BATCH, *t.shape).clone())
         samples = [[b[j] for b in batched] for j in range(BATCH)]

@@ -164,9 +164,9 @@ def wrong_shape(
 ) -> str:
     return (
         f"{PREFIX}grad_fn of {where(f)} returned a gradient of shape {list(got)} for {target}, "
-        f"which has shape {list(shape)}. A gradient must have its input's shape, or broadcast "
-        "to it (it is then expanded), or be a broadcast of it (it is then summed down). Return "
-        f"a gradient of shape {list(shape)}."
+        f"which has shape {list(shape)}. A gradient must have its input's shape, or be a "
+        "broadcast of it (it is then summed down), or be a Python number or 0-d tensor (one "
+        f"value for every element). Return a gradient of shape {list(shape)}."
     )
 
 

@@ -4,9 +4,9 @@ named after the user's function.
 
 TensorFlow passes whatever grad_fn returns straight through; torch's engine rejects Python
 numbers, gradients on another device and shapes it cannot sum down. Here a gradient becomes a
-tensor on its input's device, in its input's dtype, and of its input's shape when it broadcasts
-to it (or sums down to it, as torch's engine does); anything else is an error that names the
-argument.
+tensor on its input's device, in its input's dtype, and of its input's shape when it is a broadcast
+of it (summed down, as torch's engine does) or a single value (a number or 0-d tensor, expanded);
+anything else, a smaller gradient with dimensions included, is an error that names the argument.
 
 Item numbers refer to docs/tensorflow_semantics.md.
 """
@@ -99,19 +99,23 @@ def repair(
 def _fit_shape(
     grad: torch.Tensor, target: torch.Size, f: Callable[..., Any], name: Callable[[], str]
 ) -> torch.Tensor:
+    """A 0-d gradient stands for one value per element (item 29); a broadcast of the input is
+    summed down, as torch's engine does. A smaller gradient with dimensions is refused, as
+    torch's engine refuses it for any `autograd.Function`: expanding it would hide a reduction
+    over the wrong axis."""
+    if not grad.dim():
+        return grad.expand(target)
     try:
         common = torch.broadcast_shapes(grad.shape, target)  # type: ignore[no-untyped-call]
     except RuntimeError:
         common = None
-    if common == target:
-        return grad.expand(target)
     if common == grad.shape:
         return grad.sum_to_size(target)
     raise CustomGradientValueError(
         f"{PREFIX}grad_fn of {describe(f)} returned a gradient of shape {list(grad.shape)} "
         f"for {name()}, which has shape {list(target)}. A gradient must have its input's shape, "
-        "or broadcast to it (it is then expanded), or be a broadcast of it (it is then summed "
-        f"down). Return a gradient of shape {list(target)}."
+        "or be a broadcast of it (it is then summed down), or be a Python number or 0-d tensor "
+        f"(one value for every element). Return a gradient of shape {list(target)}."
     ) from None
 
 

@@ -241,6 +241,17 @@ def jit_trace(f: Callable[..., Any]) -> str:
     )
 
 
+def exported_backward(f: Callable[..., Any]) -> str:
+    """A backward through a decorated call in a program made by torch.export (Note [export])."""
+    return (
+        f"{PREFIX}backward reached {where(f)} in a program made by torch.export, which records "
+        "the function's forward ops and not its grad_fn, so the gradient would be wrong (none, "
+        "or autodiff of the forward). Exported programs are for inference: differentiate the "
+        "module itself (torch.compile it to train compiled), or run the exported program under "
+        "`torch.no_grad()` or with inputs and Parameters that do not require grad"
+    )
+
+
 def dual_with_variables(f: Callable[..., Any], names: str) -> str:
     return (
         f"{PREFIX}{where(f)} was called with dual tensors of `torch.autograd.forward_ad` and "

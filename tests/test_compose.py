@@ -411,19 +411,60 @@ def test_jit_trace_refusal_names_a_partial_as_the_user_wrote_it():
         torch.jit.trace(rounded, torch.ones(2, dtype=D, requires_grad=True))
 
 
+class Residual(nn.Module):
+    """`x + 2 * log1pexp(x)`: a path around the decorated call, whose gradient an exported
+    program gave alone (1 where the true gradient is `1 + 2 * sigmoid(x)`)."""
+
+    def forward(self, x):
+        return x + 2 * examples.log1pexp(x)
+
+
+EXPORTED = [
+    pytest.param(Softplus, examples.log1pexp, id="module calls a decorated function"),
+    pytest.param(Scale, Scale.forward, id="decorated forward reading a Parameter"),
+    pytest.param(Residual, examples.log1pexp, id="a path around the decorated call"),
+]
+
+
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:While compiling, we found certain side effects")
 @pytest.mark.parametrize("strict", [False, pytest.param(True, marks=pytest.mark.traced_compile)])
-@pytest.mark.parametrize("make", [Softplus, Scale])
-def test_export_runs_the_forward_without_a_gradient(make, strict):
-    """What the refusal above points to: the exported program computes the outputs, and records
-    no gradient at all, rather than autodiff's (docs/torch_facts.md, "torch.jit.trace and
-    torch.export")."""
+@pytest.mark.parametrize(("make", "decorated"), EXPORTED)
+def test_export_computes_the_forward_and_refuses_a_backward(make, decorated, strict):
+    """What the refusal above points to: the exported program computes the outputs (Note
+    [export]); a backward through the decorated call, whose grad_fn export does not record, is
+    refused by name, wherever the gradient would come from (an input, a Parameter)."""
     x = torch.linspace(-1, 1, 3, dtype=D)
-    exported = torch.export.export(make(), (x,), strict=strict).module()
-    y = exported(x.clone().requires_grad_())
-    torch.testing.assert_close(y, make()(x))
-    assert not y.requires_grad
+    model = make()
+    exported = torch.export.export(model, (x,), strict=strict).module()
+    with torch.no_grad():
+        torch.testing.assert_close(exported(x), model(x))
+    torch.testing.assert_close(exported(x.clone().requires_grad_()), model(x))
+    refused = pytest.raises(
+        tf_compat_grad.CustomGradientNotImplementedError,
+        match=exactly(messages.exported_backward(decorated)),
+    )
+    with refused:
+        exported(x.clone().requires_grad_()).sum().backward()
+    if list(exported.parameters()):  # the Parameter alone needs a gradient
+        with refused:
+            exported(x).sum().backward()
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:While compiling, we found certain side effects")
+def test_a_saved_exported_program_loads_and_runs(tmp_path):
+    """The op that guards the exported call (Note [export]) is torch's to serialize."""
+    x = torch.linspace(-1, 1, 3, dtype=D)
+    path = tmp_path / "residual.pt2"
+    torch.export.save(torch.export.export(Residual(), (x,), strict=False), path)
+    loaded = torch.export.load(path).module()
+    torch.testing.assert_close(loaded(x), Residual()(x))
+    with pytest.raises(
+        tf_compat_grad.CustomGradientNotImplementedError,
+        match=exactly(messages.exported_backward(examples.log1pexp)),
+    ):
+        loaded(x.clone().requires_grad_()).sum().backward()
 
 
 @pytest.mark.skipif(DYNAMO_TRACES_WATCHER, reason="strict export traces the call from torch 2.13")

@@ -29,6 +29,7 @@ from ._run import UNBOUND
 from ._torch_internals import (
     DYNAMO_TRACES_WATCHER,
     functorch_transforms_active,
+    is_exporting,
     older_torch_reason,
     older_torch_transform_error,
     outside_compile,
@@ -60,6 +61,7 @@ class CustomGradient(Generic[P, R]):
         self._eager = EagerPath(f)
         self._call_eager = self._eager.call  # every call outside torch.compile
         self._compile_node = make_compile_node(f)
+        self._described = describe(f)  # for messages made while Dynamo traces
         self._outside_compile = outside_compile(_compile.under_transform_reason(f))
         self._outside_older_compile = outside_compile(older_torch_reason(f))
         self.example: Any = None  # example inputs for the checker (`custom_gradient(example=)`)
@@ -151,13 +153,18 @@ class CustomGradient(Generic[P, R]):
             return self._outside_older_compile(self._call_older_compile, bound, args, kwargs)
         if functorch_transforms_active():  # Note [compile under torch.func]
             return self._outside_compile(self._call_eager, bound, args, kwargs)
-        return _compile.call_compiled(self._compile_node, self._f, bound, args, kwargs)
+        return _compile.call_compiled(
+            self._compile_node, self._f, bound, args, kwargs, self._described
+        )
 
     def _call_older_compile(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call that left Dynamo on torch < 2.13, run as in eager mode, unless a
-        `torch.func` transform is active (Note [compile on older torch])."""
+        `torch.func` transform is active (Note [compile on older torch]) or `torch.export`
+        traces it (Note [export])."""
         if functorch_transforms_active():
             raise CustomGradientNotImplementedError(older_torch_transform_error(self._f))
+        if is_exporting():
+            return _compile.call_exported(self._f, bound, args, kwargs)
         return self._call_eager(bound, args, kwargs)
 
 

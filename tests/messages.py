@@ -263,6 +263,18 @@ def dual_with_variables(f: Callable[..., Any], names: str) -> str:
     )
 
 
+def jvp_reentered(f: Callable[..., Any]) -> str:
+    """f's rule in jvp reached f's jvp again (a grad_fn calling decorated functions)."""
+    return (
+        f"{PREFIX}forward mode through {where(f)} reached its own forward-mode rule again "
+        "while applying it: its grad_fn calls a decorated function that (itself, or through "
+        f"another grad_fn) calls {named(f)}, and under a `torch.func` forward-mode transform "
+        "each of those calls applies its rule again, without end. It is refused rather than "
+        "left to fail with a RecursionError. Use reverse mode for the inner derivative: "
+        "`torch.func.hessian` or `jacrev(jacrev(f))` instead of `jacrev(jacfwd(f))`."
+    )
+
+
 def forward_over_forward(f: Callable[..., Any]) -> str:
     return (
         f"{PREFIX}forward mode over forward mode (e.g. `jacfwd(jacfwd(f))`) through {where(f)} "

@@ -5,6 +5,7 @@ Item numbers refer to docs/tensorflow_semantics.md.
 
 from __future__ import annotations
 
+import copy
 import functools
 import pickle
 import sys
@@ -144,6 +145,20 @@ class CustomGradient(Generic[P, R]):
                 "or as a method of a class there, so that another process can import it."
             )
         return _remake, (self._made_by, f, self.example)
+
+    def __copy__(self) -> CustomGradient[P, R]:
+        return self  # a function is atomic for `copy`
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> CustomGradient[P, R]:
+        """Atomic, as a function is for `deepcopy` (which would otherwise pickle a function
+        defined inside another by reference, and fail), unless what was decorated deep-copies
+        to something else (an `nn.Module`, a partial of one): then a wrapper of the copy, made
+        by the same decorator."""
+        f = self.__wrapped__
+        copied = copy.deepcopy(f, memo)
+        if copied is f:
+            return self
+        return _remake(self._made_by, copied, self.example)
 
     def _call_compiling(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call while Dynamo traces (or `torch.export` exports) the caller."""

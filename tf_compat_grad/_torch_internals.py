@@ -204,6 +204,19 @@ def any_dual(tensors: Sequence[torch.Tensor]) -> bool:
     return any(unpack(t).tangent is not None for t in tensors)  # type: ignore[no-untyped-call]
 
 
+def primals(tensors: Sequence[torch.Tensor]) -> Sequence[torch.Tensor]:
+    """tensors without their tangents of the active `torch.autograd.forward_ad` level (their
+    reverse-mode history kept): what a jvp rule computes the outputs' tangents from. A dual
+    tensor there would have each decorated call in grad_fn compute tangents again, through its
+    own grad_fn, without end (Note [transforms] in `_functorch.py`). A Function's `forward`
+    runs with forward grad off, which hides the tangents: they are looked up with it on."""
+    if forward_ad._current_level < 0:
+        return tensors
+    with forward_ad._set_fwd_grad_enabled(True):
+        unpacked = [forward_ad.unpack_dual(t) for t in tensors]  # type: ignore[no-untyped-call]
+    return [t if u.tangent is None else u.primal for t, u in zip(tensors, unpacked, strict=True)]
+
+
 def differentiated_further(inputs: Sequence[torch.Tensor]) -> str | None:
     """Why grad_fn must be made again from the inputs as this backward (or jvp) sees them:
     "jvp" or "grad" when an enclosing forward- or reverse-mode level differentiates them again,

@@ -275,6 +275,19 @@ def jvp_reentered(f: Callable[..., Any]) -> str:
     )
 
 
+def upstreams_not_taken(
+    f: Callable[..., Any], grad_fn: Callable[..., Any], n: int, problem: str, variables: bool
+) -> str:
+    """f returned `n` outputs; its grad_fn cannot take `n` upstream gradients."""
+    return (
+        f"{PREFIX}{where(f)} returned {_plural(n, 'output')}, so its grad_fn is called with "
+        f"{_plural(n, 'upstream gradient')}, one per flattened output in order"
+        f"{' and `variables=`' if variables else ''}, but grad_fn {where(grad_fn)} cannot take "
+        f"them ({problem}). Give grad_fn one parameter per output, `def grad_fn(d_y1, d_y2):`, "
+        "or take them all as `def grad_fn(*upstream):`."
+    )
+
+
 def forward_over_forward(f: Callable[..., Any]) -> str:
     return (
         f"{PREFIX}forward mode over forward mode (e.g. `jacfwd(jacfwd(f))`) through {where(f)} "

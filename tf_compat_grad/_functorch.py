@@ -43,7 +43,7 @@ import torch
 from . import _autocast, _run, _structure
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe, fn_name
 from ._parameters import parameter_names, run_watched
-from ._record import Record, node_class
+from ._record import Record, check_upstreams, node_class
 from ._rng import RngState
 from ._run import Layout
 from ._torch_internals import any_dual, differentiated_further, never_compiled, primals
@@ -135,6 +135,7 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
             # grad_fn, without end (two functions whose grad_fns call each other).
             result, grad_fn, variables = call.run_f(f, primals(inputs) if call.dual else inputs)
         outputs, out_spec = _run.outputs(f, result)
+        check_upstreams(f, grad_fn, len(outputs), variables)
         return (*outputs, _Aux(grad_fn, out_spec, variables, rng))
 
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Any, ...]) -> None:

@@ -241,6 +241,29 @@ def jit_trace(f: Callable[..., Any]) -> str:
     )
 
 
+def script(f: Callable[..., Any]) -> str:
+    """`torch.jit.script` of a decorated function, or of a module with a decorated method."""
+    return (
+        f"{PREFIX}torch.jit.script cannot compile {where(f)}: TorchScript compiles a "
+        "function's source into its own graph, which has no place for a grad_fn written in "
+        "Python, so the custom gradient would be lost. Keep the model in Python "
+        "(`torch.compile` compiles it with its custom gradients), or deploy it with "
+        "`torch.export.export(model, args)` (the exported program computes the outputs)."
+    )
+
+
+def decorated_while_compiling(described: str) -> str:
+    """custom_gradient called while torch.compile traces the code that calls it, on the
+    function `described` as `where` describes one."""
+    return (
+        f"{PREFIX}custom_gradient decorates {described} while torch.compile traces the code that "
+        "decorates it, and a decoration makes classes that torch.compile cannot trace, so it "
+        "runs outside the graph (a graph break; an error under fullgraph=True), on every call. "
+        "Decorate the function once, outside the compiled code: at the top level of a module, "
+        "or as a method of the class (`@custom_gradient def forward(self, x)`)"
+    )
+
+
 def exported_backward(f: Callable[..., Any]) -> str:
     """A backward through a decorated call in a program made by torch.export (Note [export])."""
     return (

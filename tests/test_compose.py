@@ -475,3 +475,85 @@ def test_strict_export_on_older_torch_names_the_version_and_the_way_out(make, de
     with pytest.raises(Exception, match=within(messages.older_torch_reason(decorated))):
         torch.export.export(make(), (x,), strict=True)
     assert torch._C._len_torch_function_stack() == 0
+
+
+# --- decorating inside a compiled region ------------------------------------------------------
+
+
+class DecoratesInside(nn.Module):
+    """Decorates in `forward`, on every call: the mistake the message names."""
+
+    def forward(self, x):
+        @custom_gradient
+        def inner(t):
+            return t * 2, lambda dy: dy * 5  # an untrue gradient: the rule must be followed
+
+        return inner(x)
+
+
+@pytest.mark.traced_compile
+def test_decorating_inside_fullgraph_compile_names_the_function_and_the_fix(dynamo):
+    compiled = torch.compile(DecoratesInside(), backend="eager", fullgraph=True)
+    with pytest.raises(Exception, match="custom_gradient decorates `DecoratesInside") as info:
+        compiled(torch.ones(2, dtype=D))
+    line = DecoratesInside.forward.__code__.co_firstlineno + 1  # `@custom_gradient` in forward
+    inner = f"`DecoratesInside.forward.<locals>.inner` ({__file__.rsplit('/', 1)[-1]}:{line})"
+    assert messages.decorated_while_compiling(inner) in str(info.value)
+
+
+@pytest.mark.traced_compile
+def test_decorating_inside_compile_is_a_graph_break_that_follows_the_rule(dynamo):
+    compiled = torch.compile(DecoratesInside(), backend="eager")
+    for _ in range(2):
+        x = torch.ones(3, dtype=D, requires_grad=True)
+        compiled(x).sum().backward()
+        torch.testing.assert_close(x.grad, torch.full((3,), 5.0, dtype=D))
+
+
+# --- torch.jit.script -------------------------------------------------------------------------
+
+
+class ScaleSubclass(Scale):
+    """Inherits the decorated forward."""
+
+
+@custom_gradient
+def untyped_double(x):
+    return 2 * x, lambda dy: 5 * dy  # an untrue gradient: the rule must be followed
+
+
+class CallsDecorated(nn.Module):
+    def forward(self, x):
+        return untyped_double(x) * 3
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated")
+@pytest.mark.parametrize(
+    ("make", "decorated"),
+    [
+        pytest.param(lambda: examples.log1pexp, examples.log1pexp, id="decorated function"),
+        pytest.param(Scale, Scale.forward, id="decorated forward"),
+        pytest.param(ScaleSubclass, Scale.forward, id="inherited decorated forward"),
+        pytest.param(
+            lambda: nn.Sequential(nn.Identity(), Scale()), Scale.forward, id="as a submodule"
+        ),
+    ],
+)
+def test_jit_script_is_refused_by_name(make, decorated):
+    """TorchScript failed inside the library's own file, naming neither f nor the way out."""
+    with pytest.raises(
+        tf_compat_grad.CustomGradientNotImplementedError, match=exactly(messages.script(decorated))
+    ):
+        torch.jit.script(make())
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated")
+def test_jit_script_of_a_module_calling_a_decorated_function_keeps_the_rule():
+    """TorchScript keeps the call as a call to Python: the custom gradient, as in eager mode."""
+    scripted = torch.jit.script(CallsDecorated())
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+    (custom,) = torch.autograd.grad(scripted(x).sum(), x)
+    x2 = x.detach().requires_grad_()
+    (eager,) = torch.autograd.grad(CallsDecorated()(x2).sum(), x2)
+    torch.testing.assert_close(custom, eager)
+    torch.testing.assert_close(custom, torch.full((3,), 15.0, dtype=D))

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
+import os
 import pickle
 import sys
 import types
 from collections.abc import Callable
-from typing import Any, Concatenate, Generic, TypeVar, overload
+from typing import Any, Concatenate, Generic, NoReturn, TypeVar, overload
 
 import torch
 from typing_extensions import ParamSpec
@@ -23,6 +25,7 @@ from ._errors import (
     PREFIX,
     CustomGradientNotImplementedError,
     CustomGradientTypeError,
+    bug,
     describe,
     describe_value,
 )
@@ -30,7 +33,10 @@ from ._run import UNBOUND
 from ._torch_internals import (
     DYNAMO_TRACES_WATCHER,
     functorch_transforms_active,
+    graph_break,
+    is_dynamo_compiling,
     is_exporting,
+    never_compiled,
     older_torch_reason,
     older_torch_transform_error,
     outside_compile,
@@ -72,13 +78,11 @@ class CustomGradient(Generic[P, R]):
         owner = self
 
         @functools.wraps(f)
-        def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:
-            if _is_compiling():
-                return owner._call_compiling(self, args, kwargs)
-            return owner._call_eager(self, args, kwargs)
+        def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:  # one line: see `_in_place_of`
+            return owner._call_compiling(self, args, kwargs) if _is_compiling() else owner._call_eager(self, args, kwargs)  # fmt: skip
 
         method.__tf_compat_grad__ = self  # type: ignore[attr-defined]
-        self._method = method
+        self._method = _in_place_of(f, method)
 
     def __tf_compat_grad_calls__(self) -> Callable[..., Any]:
         """The function a call runs, for the proof that it reads no Parameter (`_parameters.py`)."""
@@ -121,6 +125,12 @@ class CustomGradient(Generic[P, R]):
         # descriptor installed as `nn.Module.forward` (docs/torch_facts.md, "Descriptors under
         # compile").
         setattr(owner, name, self._method)
+        if issubclass(owner, torch.nn.Module) and not hasattr(owner, "__prepare_scriptable__"):
+            owner.__prepare_scriptable__ = _refuse_script  # type: ignore[attr-defined]
+
+    def __prepare_scriptable__(self) -> NoReturn:
+        """What `torch.jit.script` calls first: refused by name (Note [TorchScript])."""
+        raise CustomGradientNotImplementedError(_script_error(self.__wrapped__))
 
     def __repr__(self) -> str:
         return f"<custom_gradient {describe(self._f)}>"
@@ -181,6 +191,52 @@ class CustomGradient(Generic[P, R]):
         if is_exporting():
             return _compile.call_exported(self._f, bound, args, kwargs)
         return self._call_eager(bound, args, kwargs)
+
+
+# Note [TorchScript]
+# `torch.jit.script` compiles a function's source into its own graph, which has no place for a
+# grad_fn written in Python (a closure, a lambda): it failed inside this file (`*args`) or on the
+# user's grad_fn, naming neither the function nor the way out. It calls `__prepare_scriptable__`
+# on the object it scripts and on every module in it first: the wrapper refuses there, and so
+# does a module class with a decorated method (one it does not define itself). A module that
+# calls a decorated function keeps it as a call to Python, with its custom gradient.
+
+
+def _script_error(f: Callable[..., Any]) -> str:
+    return (
+        f"{PREFIX}torch.jit.script cannot compile {describe(f)}: TorchScript compiles a "
+        "function's source into its own graph, which has no place for a grad_fn written in "
+        "Python, so the custom gradient would be lost. Keep the model in Python "
+        "(`torch.compile` compiles it with its custom gradients), or deploy it with "
+        "`torch.export.export(model, args)` (the exported program computes the outputs)."
+    )
+
+
+def _refuse_script(module: torch.nn.Module) -> NoReturn:
+    """`__prepare_scriptable__` of a module class with a decorated method (Note
+    [TorchScript])."""
+    for klass in type(module).__mro__:
+        for attribute in vars(klass).values():
+            decorated = getattr(attribute, "__tf_compat_grad__", None)
+            if decorated is not None:
+                raise CustomGradientNotImplementedError(_script_error(decorated.__wrapped__))
+    raise bug("a module class holds `_refuse_script` but no decorated method")
+
+
+def _in_place_of(f: Callable[..., Any], method: Any) -> Any:
+    """method, with its code placed at f's first line in f's file: the function a class holds
+    for a decorated method is the user's to `inspect` (`getsourcefile`, `getfile`; `getsource`
+    follows `__wrapped__`), to TorchScript's messages and to tracebacks, whose line for it is
+    then the one after f's first (its `def` under one decorator). Its body is one line, so
+    that no other line of the user's file is shown for it."""
+    code = getattr(inspect.unwrap(f), "__code__", None)
+    if code is not None:
+        method.__code__ = method.__code__.replace(
+            co_filename=code.co_filename,
+            co_firstlineno=max(code.co_firstlineno - 1, 1),
+            co_name=code.co_name,
+        )
+    return method
 
 
 def _lookup(obj: object) -> Any:
@@ -251,6 +307,8 @@ def custom_gradient(f: Any = None, *, example: Any = None) -> Any:
     """
     if f is None:
         return functools.partial(custom_gradient, example=example)
+    if is_dynamo_compiling():
+        graph_break(_decorated_while_compiling(f))  # under fullgraph=True, the error
     if isinstance(f, staticmethod):
         return staticmethod(custom_gradient(f.__func__, example=example))
     if isinstance(f, classmethod):
@@ -267,6 +325,28 @@ def custom_gradient(f: Any = None, *, example: Any = None) -> Any:
     wrapped = CustomGradient(f)
     wrapped.example = example
     return wrapped
+
+
+def _decorated_while_compiling(f: Any) -> str:
+    """Why decorating inside a compiled region is a graph break. Read while Dynamo traces:
+    attributes are read directly (Dynamo misreads `getattr(f, "__qualname__", None)`)."""
+    try:
+        code = f.__code__
+        where = f"`{f.__qualname__}` ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+    except AttributeError:
+        where = describe_value(f)
+    return (
+        f"{PREFIX}custom_gradient decorates {where} while torch.compile traces the code that "
+        "decorates it, and a decoration makes classes that torch.compile cannot trace, so it "
+        "runs outside the graph (a graph break; an error under fullgraph=True), on every call. "
+        "Decorate the function once, outside the compiled code: at the top level of a module, "
+        "or as a method of the class (`@custom_gradient def forward(self, x)`)"
+    )
+
+
+# After the graph break above, Dynamo compiles the frames that run eagerly one by one; the making
+# of a wrapper is not one it can trace.
+CustomGradient.__init__ = never_compiled(CustomGradient.__init__)  # type: ignore[method-assign]
 
 
 class _ClassMethod:

@@ -115,6 +115,20 @@ def older_torch_transform_error(f: Callable[..., Any]) -> str:
 
 _disabled: Callable[..., Any] | None = None
 
+# Whether Dynamo traces the caller (not a non-strict `torch.export`, which runs Python as it is).
+is_dynamo_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
+
+
+def graph_break(reason: str) -> None:
+    """Have Dynamo break the graph here: the code around runs as in eager mode; under
+    `fullgraph=True` the error shows reason (torch >= 2.13; before, Dynamo's own words)."""
+    import torch._dynamo
+
+    if DYNAMO_TRACES_WATCHER:
+        torch._dynamo.graph_break(msg=reason)
+    else:
+        torch._dynamo.graph_break()
+
 
 def outside_compile(reason: str) -> Callable[..., Any]:
     """A function `(call, *args) -> call(*args)` that runs call with Dynamo off for it and every

@@ -47,6 +47,7 @@ R = TypeVar("R")
 _P = ParamSpec("_P")  # a method's parameters after `self`
 _R = TypeVar("_R")
 _T = TypeVar("_T")  # the instance (or class) a method is bound to
+_M = TypeVar("_M", bound=torch.nn.Module)
 
 _Tensor = torch.Tensor
 _is_compiling = torch.compiler.is_compiling
@@ -258,6 +259,15 @@ def _remake(
     return wrapped
 
 
+# A method of an `nn.Module` (its first parameter a Module: `forward`) is typed as the plain
+# function it is on the class (see `__set_name__`): type checkers accept a function, not a
+# descriptor object, as an override of `Module.forward`.
+@overload
+def custom_gradient(
+    f: Callable[Concatenate[_M, P], tuple[R, Callable[..., Any]]], *, example: Any = None
+) -> Callable[Concatenate[_M, P], R]: ...
+
+
 @overload
 def custom_gradient(
     f: Callable[P, tuple[R, Callable[..., Any]]], *, example: Any = None
@@ -312,7 +322,7 @@ def custom_gradient(f: Any = None, *, example: Any = None) -> Any:
     if isinstance(f, staticmethod):
         return staticmethod(custom_gradient(f.__func__, example=example))
     if isinstance(f, classmethod):
-        return _ClassMethod(custom_gradient(f.__func__, example=example))
+        return _ClassMethod(_remake(custom_gradient, f.__func__, example))
     if isinstance(f, type) or not callable(f):
         kind = f"the class {describe(f)}" if isinstance(f, type) else describe_value(f)
         raise CustomGradientTypeError(

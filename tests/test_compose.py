@@ -491,23 +491,39 @@ class DecoratesInside(nn.Module):
         return inner(x)
 
 
+class RecomputesInside(nn.Module):
+    """`recompute_grad(block)(x)` inside forward, as TensorFlow code writes it."""
+
+    def forward(self, x):
+        def block(t):
+            return torch.sin(t) * 2
+
+        return recompute_grad(block)(x)
+
+
 @pytest.mark.traced_compile
-def test_decorating_inside_fullgraph_compile_names_the_function_and_the_fix(dynamo):
-    compiled = torch.compile(DecoratesInside(), backend="eager", fullgraph=True)
-    with pytest.raises(Exception, match="custom_gradient decorates `DecoratesInside") as info:
+@pytest.mark.parametrize(
+    ("make", "name"), [(DecoratesInside, "inner"), (RecomputesInside, "block")]
+)
+def test_decorating_inside_fullgraph_compile_names_the_function_and_the_fix(dynamo, make, name):
+    compiled = torch.compile(make(), backend="eager", fullgraph=True)
+    with pytest.raises(Exception, match="custom_gradient decorates") as info:
         compiled(torch.ones(2, dtype=D))
-    line = DecoratesInside.forward.__code__.co_firstlineno + 1  # `@custom_gradient` in forward
-    inner = f"`DecoratesInside.forward.<locals>.inner` ({__file__.rsplit('/', 1)[-1]}:{line})"
+    line = make.forward.__code__.co_firstlineno + 1  # the line after `def forward`
+    inner = f"`{make.__name__}.forward.<locals>.{name}` ({__file__.rsplit('/', 1)[-1]}:{line})"
     assert messages.decorated_while_compiling(inner) in str(info.value)
 
 
 @pytest.mark.traced_compile
 def test_decorating_inside_compile_is_a_graph_break_that_follows_the_rule(dynamo):
     compiled = torch.compile(DecoratesInside(), backend="eager")
+    recomputed = torch.compile(RecomputesInside(), backend="eager")
     for _ in range(2):
-        x = torch.ones(3, dtype=D, requires_grad=True)
+        x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
         compiled(x).sum().backward()
         torch.testing.assert_close(x.grad, torch.full((3,), 5.0, dtype=D))
+        (custom,) = torch.autograd.grad(recomputed(x).sum(), x)
+        torch.testing.assert_close(custom, 2 * torch.cos(x.detach()))  # plain autograd's
 
 
 # --- torch.jit.script -------------------------------------------------------------------------

@@ -339,7 +339,10 @@ def custom_gradient(f: Any = None, *, example: Any = None) -> Any:
 
 def _decorated_while_compiling(f: Any) -> str:
     """Why decorating inside a compiled region is a graph break. Read while Dynamo traces:
-    attributes are read directly (Dynamo misreads `getattr(f, "__qualname__", None)`)."""
+    attributes are read directly (Dynamo misreads `getattr(f, "__qualname__", None)`). The
+    function `recompute_grad` (or `grad_pass_through`) wraps is named, as the user wrote it."""
+    if hasattr(f, "__wrapped__"):
+        f = f.__wrapped__
     try:
         code = f.__code__
         where = f"`{f.__qualname__}` ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"

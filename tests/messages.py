@@ -181,9 +181,9 @@ def wrong_shape(
 ) -> str:
     return (
         f"{PREFIX}grad_fn of {where(f)} returned a gradient of shape {list(got)} for {target}, "
-        f"which has shape {list(shape)}. A gradient must have its input's shape, or broadcast "
-        "to it (it is then expanded), or be a broadcast of it (it is then summed down). Return "
-        f"a gradient of shape {list(shape)}."
+        f"which has shape {list(shape)}. A gradient must have its input's shape, or be a "
+        "broadcast of it (it is then summed down), or be a Python number or 0-d tensor (one "
+        f"value for every element). Return a gradient of shape {list(shape)}."
     )
 
 
@@ -258,6 +258,40 @@ def jit_trace(f: Callable[..., Any]) -> str:
     )
 
 
+def script(f: Callable[..., Any]) -> str:
+    """`torch.jit.script` of a decorated function, or of a module with a decorated method."""
+    return (
+        f"{PREFIX}torch.jit.script cannot compile {where(f)}: TorchScript compiles a "
+        "function's source into its own graph, which has no place for a grad_fn written in "
+        "Python, so the custom gradient would be lost. Keep the model in Python "
+        "(`torch.compile` compiles it with its custom gradients), or deploy it with "
+        "`torch.export.export(model, args)` (the exported program computes the outputs)."
+    )
+
+
+def decorated_while_compiling(described: str) -> str:
+    """custom_gradient called while torch.compile traces the code that calls it, on the
+    function `described` as `where` describes one."""
+    return (
+        f"{PREFIX}custom_gradient decorates {described} while torch.compile traces the code that "
+        "decorates it, and a decoration makes classes that torch.compile cannot trace, so it "
+        "runs outside the graph (a graph break; an error under fullgraph=True), on every call. "
+        "Decorate the function once, outside the compiled code: at the top level of a module, "
+        "or as a method of the class (`@custom_gradient def forward(self, x)`)"
+    )
+
+
+def exported_backward(f: Callable[..., Any]) -> str:
+    """A backward through a decorated call in a program made by torch.export (Note [export])."""
+    return (
+        f"{PREFIX}backward reached {where(f)} in a program made by torch.export, which records "
+        "the function's forward ops and not its grad_fn, so the gradient would be wrong (none, "
+        "or autodiff of the forward). Exported programs are for inference: differentiate the "
+        "module itself (torch.compile it to train compiled), or run the exported program under "
+        "`torch.no_grad()` or with inputs and Parameters that do not require grad"
+    )
+
+
 def dual_with_variables(f: Callable[..., Any], names: str) -> str:
     return (
         f"{PREFIX}{where(f)} was called with dual tensors of `torch.autograd.forward_ad` and "
@@ -266,6 +300,31 @@ def dual_with_variables(f: Callable[..., Any], names: str) -> str:
         "is refused rather than computed wrong. Compute the tangents under `torch.no_grad()`, "
         "pass the Parameters as positional arguments, or use `torch.func.jvp` over "
         "`torch.func.functional_call`."
+    )
+
+
+def jvp_reentered(f: Callable[..., Any]) -> str:
+    """f's rule in jvp reached f's jvp again (a grad_fn calling decorated functions)."""
+    return (
+        f"{PREFIX}forward mode through {where(f)} reached its own forward-mode rule again "
+        "while applying it: its grad_fn calls a decorated function that (itself, or through "
+        f"another grad_fn) calls {named(f)}, and under a `torch.func` forward-mode transform "
+        "each of those calls applies its rule again, without end. It is refused rather than "
+        "left to fail with a RecursionError. Use reverse mode for the inner derivative: "
+        "`torch.func.hessian` or `jacrev(jacrev(f))` instead of `jacrev(jacfwd(f))`."
+    )
+
+
+def upstreams_not_taken(
+    f: Callable[..., Any], grad_fn: Callable[..., Any], n: int, problem: str, variables: bool
+) -> str:
+    """f returned `n` outputs; its grad_fn cannot take `n` upstream gradients."""
+    return (
+        f"{PREFIX}{where(f)} returned {_plural(n, 'output')}, so its grad_fn is called with "
+        f"{_plural(n, 'upstream gradient')}, one per flattened output in order"
+        f"{' and `variables=`' if variables else ''}, but grad_fn {where(grad_fn)} cannot take "
+        f"them ({problem}). Give grad_fn one parameter per output, `def grad_fn(d_y1, d_y2):`, "
+        "or take them all as `def grad_fn(*upstream):`."
     )
 
 

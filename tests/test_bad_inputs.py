@@ -9,6 +9,7 @@ right count, item 27) are pinned as accepted.
 Item numbers refer to docs/tensorflow_semantics.md.
 """
 
+import functools
 import gc
 import re
 import warnings
@@ -659,3 +660,101 @@ def test_errors_raised_by_grad_fn_keep_their_type():
 
     with pytest.raises(Mine, match="from grad_fn"):
         scale(leaf(2)).sum().backward()
+
+
+# --- grad_fn's parameters against f's number of outputs (item 21) ----------------------------
+
+
+def _two_outputs(grad_fn, reads=None):
+    """`(2x, 3x)`, and `x * reads` added to the first when a Parameter is given."""
+
+    @custom_gradient
+    def two(x):
+        first = 2 * x if reads is None else 2 * x + x * reads
+        return (first, 3 * x), grad_fn
+
+    return two
+
+
+def _one_upstream(upstream):
+    return upstream
+
+
+def _fills_variables(d1, variables=None):
+    return d1
+
+
+UPSTREAM_PATHS = {
+    "eager": lambda fn, x: fn(x),
+    "torch.func.grad": lambda fn, x: torch.func.grad(lambda t: sum(o.sum() for o in fn(t)))(x),
+}
+
+
+@pytest.mark.parametrize("path", UPSTREAM_PATHS.values(), ids=list(UPSTREAM_PATHS))
+@pytest.mark.parametrize(
+    ("grad_fn", "problem", "parameter"),
+    [
+        pytest.param(_one_upstream, "too many positional arguments", False, id="one upstream"),
+        pytest.param(
+            _fills_variables,
+            "the upstream gradients would fill its `variables` parameter",
+            False,
+            id="upstream in variables",
+        ),
+        pytest.param(
+            _fills_variables,
+            "multiple values for argument 'variables'",
+            True,
+            id="upstream and variables",
+        ),
+    ],
+)
+def test_grad_fn_that_cannot_take_the_upstreams_is_refused_when_f_returns(
+    grad_fn, problem, parameter, path
+):
+    w = torch.nn.Parameter(torch.ones(3, dtype=D)) if parameter else None
+    fn = _two_outputs(grad_fn, w)
+    message = messages.upstreams_not_taken(fn, grad_fn, 2, problem, parameter)
+    with pytest.raises(CustomGradientTypeError, match=re.escape(message)) as info:
+        path(fn, leaf(3))  # no backward: the call itself is refused
+    assert_clear(info, CustomGradientTypeError, "two", message)
+
+
+class _Rule:
+    """A callable object as grad_fn."""
+
+    def __call__(self, d1, d2):
+        return 2 * d1 + 3 * d2
+
+
+def _scaled(scale, d1, d2, variables=None):
+    rule = (2 * d1 + 3 * d2) * scale
+    return rule if variables is None else (rule, [(d1 * 0).sum(0) for _ in variables])
+
+
+TAKES_TWO = [
+    pytest.param(lambda *upstream: 2 * upstream[0] + 3 * upstream[1], id="*upstream"),
+    pytest.param(lambda d1, d2=None: 2 * d1 + 3 * d2, id="a default"),
+    pytest.param(_Rule(), id="callable object"),
+    pytest.param(functools.partial(_scaled, 1.0), id="functools.partial"),
+    pytest.param(lambda d1, d2, variables=None: 2 * d1 + 3 * d2, id="variables keyword unused"),
+]
+
+
+@pytest.mark.parametrize("grad_fn", TAKES_TWO)
+def test_grad_fn_that_takes_the_upstreams_is_not_refused(grad_fn):
+    """The true gradient of `2x + 3x` is 5, as plain autograd gives it."""
+    x = leaf(3)
+    (custom,) = torch.autograd.grad(sum(o.sum() for o in _two_outputs(grad_fn)(x)), x)
+    x2 = leaf(3)
+    (true,) = torch.autograd.grad((2 * x2).sum() + (3 * x2).sum(), x2)
+    torch.testing.assert_close(custom, true)
+
+
+def test_grad_fn_with_variables_keyword_for_two_outputs_is_not_refused():
+    w = torch.nn.Parameter(torch.full((3,), 0.5, dtype=D))
+    fn = _two_outputs(functools.partial(_scaled, 1.0), w)
+    x = leaf(3)
+    fn(x)[0].sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((3,), 2.0, dtype=D))
+    assert w.grad is not None

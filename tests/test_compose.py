@@ -411,19 +411,60 @@ def test_jit_trace_refusal_names_a_partial_as_the_user_wrote_it():
         torch.jit.trace(rounded, torch.ones(2, dtype=D, requires_grad=True))
 
 
+class Residual(nn.Module):
+    """`x + 2 * log1pexp(x)`: a path around the decorated call, whose gradient an exported
+    program gave alone (1 where the true gradient is `1 + 2 * sigmoid(x)`)."""
+
+    def forward(self, x):
+        return x + 2 * examples.log1pexp(x)
+
+
+EXPORTED = [
+    pytest.param(Softplus, examples.log1pexp, id="module calls a decorated function"),
+    pytest.param(Scale, Scale.forward, id="decorated forward reading a Parameter"),
+    pytest.param(Residual, examples.log1pexp, id="a path around the decorated call"),
+]
+
+
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:While compiling, we found certain side effects")
 @pytest.mark.parametrize("strict", [False, pytest.param(True, marks=pytest.mark.traced_compile)])
-@pytest.mark.parametrize("make", [Softplus, Scale])
-def test_export_runs_the_forward_without_a_gradient(make, strict):
-    """What the refusal above points to: the exported program computes the outputs, and records
-    no gradient at all, rather than autodiff's (docs/torch_facts.md, "torch.jit.trace and
-    torch.export")."""
+@pytest.mark.parametrize(("make", "decorated"), EXPORTED)
+def test_export_computes_the_forward_and_refuses_a_backward(make, decorated, strict):
+    """What the refusal above points to: the exported program computes the outputs (Note
+    [export]); a backward through the decorated call, whose grad_fn export does not record, is
+    refused by name, wherever the gradient would come from (an input, a Parameter)."""
     x = torch.linspace(-1, 1, 3, dtype=D)
-    exported = torch.export.export(make(), (x,), strict=strict).module()
-    y = exported(x.clone().requires_grad_())
-    torch.testing.assert_close(y, make()(x))
-    assert not y.requires_grad
+    model = make()
+    exported = torch.export.export(model, (x,), strict=strict).module()
+    with torch.no_grad():
+        torch.testing.assert_close(exported(x), model(x))
+    torch.testing.assert_close(exported(x.clone().requires_grad_()), model(x))
+    refused = pytest.raises(
+        tf_compat_grad.CustomGradientNotImplementedError,
+        match=exactly(messages.exported_backward(decorated)),
+    )
+    with refused:
+        exported(x.clone().requires_grad_()).sum().backward()
+    if list(exported.parameters()):  # the Parameter alone needs a gradient
+        with refused:
+            exported(x).sum().backward()
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:While compiling, we found certain side effects")
+def test_a_saved_exported_program_loads_and_runs(tmp_path):
+    """The op that guards the exported call (Note [export]) is torch's to serialize."""
+    x = torch.linspace(-1, 1, 3, dtype=D)
+    path = tmp_path / "residual.pt2"
+    torch.export.save(torch.export.export(Residual(), (x,), strict=False), path)
+    loaded = torch.export.load(path).module()
+    torch.testing.assert_close(loaded(x), Residual()(x))
+    with pytest.raises(
+        tf_compat_grad.CustomGradientNotImplementedError,
+        match=exactly(messages.exported_backward(examples.log1pexp)),
+    ):
+        loaded(x.clone().requires_grad_()).sum().backward()
 
 
 @pytest.mark.skipif(DYNAMO_TRACES_WATCHER, reason="strict export traces the call from torch 2.13")
@@ -434,3 +475,101 @@ def test_strict_export_on_older_torch_names_the_version_and_the_way_out(make, de
     with pytest.raises(Exception, match=within(messages.older_torch_reason(decorated))):
         torch.export.export(make(), (x,), strict=True)
     assert torch._C._len_torch_function_stack() == 0
+
+
+# --- decorating inside a compiled region ------------------------------------------------------
+
+
+class DecoratesInside(nn.Module):
+    """Decorates in `forward`, on every call: the mistake the message names."""
+
+    def forward(self, x):
+        @custom_gradient
+        def inner(t):
+            return t * 2, lambda dy: dy * 5  # an untrue gradient: the rule must be followed
+
+        return inner(x)
+
+
+class RecomputesInside(nn.Module):
+    """`recompute_grad(block)(x)` inside forward, as TensorFlow code writes it."""
+
+    def forward(self, x):
+        def block(t):
+            return torch.sin(t) * 2
+
+        return recompute_grad(block)(x)
+
+
+@pytest.mark.traced_compile
+@pytest.mark.parametrize(
+    ("make", "name"), [(DecoratesInside, "inner"), (RecomputesInside, "block")]
+)
+def test_decorating_inside_fullgraph_compile_names_the_function_and_the_fix(dynamo, make, name):
+    compiled = torch.compile(make(), backend="eager", fullgraph=True)
+    with pytest.raises(Exception, match="custom_gradient decorates") as info:
+        compiled(torch.ones(2, dtype=D))
+    line = make.forward.__code__.co_firstlineno + 1  # the line after `def forward`
+    inner = f"`{make.__name__}.forward.<locals>.{name}` ({__file__.rsplit('/', 1)[-1]}:{line})"
+    assert messages.decorated_while_compiling(inner) in str(info.value)
+
+
+@pytest.mark.traced_compile
+def test_decorating_inside_compile_is_a_graph_break_that_follows_the_rule(dynamo):
+    compiled = torch.compile(DecoratesInside(), backend="eager")
+    recomputed = torch.compile(RecomputesInside(), backend="eager")
+    for _ in range(2):
+        x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+        compiled(x).sum().backward()
+        torch.testing.assert_close(x.grad, torch.full((3,), 5.0, dtype=D))
+        (custom,) = torch.autograd.grad(recomputed(x).sum(), x)
+        torch.testing.assert_close(custom, 2 * torch.cos(x.detach()))  # plain autograd's
+
+
+# --- torch.jit.script -------------------------------------------------------------------------
+
+
+class ScaleSubclass(Scale):
+    """Inherits the decorated forward."""
+
+
+@custom_gradient
+def untyped_double(x):
+    return 2 * x, lambda dy: 5 * dy  # an untrue gradient: the rule must be followed
+
+
+class CallsDecorated(nn.Module):
+    def forward(self, x):
+        return untyped_double(x) * 3
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated")
+@pytest.mark.parametrize(
+    ("make", "decorated"),
+    [
+        pytest.param(lambda: examples.log1pexp, examples.log1pexp, id="decorated function"),
+        pytest.param(Scale, Scale.forward, id="decorated forward"),
+        pytest.param(ScaleSubclass, Scale.forward, id="inherited decorated forward"),
+        pytest.param(
+            lambda: nn.Sequential(nn.Identity(), Scale()), Scale.forward, id="as a submodule"
+        ),
+    ],
+)
+def test_jit_script_is_refused_by_name(make, decorated):
+    """TorchScript failed inside the library's own file, naming neither f nor the way out."""
+    with pytest.raises(
+        tf_compat_grad.CustomGradientNotImplementedError, match=exactly(messages.script(decorated))
+    ):
+        torch.jit.script(make())
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated")
+def test_jit_script_of_a_module_calling_a_decorated_function_keeps_the_rule():
+    """TorchScript keeps the call as a call to Python: the custom gradient, as in eager mode."""
+    scripted = torch.jit.script(CallsDecorated())
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+    (custom,) = torch.autograd.grad(scripted(x).sum(), x)
+    x2 = x.detach().requires_grad_()
+    (eager,) = torch.autograd.grad(CallsDecorated()(x2).sum(), x2)
+    torch.testing.assert_close(custom, eager)
+    torch.testing.assert_close(custom, torch.full((3,), 15.0, dtype=D))

@@ -369,3 +369,75 @@ def test_dual_tensor_by_keyword_only_gets_the_true_derivative_of_f():
         out = by_keyword(x=fwAD.make_dual(X, V))
         tangent = fwAD.unpack_dual(out).tangent
     torch.testing.assert_close(tangent, 3 * X**2 * V)
+
+
+# --- grad_fns that call decorated functions -------------------------------------------------
+
+
+@custom_gradient
+def my_sin(x):
+    """sin, whose grad_fn calls `my_cos`, whose grad_fn calls back: true derivatives both."""
+    return torch.sin(x), lambda dy: dy * my_cos(x)
+
+
+@custom_gradient
+def my_cos(x):
+    return torch.cos(x), lambda dy: -dy * my_sin(x)
+
+
+@custom_gradient
+def my_exp(x):
+    """exp, whose grad_fn calls itself."""
+    return torch.exp(x), lambda dy: dy * my_exp(x)
+
+
+CALLING = [
+    pytest.param(my_sin, torch.sin, id="grad_fns calling each other"),
+    pytest.param(my_exp, torch.exp, id="grad_fn calling its own function"),
+]
+
+
+def _tangent_and_its_gradient(fn, x, v):
+    """Forward mode on dual tensors, then reverse mode through the tangent."""
+    x = x.clone().requires_grad_()
+    with fwAD.dual_level():
+        tangent = fwAD.unpack_dual(fn(fwAD.make_dual(x, v))).tangent
+        (g,) = torch.autograd.grad(tangent.sum(), x)
+    return tangent, g
+
+
+@pytest.mark.parametrize(("decorated", "plain"), CALLING)
+def test_dual_through_a_grad_fn_calling_decorated_functions_is_plain_forward_mode(decorated, plain):
+    """It used to recurse without end: each decorated call in grad_fn saw the dual tensor and
+    computed its own tangent through its own grad_fn. The rule now applies at the primals."""
+    custom = dual_call(decorated, [X], [V])
+    true = dual_call(plain, [X], [V])
+    for c, t in zip(custom, true, strict=True):
+        torch.testing.assert_close(c, t)
+    for c, t in zip(
+        _tangent_and_its_gradient(decorated, X, V),
+        _tangent_and_its_gradient(plain, X, V),
+        strict=True,
+    ):
+        torch.testing.assert_close(c, t)
+    torch.testing.assert_close(jvp(decorated, (X,), (V,))[1], jvp(plain, (X,), (V,))[1])
+
+
+@pytest.mark.parametrize(("decorated", "plain"), CALLING)
+def test_hessian_through_a_grad_fn_calling_decorated_functions(decorated, plain):
+    from torch.func import hessian
+
+    torch.testing.assert_close(
+        hessian(lambda x: decorated(x).sum())(X), hessian(lambda x: plain(x).sum())(X)
+    )
+
+
+@pytest.mark.parametrize(("decorated", "plain"), CALLING)
+def test_reverse_over_forward_reentering_the_rule_is_refused_by_name(decorated, plain):
+    """Under `jacrev(jacfwd(f))` the rule in jvp reaches its own jvp again, without end."""
+    from torch.func import jacrev
+
+    with pytest.raises(
+        CustomGradientNotImplementedError, match=exactly(messages.jvp_reentered(decorated))
+    ):
+        jacrev(jacfwd(lambda x: decorated(x).sum()))(X)

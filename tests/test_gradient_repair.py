@@ -49,11 +49,7 @@ REPAIRED = {
     "float32 tensor": (torch.tensor([0.5, 1.5, 2.5]), [3], torch.tensor([0.5, 1.5, 2.5], dtype=D)),
     "int64 tensor": (torch.tensor([1, 2, 3]), [3], torch.tensor([1.0, 2.0, 3.0], dtype=D)),
     "scalar tensor expanded": (torch.tensor(5.0, dtype=D), [3], torch.full([3], 5.0, dtype=D)),
-    "row expanded": (
-        torch.tensor([[1.0, 2.0]], dtype=D),
-        [3, 2],
-        torch.tensor([[1.0, 2.0]] * 3, dtype=D),
-    ),
+    "numpy 0-d array expanded": (np.array(4.0), [2, 3], torch.full([2, 3], 4.0, dtype=D)),
     "broadcast summed down": (
         torch.ones([3, 4], dtype=D),
         [1, 4],
@@ -95,6 +91,12 @@ INCOMPATIBLE = {
     "longer": ([5], [3]),
     "shorter": ([2], [3]),
     "neither broadcasts": ([2, 1], [1, 3]),
+    # Smaller gradients that broadcast to the input would have to be expanded: refused, as
+    # torch's engine refuses them (a reduction over the wrong axis).
+    "one element for a vector": ([1], [4]),
+    "row for a matrix": ([4], [3, 4]),
+    "column for a matrix": ([3, 1], [3, 4]),
+    "unit dimension missing": ([4], [1, 4]),
     "more elements, same rank": ([3, 4], [3, 2]),
 }
 
@@ -203,3 +205,108 @@ def test_gradient_for_an_input_not_requiring_grad_is_ignored(grad):
     mul(x, c).sum().backward()
     torch.testing.assert_close(x.grad, c)
     assert c.grad is None
+
+
+def _wrong_axis():
+    @custom_gradient
+    def row_sum(x, scale=1.0):
+        return x.sum(0) * scale, lambda dy: dy  # dy: [4], x: [3, 4]; `dy.expand(3, 4)` was meant
+
+    return row_sum
+
+
+class _TorchRowSum(torch.autograd.Function):
+    """The same mistake in a plain `autograd.Function`, which torch's engine refuses."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.sum(0)
+
+    @staticmethod
+    def backward(ctx, dy):
+        return dy
+
+
+def _eager_plan(f, x):
+    f(x.detach().requires_grad_())  # the first call makes the plan
+    return torch.autograd.grad(f(x).sum(), x)
+
+
+def _func_grad(f, x):
+    return torch.func.grad(lambda t: f(t).sum())(x)
+
+
+def _vmap_grad(f, x):
+    return torch.func.vmap(torch.func.grad(lambda t: f(t).sum()))(x.unsqueeze(0))
+
+
+def _compiled(f, x):
+    # Not fullgraph: Dynamo cannot trace the raising backward, so it runs it eagerly.
+    return torch.autograd.grad(torch.compile(lambda t: f(t).sum(), backend="eager")(x), x)
+
+
+TOO_SMALL_PATHS = {
+    "eager plan": _eager_plan,
+    "eager general": lambda f, x: torch.autograd.grad(f(x, scale=1.0).sum(), x),
+    "torch.func.grad": _func_grad,
+    "vmap of grad": _vmap_grad,
+    # Dynamo, tracing the raising backward, warns about the cache of the message's names.
+    "torch.compile": pytest.param(
+        _compiled,
+        marks=[
+            pytest.mark.traced_compile,
+            pytest.mark.filterwarnings("ignore:Dynamo detected a call to a `functools.lru_cache`"),
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("path", TOO_SMALL_PATHS.values(), ids=list(TOO_SMALL_PATHS))
+def test_too_small_gradient_is_refused_on_every_path(path, dynamo):
+    x = torch.ones(3, 4, dtype=D, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"got \[4\] but expected shape compatible with"):
+        torch.autograd.grad(_TorchRowSum.apply(x).sum(), x)  # torch's own rule
+    f = _wrong_axis()
+    message = messages.wrong_shape(f, [4], argument("x"), [3, 4])
+    with pytest.raises(ValueError, match=exactly(message)):
+        path(f, x)
+
+
+def test_checker_reports_the_too_small_gradient():
+    from tf_compat_grad.testing import Example, Status, run_checks
+
+    row = run_checks(_wrong_axis(), Example(torch.ones(3, 4, dtype=D)), only=["gradients"])
+    assert row["gradients"].status is Status.FAIL
+    assert "returned a gradient of shape [4] for argument `x`, which has shape [3, 4]" in (
+        row["gradients"].reason
+    )
+
+
+@pytest.mark.parametrize("scalar", [2.0, torch.tensor(2.0, dtype=D), np.float64(2.0)])
+def test_one_value_stands_for_every_element_as_autograd_gives_it(scalar):
+    """The differential: `x * 2` for a [3, 4] x has the gradient 2 everywhere."""
+    x = torch.randn(3, 4, dtype=D, requires_grad=True)
+
+    @custom_gradient
+    def double(x):
+        return x * 2, lambda dy: scalar
+
+    (custom,) = torch.autograd.grad(double(x).sum(), x)
+    (true,) = torch.autograd.grad((x * 2).sum(), x)
+    torch.testing.assert_close(custom, true)
+
+
+def test_broadcast_gradient_is_summed_down_as_autograd_sums_it():
+    """The differential: `x + b` with x [3, 4] and b [4]: b's gradient is the column sums."""
+    x = torch.randn(3, 4, dtype=D, requires_grad=True)
+    b = torch.randn(4, dtype=D, requires_grad=True)
+    dy = torch.randn(3, 4, dtype=D)
+
+    @custom_gradient
+    def add(x, b):
+        return x + b, lambda up: (up, up)  # up has x's shape: summed down to b's
+
+    custom = torch.autograd.grad(add(x, b), [x, b], dy)
+    true = torch.autograd.grad(x + b, [x, b], dy)
+    for c, t in zip(custom, true, strict=True):
+        torch.testing.assert_close(c, t)

@@ -19,8 +19,10 @@ import messages
 import pytest
 import torch
 from messages import exactly
+from torch import nn
 
-from tf_compat_grad import CustomGradient, recompute_grad
+import tf_compat_grad
+from tf_compat_grad import CustomGradient, custom_gradient, recompute_grad
 
 TIMEOUT_S = 120.0  # a worker that hangs fails the test instead of blocking CI
 
@@ -165,3 +167,100 @@ def test_dataloader_spawned_worker_computes_the_custom_gradients(monkeypatch):
     )
     for (name, fn), grads in zip(spawn_cases(), loader, strict=True):
         torch.testing.assert_close(grads, worker.gradients(fn, x_value()), msg=name)
+
+
+# --- copy.deepcopy ---------------------------------------------------------------------------
+
+
+def _local_softsign():
+    """A decorated function defined inside another, which pickle cannot find by name."""
+
+    @custom_gradient
+    def softsign(x):
+        return x / (1 + x.abs()), lambda dy: dy / (1 + x.abs()) ** 2  # the true derivative
+
+    return softsign
+
+
+class EmaHost(nn.Module):
+    """A model holding a local decorated function and a layer with a decorated forward, as one
+    deep-copied for an exponential moving average of its weights."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = nn.Linear(2, 2, dtype=worker.D)
+        self.act = _local_softsign()
+        self.layer = Layer()
+
+    def forward(self, x):
+        return self.layer(self.act(self.linear(x)))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda: worker.triple, id="module-level function"),
+        pytest.param(_local_softsign, id="local function"),
+        pytest.param(lambda: tf_compat_grad.grad_pass_through(lambda x: x.round()), id="lambda"),
+        pytest.param(worker.make_closure, id="closure"),
+    ],
+)
+def test_deepcopy_of_a_decorated_function_is_the_function(make):
+    """Functions are atomic for `deepcopy`; a decorated one too, wherever it is defined (a
+    local one used to raise PicklingError)."""
+    fn = make()
+    assert copy.deepcopy(fn) is fn
+    assert copy.copy(fn) is fn
+
+
+def test_deepcopy_of_a_model_holding_decorated_functions_for_an_ema():
+    model = EmaHost()
+    ema = copy.deepcopy(model)
+    assert ema.act is model.act
+    with torch.no_grad():
+        for p in ema.parameters():
+            p.mul_(0.5)  # an EMA update: the copy's weights move, the model's do not
+    x = torch.tensor([[0.5, -1.5], [2.0, 0.3]], dtype=worker.D)
+    for net in (model, ema):
+        # The reference: the copy's own decorated parts replaced by plain modules of the same
+        # gradients (softsign's is its true derivative; `Layer`'s through its own copy).
+        custom = torch.autograd.grad(net(x).sum(), list(net.parameters()))
+        h = net.linear(x)
+        true = torch.autograd.grad(
+            net.layer(h / (1 + h.abs())).sum(), list(net.parameters()), allow_unused=True
+        )
+        for c, t in zip(custom, true, strict=True):
+            torch.testing.assert_close(c, t)
+    assert not torch.equal(ema.linear.weight, model.linear.weight)
+    fresh = EmaHost()  # built directly with the copy's weights: the same gradients
+    fresh.load_state_dict(ema.state_dict())
+    for c, t in zip(
+        torch.autograd.grad(ema(x).sum(), list(ema.parameters())),
+        torch.autograd.grad(fresh(x).sum(), list(fresh.parameters())),
+        strict=True,
+    ):
+        torch.testing.assert_close(c, t)
+
+
+def test_deepcopy_of_a_block_of_a_layer_wraps_a_copy_of_the_layer():
+    """What was decorated is copied when it copies to something else: the copy's block runs the
+    copy's layer, whose weights an EMA then moves."""
+    inner = nn.Linear(2, 2, dtype=worker.D)
+    host = nn.ModuleDict({"inner": inner})
+    host.block = recompute_grad(inner)
+    copied = copy.deepcopy(host)
+    assert copied.block.__wrapped__ is copied["inner"]  # one copy, shared through the memo
+    with torch.no_grad():
+        copied["inner"].weight.mul_(0.5)
+    x = torch.tensor([[0.5, -1.5]], dtype=worker.D)
+    torch.testing.assert_close(copied.block(x), copied["inner"](x))
+
+
+def test_deepcopy_of_a_module_with_a_decorated_forward():
+    layer = Layer()
+    copied = copy.deepcopy(layer)
+    assert type(copied).forward is type(layer).forward
+    torch.testing.assert_close(
+        worker.gradients(copied, x_value()), worker.gradients(Layer(), x_value())
+    )

@@ -163,8 +163,8 @@ def test_gradients_that_are_not_exact_are_repaired_by_the_general_checks():
     @custom_gradient
     def f(x, w):
         def grad(dy):
-            # a Python number, a float32 tensor of another shape that broadcasts
-            return 1.5, torch.ones(1, dtype=torch.float32, device=x.device)
+            # a Python number, a 0-d float32 tensor
+            return 1.5, torch.ones((), dtype=torch.float32, device=x.device)
 
         return x * w, grad
 
@@ -396,8 +396,8 @@ def test_a_list_of_variable_gradients_that_need_repair_takes_the_general_checks(
     def f(x):
         def grad(dy, variables=None):
             # a list, as grad_fns return it, of a float32 gradient for a float64 Parameter and
-            # one of shape [1] for a Parameter of shape [4]: compared with the Parameters
-            return dy @ w, [torch.ones(4, 3, dtype=torch.float32), torch.ones(1, dtype=D)]
+            # a 0-d one for a Parameter of shape [4]: compared with the Parameters
+            return dy @ w, [torch.ones(4, 3, dtype=torch.float32), torch.ones((), dtype=D)]
 
         return torch.nn.functional.linear(x, w, b), grad
 

@@ -454,3 +454,38 @@ def test_threads_each_get_their_own_variables(n_threads, shared):
         t.join()
     real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
     assert not errors, real or errors
+
+
+@pytest.mark.parametrize(
+    "get",
+    [
+        pytest.param(lambda: Scale.forward, id="decorated forward, on the class"),
+        pytest.param(lambda: Scale().forward, id="decorated forward, bound"),
+        pytest.param(lambda: WithMethod.method, id="decorated method"),
+    ],
+)
+def test_inspect_finds_the_users_file_and_source_for_decorated_methods(get):
+    """The function a class holds for a decorated method gave the library's file."""
+    method = get()
+    assert inspect.getsourcefile(method) == __file__
+    assert inspect.getfile(method) == __file__
+    assert inspect.getsource(method).lstrip().startswith("@custom_gradient")
+
+
+def test_a_traceback_through_a_decorated_method_shows_the_users_line():
+    class Raises(nn.Module):
+        @custom_gradient
+        def forward(self, x):
+            raise ValueError("in f")
+
+    with pytest.raises(ValueError, match="in f") as info:
+        Raises()(make_x())
+    frames = [(str(entry.path), entry.lineno + 1, entry.name) for entry in info.traceback]
+    decorated_line = Raises.forward.__wrapped__.__code__.co_firstlineno  # `@custom_gradient`
+    assert (__file__, decorated_line + 1, "forward") in frames  # the class's function: `def`
+    assert all("_decorator.py" not in p for p, _, _ in frames)
+
+
+def test_getsource_of_a_decorated_function_is_its_source():
+    source = inspect.getsource(Scale.forward.__tf_compat_grad__)
+    assert "def forward(self, x):" in source

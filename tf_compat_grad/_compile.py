@@ -24,6 +24,17 @@ the transform in eager mode: a graph break, and under `fullgraph=True` an error 
 Dynamo then compiles the frames that run eagerly under the transform one by one, and it failed
 on the transform's wrapped tensors in the node's backward; so the methods of the `torch.func`
 node are never compiled (`never_compiled`).
+
+# Note [export]
+`torch.export` records f's forward ops, under `no_grad` (docs/torch_facts.md, "torch.jit.trace
+and torch.export"), and no grad_fn: the program it makes is for inference. A backward through
+`exported.module()` would silently give nothing, or autodiff of f's forward, through that call.
+So under export f's outputs pass through one custom op, `tf_compat_grad::exported` (`_EXPORTED`),
+that copies them and depends on the call's tensor inputs and the Parameters f read: the
+exported graph holds it with f's name as a constant, an inference run computes the same values,
+and the first backward that reaches it raises an error naming f. The op is defined once, with
+torch.library's plain API (no schema inference, a fraction of a millisecond at import), so a
+program saved with `torch.export.save` loads wherever tf_compat_grad is imported.
 """
 
 from __future__ import annotations
@@ -34,10 +45,11 @@ from typing import Any
 import torch
 
 from . import _run, _structure
-from ._errors import PREFIX, describe
+from ._errors import PREFIX, CustomGradientNotImplementedError, describe
 from ._parameters import run_watched
 from ._record import Record, node_class
 from ._run import Layout
+from ._torch_internals import is_exporting
 
 # The call's `Layout` and variables as plain constants, the only kind of non-tensor argument
 # Dynamo passes through `apply` on every supported torch (Note [compile]): (bound, spec,
@@ -51,12 +63,17 @@ def call_compiled(
     bound: Any,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
+    described: str,
 ) -> Any:
-    """Call f through `node`, the class `make_compile_node` made for it."""
+    """Call f through `node`, the class `make_compile_node` made for it. `described`: f by
+    name, file and line, made before Dynamo traces (which misreads f's attributes)."""
     flat_args, layout, inputs = _run.inputs(f, bound, args)
     with torch.no_grad():
         result, grad_fn, variables = run_watched(f, bound, args, kwargs, flat_args, captures=False)
     outputs, out_spec = _run.outputs(f, result)
+    if is_exporting():  # Note [export]
+        exported = _exported(described, outputs, [*inputs, *variables])
+        return _structure.unflatten(out_spec, exported)
     if not variables and not any(t.requires_grad for t in inputs):
         return _structure.unflatten(out_spec, outputs)
     constants: _Constants = (layout.bound, layout.spec, layout.n_args, layout.positions, variables)
@@ -64,6 +81,69 @@ def call_compiled(
         constants, grad_fn, len(outputs), *outputs, *inputs, *variables
     )
     return _structure.unflatten(out_spec, node_outputs)
+
+
+def call_exported(f: Callable[..., Any], bound: Any, args: tuple[Any, ...], kwargs: Any) -> Any:
+    """Call f while `torch.export` traces it outside Dynamo (Note [export])."""
+    flat_args, _, inputs = _run.inputs(f, bound, args)
+    with torch.no_grad():
+        result, _, variables = run_watched(f, bound, args, kwargs, flat_args)
+    outputs, out_spec = _run.outputs(f, result)
+    return _structure.unflatten(out_spec, _exported(describe(f), outputs, [*inputs, *variables]))
+
+
+def _exported(
+    described: str, outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]
+) -> list[torch.Tensor]:
+    """f's outputs through `tf_compat_grad::exported`; `described`: f by name, file and line."""
+    return list(_EXPORTED(list(outputs), list(inputs), described))
+
+
+class _RefuseBackward(torch.autograd.Function):
+    """The autograd kernel of `tf_compat_grad::exported`: the outputs copied, and a backward
+    that names the function (Note [export])."""
+
+    @staticmethod
+    def forward(ctx: Any, function: str, n_outputs: int, *tensors: torch.Tensor) -> Any:
+        ctx.function = function
+        return tuple(t.clone() for t in tensors[:n_outputs])
+
+    @staticmethod
+    def backward(ctx: Any, *upstream: Any) -> Any:
+        raise CustomGradientNotImplementedError(exported_backward_error(ctx.function))
+
+
+def exported_backward_error(function: str) -> str:
+    """The refusal of a backward through the exported call of `function` (Note [export])."""
+    return (
+        f"{PREFIX}backward reached {function} in a program made by torch.export, which records "
+        "the function's forward ops and not its grad_fn, so the gradient would be wrong (none, "
+        "or autodiff of the forward). Exported programs are for inference: differentiate the "
+        "module itself (torch.compile it to train compiled), or run the exported program under "
+        "`torch.no_grad()` or with inputs and Parameters that do not require grad"
+    )
+
+
+def _define_exported_op() -> Any:
+    library = torch.library.Library("tf_compat_grad", "DEF")  # type: ignore[no-untyped-call]
+    library.define("exported(Tensor[] outputs, Tensor[] inputs, str function) -> Tensor[]")  # type: ignore[no-untyped-call]
+    library.impl("exported", _copies, "CompositeExplicitAutograd")  # type: ignore[no-untyped-call]
+    library.impl("exported", _refusing_backward, "Autograd")  # type: ignore[no-untyped-call]
+    return library
+
+
+def _copies(outputs: list[torch.Tensor], inputs: Any, function: str) -> list[torch.Tensor]:
+    return [t.clone() for t in outputs]
+
+
+def _refusing_backward(
+    outputs: list[torch.Tensor], inputs: list[torch.Tensor], function: str
+) -> list[torch.Tensor]:
+    return list(_RefuseBackward.apply(function, len(outputs), *outputs, *inputs))  # type: ignore[no-untyped-call]
+
+
+_LIBRARY = _define_exported_op()  # kept: the op lives as long as its library object
+_EXPORTED = torch.ops.tf_compat_grad.exported
 
 
 def under_transform_reason(f: Callable[..., Any]) -> str:

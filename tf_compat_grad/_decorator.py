@@ -5,12 +5,15 @@ Item numbers refer to docs/tensorflow_semantics.md.
 
 from __future__ import annotations
 
+import copy
 import functools
+import inspect
+import os
 import pickle
 import sys
 import types
 from collections.abc import Callable
-from typing import Any, Concatenate, Generic, TypeVar, overload
+from typing import Any, Concatenate, Generic, NoReturn, TypeVar, overload
 
 import torch
 from typing_extensions import ParamSpec
@@ -22,6 +25,7 @@ from ._errors import (
     PREFIX,
     CustomGradientNotImplementedError,
     CustomGradientTypeError,
+    bug,
     describe,
     describe_value,
 )
@@ -29,6 +33,10 @@ from ._run import UNBOUND
 from ._torch_internals import (
     DYNAMO_TRACES_WATCHER,
     functorch_transforms_active,
+    graph_break,
+    is_dynamo_compiling,
+    is_exporting,
+    never_compiled,
     older_torch_reason,
     older_torch_transform_error,
     outside_compile,
@@ -39,6 +47,7 @@ R = TypeVar("R")
 _P = ParamSpec("_P")  # a method's parameters after `self`
 _R = TypeVar("_R")
 _T = TypeVar("_T")  # the instance (or class) a method is bound to
+_M = TypeVar("_M", bound=torch.nn.Module)
 
 _Tensor = torch.Tensor
 _is_compiling = torch.compiler.is_compiling
@@ -60,6 +69,7 @@ class CustomGradient(Generic[P, R]):
         self._eager = EagerPath(f)
         self._call_eager = self._eager.call  # every call outside torch.compile
         self._compile_node = make_compile_node(f)
+        self._described = describe(f)  # for messages made while Dynamo traces
         self._outside_compile = outside_compile(_compile.under_transform_reason(f))
         self._outside_older_compile = outside_compile(older_torch_reason(f))
         self.example: Any = None  # example inputs for the checker (`custom_gradient(example=)`)
@@ -71,13 +81,11 @@ class CustomGradient(Generic[P, R]):
         owner = self
 
         @functools.wraps(f)
-        def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:
-            if _is_compiling():
-                return owner._call_compiling(self, args, kwargs)
-            return owner._call_eager(self, args, kwargs)
+        def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:  # one line: see `_in_place_of`
+            return owner._call_compiling(self, args, kwargs) if _is_compiling() else owner._call_eager(self, args, kwargs)  # fmt: skip
 
         method.__tf_compat_grad__ = self  # type: ignore[attr-defined]
-        self._method = method
+        self._method = _in_place_of(f, method)
 
     def __tf_compat_grad_calls__(self) -> Callable[..., Any]:
         """The function a call runs, for the proof that it reads no Parameter (`_parameters.py`)."""
@@ -120,6 +128,12 @@ class CustomGradient(Generic[P, R]):
         # descriptor installed as `nn.Module.forward` (docs/torch_facts.md, "Descriptors under
         # compile").
         setattr(owner, name, self._method)
+        if issubclass(owner, torch.nn.Module) and not hasattr(owner, "__prepare_scriptable__"):
+            owner.__prepare_scriptable__ = _refuse_script  # type: ignore[attr-defined]
+
+    def __prepare_scriptable__(self) -> NoReturn:
+        """What `torch.jit.script` calls first: refused by name (Note [TorchScript])."""
+        raise CustomGradientNotImplementedError(_script_error(self.__wrapped__))
 
     def __repr__(self) -> str:
         return f"<custom_gradient {describe(self._f)}>"
@@ -145,6 +159,20 @@ class CustomGradient(Generic[P, R]):
             )
         return _remake, (self._made_by, f, self.example, self.surrogate)
 
+    def __copy__(self) -> CustomGradient[P, R]:
+        return self  # a function is atomic for `copy`
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> CustomGradient[P, R]:
+        """Atomic, as a function is for `deepcopy` (which would otherwise pickle a function
+        defined inside another by reference, and fail), unless what was decorated deep-copies
+        to something else (an `nn.Module`, a partial of one): then a wrapper of the copy, made
+        by the same decorator."""
+        f = self.__wrapped__
+        copied = copy.deepcopy(f, memo)
+        if copied is f:
+            return self
+        return _remake(self._made_by, copied, self.example)
+
     def _call_compiling(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call while Dynamo traces (or `torch.export` exports) the caller."""
         # First: torch < 2.13 cannot trace the functorch query either. The call outside goes
@@ -153,14 +181,65 @@ class CustomGradient(Generic[P, R]):
             return self._outside_older_compile(self._call_older_compile, bound, args, kwargs)
         if functorch_transforms_active():  # Note [compile under torch.func]
             return self._outside_compile(self._call_eager, bound, args, kwargs)
-        return _compile.call_compiled(self._compile_node, self._f, bound, args, kwargs)
+        return _compile.call_compiled(
+            self._compile_node, self._f, bound, args, kwargs, self._described
+        )
 
     def _call_older_compile(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call that left Dynamo on torch < 2.13, run as in eager mode, unless a
-        `torch.func` transform is active (Note [compile on older torch])."""
+        `torch.func` transform is active (Note [compile on older torch]) or `torch.export`
+        traces it (Note [export])."""
         if functorch_transforms_active():
             raise CustomGradientNotImplementedError(older_torch_transform_error(self._f))
+        if is_exporting():
+            return _compile.call_exported(self._f, bound, args, kwargs)
         return self._call_eager(bound, args, kwargs)
+
+
+# Note [TorchScript]
+# `torch.jit.script` compiles a function's source into its own graph, which has no place for a
+# grad_fn written in Python (a closure, a lambda): it failed inside this file (`*args`) or on the
+# user's grad_fn, naming neither the function nor the way out. It calls `__prepare_scriptable__`
+# on the object it scripts and on every module in it first: the wrapper refuses there, and so
+# does a module class with a decorated method (one it does not define itself). A module that
+# calls a decorated function keeps it as a call to Python, with its custom gradient.
+
+
+def _script_error(f: Callable[..., Any]) -> str:
+    return (
+        f"{PREFIX}torch.jit.script cannot compile {describe(f)}: TorchScript compiles a "
+        "function's source into its own graph, which has no place for a grad_fn written in "
+        "Python, so the custom gradient would be lost. Keep the model in Python "
+        "(`torch.compile` compiles it with its custom gradients), or deploy it with "
+        "`torch.export.export(model, args)` (the exported program computes the outputs)."
+    )
+
+
+def _refuse_script(module: torch.nn.Module) -> NoReturn:
+    """`__prepare_scriptable__` of a module class with a decorated method (Note
+    [TorchScript])."""
+    for klass in type(module).__mro__:
+        for attribute in vars(klass).values():
+            decorated = getattr(attribute, "__tf_compat_grad__", None)
+            if decorated is not None:
+                raise CustomGradientNotImplementedError(_script_error(decorated.__wrapped__))
+    raise bug("a module class holds `_refuse_script` but no decorated method")
+
+
+def _in_place_of(f: Callable[..., Any], method: Any) -> Any:
+    """method, with its code placed at f's first line in f's file: the function a class holds
+    for a decorated method is the user's to `inspect` (`getsourcefile`, `getfile`; `getsource`
+    follows `__wrapped__`), to TorchScript's messages and to tracebacks, whose line for it is
+    then the one after f's first (its `def` under one decorator). Its body is one line, so
+    that no other line of the user's file is shown for it."""
+    code = getattr(inspect.unwrap(f), "__code__", None)
+    if code is not None:
+        method.__code__ = method.__code__.replace(
+            co_filename=code.co_filename,
+            co_firstlineno=max(code.co_firstlineno - 1, 1),
+            co_name=code.co_name,
+        )
+    return method
 
 
 def _lookup(obj: object) -> Any:
@@ -184,6 +263,18 @@ def _remake(
     wrapped.example = example
     wrapped.surrogate = surrogate or wrapped.surrogate
     return wrapped
+
+
+# A method of an `nn.Module` (its first parameter a Module: `forward`) is typed as the plain
+# function it is on the class (see `__set_name__`): type checkers accept a function, not a
+# descriptor object, as an override of `Module.forward`.
+@overload
+def custom_gradient(
+    f: Callable[Concatenate[_M, P], tuple[R, Callable[..., Any]]],
+    *,
+    example: Any = None,
+    surrogate: str | None = None,
+) -> Callable[Concatenate[_M, P], R]: ...
 
 
 @overload
@@ -247,10 +338,12 @@ def custom_gradient(f: Any = None, *, example: Any = None, surrogate: str | None
         )
     if f is None:
         return functools.partial(custom_gradient, example=example, surrogate=surrogate)
+    if is_dynamo_compiling():
+        graph_break(_decorated_while_compiling(f))  # under fullgraph=True, the error
     if isinstance(f, staticmethod):
         return staticmethod(custom_gradient(f.__func__, example=example, surrogate=surrogate))
     if isinstance(f, classmethod):
-        return _ClassMethod(custom_gradient(f.__func__, example=example, surrogate=surrogate))
+        return _ClassMethod(_remake(custom_gradient, f.__func__, example, surrogate))
     if isinstance(f, type) or not callable(f):
         kind = f"the class {describe(f)}" if isinstance(f, type) else describe_value(f)
         raise CustomGradientTypeError(
@@ -264,6 +357,31 @@ def custom_gradient(f: Any = None, *, example: Any = None, surrogate: str | None
     wrapped.example = example
     wrapped.surrogate = surrogate
     return wrapped
+
+
+def _decorated_while_compiling(f: Any) -> str:
+    """Why decorating inside a compiled region is a graph break. Read while Dynamo traces:
+    attributes are read directly (Dynamo misreads `getattr(f, "__qualname__", None)`). The
+    function `recompute_grad` (or `grad_pass_through`) wraps is named, as the user wrote it."""
+    if hasattr(f, "__wrapped__"):
+        f = f.__wrapped__
+    try:
+        code = f.__code__
+        where = f"`{f.__qualname__}` ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+    except AttributeError:
+        where = describe_value(f)
+    return (
+        f"{PREFIX}custom_gradient decorates {where} while torch.compile traces the code that "
+        "decorates it, and a decoration makes classes that torch.compile cannot trace, so it "
+        "runs outside the graph (a graph break; an error under fullgraph=True), on every call. "
+        "Decorate the function once, outside the compiled code: at the top level of a module, "
+        "or as a method of the class (`@custom_gradient def forward(self, x)`)"
+    )
+
+
+# After the graph break above, Dynamo compiles the frames that run eagerly one by one; the making
+# of a wrapper is not one it can trace.
+CustomGradient.__init__ = never_compiled(CustomGradient.__init__)  # type: ignore[method-assign]
 
 
 class _ClassMethod:

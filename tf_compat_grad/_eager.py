@@ -28,7 +28,7 @@ from . import _functorch, _plan, _run, _structure
 from ._closure import EXACT_TENSOR_TYPES, Captured, capture
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
 from ._parameters import ParameterReach, ParameterWatcher, run_watched, watched_result
-from ._record import InputMeta, Record, node_class
+from ._record import InputMeta, Record, check_upstreams, node_class
 from ._run import UNBOUND, Layout
 from ._torch_internals import (
     any_dual,
@@ -225,6 +225,7 @@ class EagerPath:
                 record, (result.detach(), *capture(grad_fn, self._inside)), *inputs, *variables
             )
         outputs, out_spec = _run.outputs(f, result)
+        check_upstreams(f, grad_fn, len(outputs), variables)
         handoff = (outputs, *capture(grad_fn, self._inside))
         return _structure.unflatten(out_spec, apply(record, handoff, *inputs, *variables))
 

@@ -18,7 +18,12 @@ Integer and bool tensors have no tangents: they are constants of that rule, in a
 tensors of `torch.autograd.forward_ad` outside any transform take this node too, since the eager
 node has no jvp; a backward under a dual level runs f again, so that grad_fn's closure tensors
 carry tangents (forward over reverse). There the Parameters f reads would lose their gradients
-(they are constants here), so that combination is refused while grad mode is on.
+(they are constants here), so that combination is refused while grad mode is on. With dual
+tensors, f runs and the rule is applied at the inputs' primals (`primals`): a decorated function
+that grad_fn calls would otherwise see the tangent and apply its own rule to it, and two grad_fns
+that call each other's functions (or one that calls its own) did so without end. Under a
+`torch.func` forward-mode transform inside reverse mode (`jacrev(jacfwd(f))`) the same loop
+arises through the transform's levels; a jvp that reaches its own jvp again is refused by name.
 
 What f reaches outside its arguments (Note [lost gradients] in `_captures.py`): the tensors of
 the transform that `functional_call` put in a module's parameter and buffer slots are more
@@ -38,6 +43,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -45,19 +51,28 @@ import torch
 
 from . import _autocast, _run, _structure
 from ._captures import Slot, Taint, in_slots, transformed_slots
-from ._errors import PREFIX, CustomGradientNotImplementedError, describe
+from ._errors import PREFIX, CustomGradientNotImplementedError, describe, fn_name
 from ._parameters import check_accepts, parameter_names, run_watched
-from ._record import Record, node_class
+from ._record import Record, check_upstreams, node_class
 from ._rng import RngState
 from ._run import Layout
-from ._torch_internals import any_dual, differentiated_further, never_compiled
+from ._torch_internals import any_dual, differentiated_further, never_compiled, primals
 
 
 class _Call:
     """One call's non-tensor part, passed through `apply` to `forward` (an object, not a tuple:
     functorch takes tuples apart as pytrees)."""
 
-    __slots__ = ("bound", "constants", "grad_enabled", "kwargs", "layout", "n_parameters", "slots")
+    __slots__ = (
+        "bound",
+        "constants",
+        "dual",
+        "grad_enabled",
+        "kwargs",
+        "layout",
+        "n_parameters",
+        "slots",
+    )
 
     def __init__(
         self,
@@ -66,6 +81,7 @@ class _Call:
         constants: list[Any],
         kwargs: dict[str, Any],
         slots: list[Slot],
+        dual: bool,
     ) -> None:
         self.bound = bound
         self.layout = layout
@@ -77,6 +93,7 @@ class _Call:
         # `_captures.py`).
         self.slots = slots
         self.n_parameters = sum(kind == "_parameters" for _, kind, _ in slots)
+        self.dual = dual  # dual tensors of `forward_ad`, outside any transform
         # `Function.apply` runs forward under no_grad; f runs with the caller's mode instead.
         self.grad_enabled = torch.is_grad_enabled()
 
@@ -137,7 +154,7 @@ def call_under_transform(
     flat_args, layout, inputs = _run.inputs(f, bound, args)
     constants = _structure.put(flat_args, layout.positions, [None] * len(inputs))
     slots, placed = transformed_slots(f, bound)
-    call = _Call(bound, layout, constants, kwargs, slots)
+    call = _Call(bound, layout, constants, kwargs, slots, dual)
     *outputs, aux = node.apply(call, *inputs, *placed)  # type: ignore[no-untyped-call]
     if dual and aux.variables and call.grad_enabled:
         raise CustomGradientNotImplementedError(
@@ -158,8 +175,12 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
     def forward(call: _Call, *inputs: torch.Tensor) -> tuple[Any, ...]:
         rng = RngState()
         with torch.set_grad_enabled(call.grad_enabled):
-            result, grad_fn, variables = call.run_f(f, inputs)
+            # f runs on the primals of dual inputs, so that the decorated functions its grad_fn
+            # calls in jvp see no tangent: they would compute theirs, through their own
+            # grad_fn, without end (two functions whose grad_fns call each other).
+            result, grad_fn, variables = call.run_f(f, primals(inputs) if call.dual else inputs)
         outputs, out_spec = _run.outputs(f, result)
+        check_upstreams(f, grad_fn, len(outputs), variables)
         return (*outputs, _Aux(grad_fn, out_spec, variables, rng))
 
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Any, ...]) -> None:
@@ -220,6 +241,8 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
 
     def jvp(ctx: Any, *tangents: Any) -> tuple[Any, ...]:
         saved = ctx.saved_tensors
+        if ctx.call.dual:  # the rule is applied at the primals, as in forward
+            saved = primals(saved)
         n_inputs = ctx.call.n_tensors()
         inputs, outputs = saved[:n_inputs], saved[n_inputs:]
         grad_fn = grad_fn_for(ctx, inputs, forward_mode=True)
@@ -248,14 +271,22 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
             )
 
         zeros = [torch.zeros_like(o) for o, v in zip(outputs, varying, strict=True) if v]
-        pullback = torch.func.vjp(vjp, *zeros)[1]
         input_tangents = tuple(
             torch.zeros_like(x) if t is None else t
             for t, x, need in zip(tangents[1:], inputs, needs, strict=True)
             if need
         )
-        output_tangents = iter(pullback(input_tangents))
+        if getattr(in_jvp, "active", False):
+            raise CustomGradientNotImplementedError(_jvp_reentered(f))
+        in_jvp.active = True
+        try:
+            pullback = torch.func.vjp(vjp, *zeros)[1]
+            output_tangents = iter(pullback(input_tangents))
+        finally:
+            in_jvp.active = False
         return (*(next(output_tangents) if v else None for v in varying), None)
+
+    in_jvp = threading.local()  # whether this thread is applying f's rule in jvp
 
     # Note [compile under torch.func]
     forward = never_compiled(forward)
@@ -279,6 +310,17 @@ def _with_variables(
 ) -> Any:
     """grad_fn called with the variables its own run of f read, not the first run's."""
     return grad_fn(*upstream, variables=list(read))
+
+
+def _jvp_reentered(f: Callable[..., Any]) -> str:
+    return (
+        f"{PREFIX}forward mode through {describe(f)} reached its own forward-mode rule again "
+        "while applying it: its grad_fn calls a decorated function that (itself, or through "
+        f"another grad_fn) calls {fn_name(f)}, and under a `torch.func` forward-mode transform "
+        "each of those calls applies its rule again, without end. It is refused rather than "
+        "left to fail with a RecursionError. Use reverse mode for the inner derivative: "
+        "`torch.func.hessian` or `jacrev(jacrev(f))` instead of `jacrev(jacfwd(f))`."
+    )
 
 
 def _has_tangent_space(tensor: torch.Tensor) -> bool:

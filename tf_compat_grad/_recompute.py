@@ -212,8 +212,9 @@ def grad_pass_through(f: Callable[P, R]) -> CustomGradient[P, R]:
 
     The gradient of output i goes to positional input i, so f must have as many flattened
     outputs as flattened positional inputs (else the count error of `custom_gradient`).
-    Parameters f reads get no gradient. A gradient that broadcasts to its input's shape is
-    expanded to it (TF passes a scalar through for a vector input unchanged).
+    Parameters f reads get no gradient. A 0-d upstream (f reduced its input to one value) is
+    expanded to its input's shape (TF passes a scalar through for a vector input unchanged); any
+    other upstream must have its input's shape or be a broadcast of it (item 29).
 
     Example:
         >>> import torch

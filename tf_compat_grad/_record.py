@@ -4,9 +4,9 @@ named after the user's function.
 
 TensorFlow passes whatever grad_fn returns straight through; torch's engine rejects Python
 numbers, gradients on another device and shapes it cannot sum down. Here a gradient becomes a
-tensor on its input's device, in its input's dtype, and of its input's shape when it broadcasts
-to it (or sums down to it, as torch's engine does); anything else is an error that names the
-argument.
+tensor on its input's device, in its input's dtype, and of its input's shape when it is a broadcast
+of it (summed down, as torch's engine does) or a single value (a number or 0-d tensor, expanded);
+anything else, a smaller gradient with dimensions included, is an error that names the argument.
 
 Item numbers refer to docs/tensorflow_semantics.md.
 """
@@ -14,6 +14,8 @@ Item numbers refer to docs/tensorflow_semantics.md.
 from __future__ import annotations
 
 import functools
+import inspect
+import types
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -99,20 +101,73 @@ def repair(
 def _fit_shape(
     grad: torch.Tensor, target: torch.Size, f: Callable[..., Any], name: Callable[[], str]
 ) -> torch.Tensor:
+    """A 0-d gradient stands for one value per element (item 29); a broadcast of the input is
+    summed down, as torch's engine does. A smaller gradient with dimensions is refused, as
+    torch's engine refuses it for any `autograd.Function`: expanding it would hide a reduction
+    over the wrong axis."""
+    if not grad.dim():
+        return grad.expand(target)
     try:
         common = torch.broadcast_shapes(grad.shape, target)  # type: ignore[no-untyped-call]
     except RuntimeError:
         common = None
-    if common == target:
-        return grad.expand(target)
     if common == grad.shape:
         return grad.sum_to_size(target)
     raise CustomGradientValueError(
         f"{PREFIX}grad_fn of {describe(f)} returned a gradient of shape {list(grad.shape)} "
         f"for {name()}, which has shape {list(target)}. A gradient must have its input's shape, "
-        "or broadcast to it (it is then expanded), or be a broadcast of it (it is then summed "
-        f"down). Return a gradient of shape {list(target)}."
+        "or be a broadcast of it (it is then summed down), or be a Python number or 0-d tensor "
+        f"(one value for every element). Return a gradient of shape {list(target)}."
     ) from None
+
+
+def check_upstreams(
+    f: Callable[..., Any],
+    grad_fn: Callable[..., Any],
+    n_outputs: int,
+    variables: Sequence[torch.nn.Parameter],
+) -> None:
+    """Refuse, when f returns, a grad_fn that cannot take one upstream gradient per flattened
+    output (item 21), with `variables=` when f read Parameters (item 34): `def grad(upstream)`
+    for two outputs would otherwise fail with a bare TypeError in backward. A `variables`
+    parameter that the upstreams would fill is refused too. Only for several outputs (a single
+    one is not looked at), and once per grad_fn's code. Not while Dynamo traces, which cannot
+    trace `inspect.signature`."""
+    if n_outputs < 2:
+        return
+    code = getattr(grad_fn, "__code__", None)
+    cacheable = type(grad_fn) is types.FunctionType and not grad_fn.__dict__
+    key = (code, n_outputs, bool(variables))
+    if cacheable and key in _TAKES_UPSTREAMS:
+        return
+    try:
+        signature = inspect.signature(grad_fn)
+    except (TypeError, ValueError):
+        return  # no signature to read (a builtin): it is called as it is
+    keyword: dict[str, Any] = {"variables": []} if variables else {}
+    try:
+        bound = signature.bind(*range(n_outputs), **keyword)
+        problem = (
+            "the upstream gradients would fill its `variables` parameter"
+            if "variables" in bound.arguments and not variables
+            else None
+        )
+    except TypeError as error:
+        problem = str(error)
+    if problem is None:
+        if cacheable:
+            _TAKES_UPSTREAMS.add(key)
+        return
+    raise CustomGradientTypeError(
+        f"{PREFIX}{describe(f)} returned {plural(n_outputs, 'output')}, so its grad_fn is called "
+        f"with {plural(n_outputs, 'upstream gradient')}, one per flattened output in order"
+        f"{' and `variables=`' if variables else ''}, but grad_fn {describe(grad_fn)} "
+        f"cannot take them ({problem}). Give grad_fn one parameter per output, "
+        "`def grad_fn(d_y1, d_y2):`, or take them all as `def grad_fn(*upstream):`."
+    ) from None
+
+
+_TAKES_UPSTREAMS: set[tuple[Any, int, bool]] = set()  # (code, outputs, variables) that passed
 
 
 def split_variable_grads(

@@ -85,6 +85,11 @@ def call_backward_directly(node: type[torch.autograd.Function]) -> None:
 # as one of its graphs.
 DYNAMO_TRACES_WATCHER = TORCH_RELEASE >= (2, 13)
 
+# Whether `torch.export` traces the call (Note [export]). torch before 2.6 has no such flag;
+# there a decorated call runs outside Dynamo (Note [compile on older torch]), where
+# `is_compiling` is true only for a non-strict export.
+is_exporting = getattr(torch.compiler, "is_exporting", torch.compiler.is_compiling)
+
 # What `torch.compile` does with a decorated call on this torch, in words (the checker's compile
 # check and the version matrix's support table say it).
 COMPILE_SUPPORT = (
@@ -120,6 +125,20 @@ def older_torch_transform_error(f: Callable[..., Any]) -> str:
 
 
 _disabled: Callable[..., Any] | None = None
+
+# Whether Dynamo traces the caller (not a non-strict `torch.export`, which runs Python as it is).
+is_dynamo_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
+
+
+def graph_break(reason: str) -> None:
+    """Have Dynamo break the graph here: the code around runs as in eager mode; under
+    `fullgraph=True` the error shows reason (torch >= 2.13; before, Dynamo's own words)."""
+    import torch._dynamo
+
+    if DYNAMO_TRACES_WATCHER:
+        torch._dynamo.graph_break(msg=reason)
+    else:
+        torch._dynamo.graph_break()
 
 
 def outside_compile(reason: str) -> Callable[..., Any]:
@@ -208,6 +227,19 @@ def any_dual(tensors: Sequence[torch.Tensor]) -> bool:
         return False
     unpack = forward_ad.unpack_dual
     return any(unpack(t).tangent is not None for t in tensors)  # type: ignore[no-untyped-call]
+
+
+def primals(tensors: Sequence[torch.Tensor]) -> Sequence[torch.Tensor]:
+    """tensors without their tangents of the active `torch.autograd.forward_ad` level (their
+    reverse-mode history kept): what a jvp rule computes the outputs' tangents from. A dual
+    tensor there would have each decorated call in grad_fn compute tangents again, through its
+    own grad_fn, without end (Note [transforms] in `_functorch.py`). A Function's `forward`
+    runs with forward grad off, which hides the tangents: they are looked up with it on."""
+    if forward_ad._current_level < 0:
+        return tensors
+    with forward_ad._set_fwd_grad_enabled(True):
+        unpacked = [forward_ad.unpack_dual(t) for t in tensors]  # type: ignore[no-untyped-call]
+    return [t if u.tangent is None else u.primal for t, u in zip(tensors, unpacked, strict=True)]
 
 
 def differentiated_further(inputs: Sequence[torch.Tensor]) -> str | None:

@@ -36,9 +36,21 @@ def block(x: Tensor, n: int) -> Tensor:
 
 class Layer(nn.Module):
     # pyright reports any override of a method by an object that is not a function (so also
-    # `functools.cache` on forward); mypy compares it with `Module.forward: Callable[..., Any]`.
+    # `functools.cache` on forward): a decorated method of a Module is typed as a function.
     @custom_gradient
-    def forward(self, x: Tensor) -> tuple[Tensor, Grad]:  # pyright: ignore[reportIncompatibleMethodOverride]
+    def forward(self, x: Tensor) -> tuple[Tensor, Grad]:
+        return x, lambda dy: dy
+
+
+class Mixer(nn.Module):
+    """A decorated forward of two tensors and a keyword, and a decorated helper method."""
+
+    @custom_gradient
+    def forward(self, x: Tensor, y: Tensor, *, scale: float = 1.0) -> tuple[Tensor, Grad]:
+        return x * y * scale, lambda dy: (dy * y, dy * x)
+
+    @custom_gradient
+    def helper(self, x: Tensor) -> tuple[Tensor, Grad]:
         return x, lambda dy: dy
 
 
@@ -93,6 +105,13 @@ def methods(x: Tensor, layer: Layer, ops: Ops) -> None:
     assert_type(Ops.method(ops, x, alpha=2.0), Tensor)
     assert_type(layer.forward(x), Tensor)
     layer.forward(x, x)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    assert_type(Layer.forward(layer, x), Tensor)
+    mixer = Mixer()
+    assert_type(mixer.forward(x, x, scale=2.0), Tensor)
+    mixer.forward(x, x, scale="2")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    mixer.forward(x)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    assert_type(mixer.helper(x), Tensor)
+    mixer.helper(x, x)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
     assert_type(ops.recomputed(x), Tensor)
     ops.recomputed(x, x)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
     assert_type(Scaler()(x, alpha=2.0), Tensor)

@@ -147,11 +147,7 @@ def _raw_gradient_notes(s: _Subject) -> list[str]:
         if not isinstance(g, _Tensor) or not x.is_floating_point():
             continue
         if g.shape != x.shape:
-            how = (
-                "expanded"
-                if torch.Size(torch.broadcast_shapes(g.shape, x.shape)) == x.shape  # type: ignore[no-untyped-call]
-                else "summed down"
-            )
+            how = "expanded" if not g.dim() else "summed down"  # a smaller one is refused
             notes.append(
                 f"grad_fn returns shape {list(g.shape)} for `{name}` of shape {list(x.shape)} "
                 f"({how} by tf_compat_grad; is that intended?)"

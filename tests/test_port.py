@@ -43,6 +43,17 @@ def ported(file: str) -> tuple[PortResult, types.ModuleType]:
     return result, module
 
 
+def module_parameters(module: types.ModuleType) -> list[nn.Parameter]:
+    """As record_tf.py's `module_variables`: the module's Parameters, then its layers' (by name)."""
+    found: list[nn.Parameter] = []
+    for _, value in sorted(vars(module).items()):
+        if isinstance(value, nn.Parameter):
+            found.append(value)
+        elif isinstance(value, nn.Module):
+            found.extend(value.parameters())
+    return found
+
+
 def flatten(value: Any) -> list[Any]:
     """As `tf.nest.flatten`: dicts in sorted key order, lists and tuples in order."""
     if isinstance(value, dict):
@@ -109,10 +120,9 @@ def test_port_matches_tensorflow(file: str, name: str) -> None:
         for a in case["args"]
     ]
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    parameters = [v for _, v in sorted(vars(module).items()) if isinstance(v, nn.Parameter)]
-    sources = [*tensors, *parameters]
 
     outputs = flatten(getattr(module, name)(*args))
+    sources = [*tensors, *module_parameters(module)]  # after the call, which builds a layer
     assert len(outputs) == len(case["outputs"])
     for i, (output, expected) in enumerate(zip(outputs, case["outputs"], strict=True)):
         assert_matches(output, expected, f"output {i}")
@@ -239,7 +249,7 @@ def test_imports_it_cannot_place_and_tf_function_with_arguments_are_flagged() ->
     source = textwrap.dedent(
         """\
         import tensorflow as tf
-        from tensorflow import keras
+        from tensorflow import io
 
 
         @tf.function(jit_compile=True)
@@ -286,22 +296,27 @@ def test_from_imports_and_compat_v2_bind_their_names() -> None:
     assert "torch.ones_like(x)" in result.code
 
 
-def test_compat_v1_and_unknown_from_imports_are_flagged_with_their_uses() -> None:
+def test_compat_v1_translates_what_v2_shares_and_flags_the_graph_api() -> None:
     source = (
-        "import tensorflow.compat.v1 as tf\nfrom tensorflow import keras, nn\n"
-        "import tensorflow.math as tfm\n\n"
-        "y = tf.exp(keras.layers.Dense(2)(nn.relu(x)))\nz = tfm.tanh(x)\n"
+        "import tensorflow.compat.v1 as tf\nfrom tensorflow import nn\nfrom tensorflow import io\n"
+        "import tensorflow.math as tfm\n"
+        "y = tf.transpose(tf.log(nn.relu(x)), [1, 0], 'name')\nz = tfm.tanh(x)\n"
+        "w = tf.where(x > 0, x, y)\nsess = tf.Session()\nf = io.read_file('a')\n"
     )
     result = port_source(source)
     assert [(e.line, e.tf) for e in result.flagged] == [
         (1, "import tensorflow.compat.v1 as tf"),
-        (2, "from tensorflow import ..."),
-        (5, "keras.layers.Dense"),
-        (5, "nn.relu"),
-        (5, "tf.exp"),
+        (2, "from tensorflow import nn"),
+        (3, "from tensorflow import ..."),
+        (4, "import tensorflow.math as tfm"),
+        (7, "tf.where"),
+        (8, "tf.Session"),
+        (9, "io.read_file"),
     ]
-    assert "compat.v1" in result.flagged[0].why
-    assert "`keras` comes from `tensorflow`" in result.flagged[2].why
+    assert "y = torch.permute(torch.log(torch.relu(x)), [1, 0])" in result.code
+    assert "does not broadcast" in result.flagged[4].why
+    assert "TF1 graph-mode API" in result.flagged[5].why
+    assert "`io` comes from `tensorflow`" in result.flagged[6].why
     assert "z = torch.tanh(x)" in result.code
 
 

@@ -7,7 +7,8 @@ Run with a Python that has TensorFlow (the tests themselves never need it):
 For each function of each corpus file's EXAMPLES, at float64 inputs (a list is a tensor,
 `{"py": v}` a Python number), it records the flattened outputs and their dtypes, the gradient of
 `sum(output_i * upstream_i)` with respect to the tensor inputs and then the module's
-tf.Variables (by name), and, where TensorFlow defines it, the second order: the gradient of
+tf.Variables (by name) and the trainable variables of its Keras layers and tf.Modules (by name,
+each in its own order, read after the call, which builds a layer), and, where TensorFlow defines it, the second order: the gradient of
 `sum(grad_j * vector_j)` through nested GradientTapes. The upstreams and vectors are recorded
 too, so tests/test_port.py replays exactly the same computation in torch.
 """
@@ -51,15 +52,26 @@ def as_list(value: Any) -> Any:
     return None if value is None else np.asarray(value).tolist()
 
 
-def record(fn: Any, spec: tuple[Any, ...], variables: list[tf.Variable]) -> dict[str, Any]:
+def module_variables(module: Any) -> list[Any]:
+    """The module's tf.Variables, then its Keras layers' and tf.Modules' trainable ones."""
+    found: list[Any] = []
+    for _, value in sorted(vars(module).items()):
+        if isinstance(value, tf.Variable):
+            found.append(value)
+        elif isinstance(value, (tf.keras.layers.Layer, tf.Module)):
+            found.extend(value.trainable_variables)
+    return found
+
+
+def record(fn: Any, spec: tuple[Any, ...], module: Any) -> dict[str, Any]:
     args = [a["py"] if isinstance(a, dict) else tf.constant(a, dtype=tf.float64) for a in spec]
     tensors = [a for a in args if tf.is_tensor(a)]
-    sources = [*tensors, *variables]
     with tf.GradientTape(persistent=True) as outer:
         outer.watch(tensors)
         with tf.GradientTape() as inner:
             inner.watch(tensors)
             flat = tf.nest.flatten(fn(*args))
+            sources = [*tensors, *module_variables(module)]
             upstream = [
                 pattern(tuple(f.shape), i) if f.dtype.is_floating else None
                 for i, f in enumerate(flat)
@@ -100,11 +112,10 @@ def main() -> int:
     reference: dict[str, Any] = {"tensorflow": tf.__version__, "files": {}}
     for path in corpus():
         module = load(path)
-        variables = [v for _, v in sorted(vars(module).items()) if isinstance(v, tf.Variable)]
         functions = {}
         for name, spec in module.EXAMPLES.items():
             print(f"{path.name}: {name}")
-            functions[name] = record(getattr(module, name), spec, variables)
+            functions[name] = record(getattr(module, name), spec, module)
         reference["files"][path.name] = functions
     OUTPUT.write_text(json.dumps(reference, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {OUTPUT}")

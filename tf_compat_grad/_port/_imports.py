@@ -9,14 +9,24 @@ import libcst as cst
 from ._report import MARK, Entry
 from ._state import _PorterState
 from ._syntax import _code, _dotted
-from ._table import IMPORTS, TABLE
+from ._table import IMPORTS, TABLE, V1_ALIASES
 
 _IMPORTS_WHY = (
-    "translated imports: `import tensorflow as tf`, `import tensorflow.compat.v2 as tf`, and "
-    "`from tensorflow[.MODULE] import NAME` of table names and their modules (`nn`, `math`), "
-    "each a statement of its own at module level; `tensorflow.compat.v1` has other semantics"
+    "translated imports: `import tensorflow as tf`, `import tensorflow.compat.v1 as tf` (or "
+    "`v2`), `import keras`, and `from tensorflow[.MODULE] import NAME` (or `keras`) of table "
+    "names and their modules (`nn`, `math`, `keras.layers`), each a statement of its own at "
+    "module level"
 )
 _V2_MODULES = ("tensorflow", "tensorflow.compat.v2")
+_KERAS_PACKAGES = ("keras", "tf_keras")  # Keras 3 and Keras 2 on their own: `tensorflow.keras`
+
+
+def _tensorflow_module(module: str) -> str:
+    """The module's name under tensorflow: `keras.layers` is `tensorflow.keras.layers`."""
+    root, _, rest = module.partition(".")
+    if root in _KERAS_PACKAGES:
+        return "tensorflow.keras" + ("." + rest if rest else "")
+    return module
 
 
 def _bindings(small: cst.BaseSmallStatement) -> dict[str, tuple[str, str]]:
@@ -26,7 +36,9 @@ def _bindings(small: cst.BaseSmallStatement) -> dict[str, tuple[str, str]]:
         if len(small.names) != 1:
             return {}
         alias = small.names[0]
-        module = _dotted(alias.name)
+        module = _tensorflow_module(_dotted(alias.name))
+        if module == "tensorflow.keras" and alias.asname is None:
+            return {_dotted(alias.name): ("module", "keras")}  # import keras
         if module == "tensorflow" or (module in _V2_MODULES and alias.asname is not None):
             return {_alias_name(alias): ("module", "")}
         prefix = module.removeprefix("tensorflow.")
@@ -39,7 +51,7 @@ def _bindings(small: cst.BaseSmallStatement) -> dict[str, tuple[str, str]]:
         return {}
     if not isinstance(small, cst.ImportFrom) or small.relative or small.module is None:
         return {}
-    module = _dotted(small.module)
+    module = _tensorflow_module(_dotted(small.module))
     if isinstance(small.names, cst.ImportStar):
         return {}
     if module == "tensorflow.compat":
@@ -53,10 +65,10 @@ def _bindings(small: cst.BaseSmallStatement) -> dict[str, tuple[str, str]]:
     found: dict[str, tuple[str, str]] = {}
     for alias in small.names:
         name = _dotted(alias.name)
-        if base is None:  # from tensorflow.compat import v2 [as tf]
-            if name != "v2":
+        if base is None:  # from tensorflow.compat import v2 [as tf], v1 [as tf]
+            if name not in ("v1", "v2"):
                 return {}
-            found[_alias_name(alias)] = ("module", "")
+            found[_alias_name(alias)] = ("module", "" if name == "v2" else "compat.v1")
             continue
         full = f"{base}.{name}" if base else name
         if full in TABLE:
@@ -107,13 +119,13 @@ class _Imports(_PorterState):
         class Foreign(cst.CSTVisitor):  # names bound by the tensorflow imports it flags
             def visit_Import(inner, node: cst.Import) -> None:
                 for alias in node.names:
-                    if _dotted(alias.name).split(".")[0] == "tensorflow":
+                    if _tensorflow_module(_dotted(alias.name)).split(".")[0] == "tensorflow":
                         name = _alias_name(alias).split(".")[0]
                         self.foreign.setdefault(name, _dotted(alias.name))
 
             def visit_ImportFrom(inner, node: cst.ImportFrom) -> None:
                 module = _dotted(node.module)
-                if node.relative or module.split(".")[0] != "tensorflow":
+                if node.relative or _tensorflow_module(module).split(".")[0] != "tensorflow":
                     return
                 if isinstance(node.names, cst.ImportStar):
                     return
@@ -153,13 +165,14 @@ class _Imports(_PorterState):
             return updated_node  # replaced in leave_Module
         for small in original_node.body:
             if isinstance(small, cst.Import) and any(
-                _dotted(a.name).split(".")[0] == "tensorflow" for a in small.names
+                _tensorflow_module(_dotted(a.name)).split(".")[0] == "tensorflow"
+                for a in small.names
             ):
                 self.flag(original_node, _code(small), _IMPORTS_WHY)
             elif (
                 isinstance(small, cst.ImportFrom)
                 and not small.relative
-                and _dotted(small.module).split(".")[0] == "tensorflow"
+                and _tensorflow_module(_dotted(small.module)).split(".")[0] == "tensorflow"
             ):
                 self.flag(original_node, f"from {_dotted(small.module)} import ...", _IMPORTS_WHY)
         return updated_node
@@ -221,7 +234,12 @@ class _Imports(_PorterState):
             return None
         if node.value in self.aliases and parts:
             prefix = self.aliases[node.value]
-            return ".".join([*([prefix] if prefix else []), *reversed(parts)])
+            name = ".".join([*([prefix] if prefix else []), *reversed(parts)])
+            v1 = name.removeprefix("compat.v1.")
+            if v1 != name and name not in TABLE:  # tf.compat.v1.NAME: the same as tf.NAME?
+                first = v1.split(".")[0]
+                return V1_ALIASES.get(v1, v1 if first in V1_ALIASES else name)
+            return name
         if node.value in self.direct and not parts:
             return self.direct[node.value]
         return None

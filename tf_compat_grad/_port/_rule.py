@@ -64,6 +64,7 @@ class Rule:
     refuse: Mapping[str, str] = field(default_factory=dict)  # fact -> why it is not translated
     note: str = ""  # semantics worth knowing, in the guide
     otherwise: str = ""  # why a call that no variant fits is left untranslated
+    defaults: tuple[str, ...] = ()  # `keyword=value`s a value rule's call writes out if not given
 
 
 def _v(template: str, *when: str) -> Variant:

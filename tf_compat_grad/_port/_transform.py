@@ -65,9 +65,47 @@ class _Porter(_Imports):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.skip.add(id(node.name))
+        self.owners.append("")
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.skip.add(id(node.name))
+        kinds = [self.base_kind(base.value) for base in node.bases if base.keyword is None]
+        kind = next((k for k in kinds if k), "")
+        if kind:
+            self.layer_classes[node.name.value] = kind
+        self.owners.append(kind)
+
+    def base_kind(self, base: cst.BaseExpression) -> str:
+        """ "layers.Layer" or "layers.Module" for a base class the port makes a
+        `tf_compat_grad.layers` class (a Keras layer, `tf.Module`, or a class of this module
+        derived from one), else ""."""
+        if isinstance(base, cst.Name) and base.value in self.layer_classes:
+            return self.layer_classes[base.value]
+        name = self.tf_name(base)
+        rule = TABLE.get(name) if name is not None else None
+        if rule is not None and rule.value in ("layers.Layer", "layers.Module"):
+            return rule.value
+        if rule is not None and rule.value.startswith("layers."):
+            return "layers.Layer"  # a built-in Keras layer, subclassed
+        return ""
+
+    def leave_ClassDef(
+        self, original_node: cst.ClassDef, updated_node: cst.ClassDef
+    ) -> cst.ClassDef:
+        self.owners.pop()
+        return updated_node
+
+    def leave_FunctionDef(
+        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+    ) -> cst.FunctionDef:
+        """`call` of a Keras layer, `__call__` of a `tf.Module`, becomes `forward`."""
+        self.owners.pop()
+        owner = self.owners[-1] if self.owners else ""
+        method = {"layers.Layer": "call", "layers.Module": "__call__"}.get(owner)
+        if method is None or original_node.name.value != method:
+            return updated_node
+        self.translated(original_node, f"def {method}", "def forward")
+        return updated_node.with_changes(name=cst.Name("forward"))
 
     def visit_Call(self, node: cst.Call) -> None:
         self.skip.add(id(node.func))  # looked up with its arguments in leave_Call
@@ -285,7 +323,19 @@ class _Porter(_Imports):
         if rule.params is None:  # a value: the call keeps its arguments
             self.translated(original_node, shown, rule.value)
             self.needed |= _roots(rule.value)
-            return updated_node.with_changes(func=_parsed(rule.value))
+            given = {a.keyword.value for a in updated_node.args if a.keyword is not None}
+            extra = [
+                cst.Arg(
+                    _parsed(value),
+                    keyword=cst.Name(key),
+                    equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+                )
+                for key, _, value in (d.partition("=") for d in rule.defaults)
+                if key not in given
+            ]
+            return updated_node.with_changes(
+                func=_parsed(rule.value), args=[*updated_node.args, *extra]
+            )
         try:
             variant, args = _choose(
                 rule, updated_node, id(original_node) in self.subscripted, self.ints()

@@ -1,0 +1,112 @@
+"""`tensorflow.compat.v1`: its names whose function is a table name's (`tf.compat.v1.log` is
+`tf.math.log`), the rules derived for its functions that take the same arguments under another
+order (`tf.compat.v1.transpose(a, perm, name, conjugate)`), and the TF1-only API (sessions,
+placeholders, variable scopes), flagged with the reason. TF1's names and signatures are data
+read from TensorFlow by .ci/port_tf_names.py (`_tf_names`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from ._rule import Rule, _flagged
+from ._tf_names import V1_NAMES
+
+# Same arguments, other semantics in TF1: flagged with the difference.
+_SEMANTICS_DIFFER = {
+    "where": "TF1's `tf.where` does not broadcast (a vector condition picks rows of x and y); "
+    "torch.where broadcasts: translate it by hand for the shapes you use",
+    "nn.softmax_cross_entropy_with_logits": "TF1's version passes no gradient to the labels",
+}
+# Names that are not functions and mean the same in TF1 (dtypes, classes, constants).
+_SAME_VALUES = (
+    "Tensor",
+    "Variable",
+    "GradientTape",
+    "newaxis",
+    "Module",
+    "keras",
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "bool",
+    "complex64",
+    "complex128",
+    "half",
+    "double",
+)
+
+_GRAPH_MODE = (
+    "TF1 graph-mode API (sessions, placeholders, variable scopes, collections): it has no "
+    "eager counterpart; the function it builds is an ordinary function of its inputs in torch, "
+    "rewrite this part by hand"
+)
+V1_ONLY = _flagged(
+    tuple(
+        "compat.v1." + name
+        for name in (
+            "Session",
+            "InteractiveSession",
+            "placeholder",
+            "placeholder_with_default",
+            "sparse_placeholder",
+            "variable_scope",
+            "get_variable",
+            "get_local_variable",
+            "global_variables_initializer",
+            "local_variables_initializer",
+            "variables_initializer",
+            "initialize_all_variables",
+            "global_variables",
+            "trainable_variables",
+            "get_collection",
+            "add_to_collection",
+            "GraphKeys",
+            "get_default_graph",
+            "reset_default_graph",
+            "Graph",
+            "AUTO_REUSE",
+            "disable_v2_behavior",
+            "disable_eager_execution",
+            "enable_eager_execution",
+            "gradients",
+            "assign",
+            "assign_add",
+            "ConfigProto",
+        )
+    ),
+    _GRAPH_MODE,
+)
+
+
+def v1_aliases(table: Mapping[str, Rule]) -> dict[str, str]:
+    """TF1 name -> the table name of the same function or value."""
+    found = {name: name for name in _SAME_VALUES if name in table}
+    for name, (target, same, _) in V1_NAMES.items():
+        if same and target in table:
+            found[name] = target
+    return found
+
+
+def v1_rules(table: Mapping[str, Rule]) -> list[Rule]:
+    """Rules for TF1's own functions that take a table function's arguments (by name; a
+    parameter TF1 names otherwise at the same position, `tensor` for `input`, counts as it)."""
+    rules = [V1_ONLY, *(_flagged(("compat.v1." + n,), why) for n, why in _SEMANTICS_DIFFER.items())]
+    for name, (target, same, params) in sorted(V1_NAMES.items()):
+        rule = table.get(target)
+        if same or rule is None or rule.params is None or target in _SEMANTICS_DIFFER:
+            continue
+        ours = list(params)
+        for i, param in enumerate(ours):
+            if param not in rule.params and i < len(rule.params) and rule.params[i] not in ours:
+                ours[i] = rule.params[i]
+        if not set(rule.params) - {"name"} <= set(ours):
+            continue
+        rules.append(dataclasses.replace(rule, names=("compat.v1." + name,), params=tuple(ours)))
+    return rules

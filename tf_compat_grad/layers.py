@@ -32,7 +32,6 @@ numbers); `training=None` means inference, as in a Keras call outside `fit`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -57,6 +56,7 @@ from ._layer_parts import (
     get_activation,
     get_initializer,
 )
+from .tf_ops import same_padding
 
 __all__ = [
     "Activation",
@@ -328,7 +328,7 @@ class Conv2D(Layer):
         x = inputs.permute(0, 3, 1, 2) if self.data_format == "channels_last" else inputs
         if self.padding == "same":
             x = F.pad(
-                x, _same_padding(x.shape[2:], self.kernel_size, self.strides, self.dilation_rate)
+                x, same_padding(x.shape[2:], self.kernel_size, self.strides, self.dilation_rate)
             )
         y = F.conv2d(
             x,
@@ -340,18 +340,6 @@ class Conv2D(Layer):
         )
         y = y.permute(0, 2, 3, 1) if self.data_format == "channels_last" else y
         return self.activation(y)
-
-
-def _same_padding(
-    size: Sequence[int], kernel: Sequence[int], strides: Sequence[int], dilation: Sequence[int]
-) -> list[int]:
-    """TF's "SAME" padding for `F.pad` (last dimension first): the output is `ceil(in / stride)`
-    long, and an odd total pads one more at the end."""
-    pads: list[int] = []
-    for n, k, s, d in reversed(list(zip(size, kernel, strides, dilation, strict=True))):
-        total = max((math.ceil(n / s) - 1) * s + (k - 1) * d + 1 - n, 0)
-        pads += [total // 2, total - total // 2]
-    return pads
 
 
 class BatchNormalization(Layer):

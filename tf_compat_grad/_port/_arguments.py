@@ -133,7 +133,7 @@ def _choose(
         else:
             param = arg.keyword.value
         given[param] = arg.value
-    facts = {"subscripted", "branches"} if subscripted else {"branches"}
+    facts = {"subscripted"} if subscripted else set()
     for param in rule.drop:
         given.pop(param, None)
     for param, default in rule.flags.items():

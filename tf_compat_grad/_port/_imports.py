@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ._report import MARK, Entry
+from ._report import KEPT, MARK, Entry
 from ._state import _PorterState
 from ._syntax import _code, _dotted
 from ._table import IMPORTS, TABLE, V1_ALIASES
@@ -192,7 +192,7 @@ class _Imports(_PorterState):
         new = [cst.parse_statement(text) for text in lines]
         if self.remaining:  # kept, with their comments, the new imports after the first
             why = (
-                f"kept: {self.remaining} untranslated use(s) of tensorflow remain, marked '{MARK}'"
+                f"{KEPT} {self.remaining} untranslated use(s) of tensorflow remain, marked '{MARK}'"
             )
             for index, old, statement, original in zip(
                 indices, olds, shown, self.tf_imports, strict=True

@@ -24,8 +24,6 @@ The facts a variant can require, besides which arguments are given:
   `len(...)`, or `+`, `-`, `*` of those;
 - `P:nonzero`: P is a literal number other than 0;
 - `P:name`: P is a name (a variable: its value is known at run time only);
-- `branches`: not a fact but a mark: the template is a conditional expression whose branches
-  each evaluate the arguments once, so none needs binding with `:=`;
 - `subscripted`: the call is indexed, as in `tf.shape(x)[0]`, or is the shape argument of
   `tf.reshape`, `tf.ones`, `tf.zeros`, `tf.fill` (where a `torch.Size` serves as well).
 
@@ -77,11 +75,11 @@ def _unary(names: tuple[str, ...], param: str, target: str, note: str = "") -> R
 
 
 def _reduction(name: str, target: str, note: str) -> Rule:
-    """`tf.reduce_*`: `axis` -> `dim` (literal ints only: an empty list reduces nothing in TF
-    but everything in torch), `keepdims` -> `keepdim`, no axis: over all elements."""
+    """`tf.reduce_*`: `axis` -> `dim` for literal ints, `keepdims` -> `keepdim`, no axis: over
+    all elements; an axis known at run time only (a name, `list(range(1, n))`) goes to
+    `tf_ops.reduce_*`, where an empty list reduces nothing, as in TF (torch: everything)."""
     x = "{input_tensor}"
-    # a name's value is known at run time only: an empty sequence must reduce nothing
-    empty = x + " if isinstance({axis}, (list, tuple)) and not {axis} else "
+    helper = f"tf_ops.reduce_{name}"
     return Rule(
         (f"reduce_{name}", f"math.reduce_{name}"),
         ("input_tensor", "axis", "keepdims", "name"),
@@ -92,24 +90,14 @@ def _reduction(name: str, target: str, note: str) -> Rule:
             _v(f"{target}({x}, dim=None, keepdim={{keepdims}})"),
             _v(f"{target}({x}, dim={{axis}})", "axis:axes"),
             _v(f"{target}({x})"),
-            _v(
-                f"{empty}{target}({x}, dim={{axis}}, keepdim=True)",
-                "keepdims=True",
-                "axis:name",
-                "branches",
-            ),
-            _v(
-                f"{empty}{target}({x}, dim={{axis}}, keepdim={{keepdims}})",
-                "axis:name",
-                "branches",
-            ),
-            _v(f"{empty}{target}({x}, dim={{axis}})", "axis:name", "branches"),
+            _v(f"{helper}({x}, {{axis}}, keepdims=True)", "keepdims=True"),
+            _v(f"{helper}({x}, {{axis}}, keepdims={{keepdims}})"),
+            _v(f"{helper}({x}, {{axis}})"),
         ),
         flags={"keepdims": False},
         dynamic=("keepdims",),
         note=note,
-        otherwise="`axis` must be a name or a literal int or a non-empty list of literal ints "
-        "(an empty list reduces nothing in TF but every dimension in torch)",
+        otherwise="`axis` must not be an empty literal list",
     )
 
 
@@ -122,9 +110,15 @@ def _like(name: str) -> Rule:
         (name,),
         ("input", "dtype", "name"),
         (
+            _v(
+                f"torch.{name}(tf_ops.convert_to_tensor({{input}}), dtype={{dtype}})",
+                "input:number",
+            ),
+            _v(f"torch.{name}(tf_ops.convert_to_tensor({{input}}))", "input:number"),
             _v(f"torch.{name}({{input}}, dtype={{dtype}})"),
             _v(f"torch.{name}({{input}})"),
         ),
+        note="A Python number gets TF's dtype (int32, float32) through `tf_ops.convert_to_tensor`.",
     )
 
 

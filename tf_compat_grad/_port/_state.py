@@ -46,6 +46,7 @@ class _PorterState(cst.CSTTransformer):
         self.tape_calls: dict[int, str | _tape.Tape] = {}  # id of a GradientTape(...) or
         # tape.gradient(...) call -> why it is not translated, or its tape
         self.count = 0
+        self.removed: set[int] = set()  # ids of calls whose statement is removed
         self.layer_classes: dict[str, str] = {}  # classes that become `layers` classes -> base
         self.owners: list[str] = []  # per enclosing class: its `layers` base, or ""
 

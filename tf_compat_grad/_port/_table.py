@@ -16,6 +16,7 @@ from ._table_nn import NN_RULES
 from ._table_shapes import SHAPE_RULES
 from ._table_tensors import TENSOR_RULES
 from ._table_untranslated import UNTRANSLATED_RULES
+from ._table_v1 import MODE_SWITCHES as MODE_SWITCHES
 from ._table_v1 import v1_aliases, v1_rules
 
 RULES: tuple[Rule, ...] = (
@@ -65,7 +66,7 @@ _FACT_WORDS = {
 def _condition(variant: Variant) -> str:
     """When a variant applies, in words: `if axis is literal int(s), keepdims=True`."""
     words = []
-    for fact in sorted(variant.when - {"subscripted", "branches"}):
+    for fact in sorted(variant.when - {"subscripted"}):
         param, _, kind = fact.partition(":")
         words.append(f"{param} is {_FACT_WORDS[kind]}" if kind else fact)
     return f" if {', '.join(words)}" if words else ""

@@ -20,12 +20,13 @@ MATH_RULES: tuple[Rule, ...] = (
             ),
             _v("torch.prod({input_tensor}, dim={axis})", "axis:axis"),
             _v("torch.prod({input_tensor})"),
+            _v("tf_ops.reduce_prod({input_tensor}, {axis}, keepdims=True)", "keepdims=True"),
+            _v("tf_ops.reduce_prod({input_tensor}, {axis})"),
         ),
         flags={"keepdims": False},
         note="Zeros in the input get the exact gradient in both. The second derivative at "
         "a zero: TF gives 0, torch the true value.",
-        otherwise="`torch.prod` reduces one literal int axis at a time; `keepdims=True` needs "
-        "an axis",
+        otherwise="`keepdims=True` needs an axis",
     ),
     # --- elementwise ---------------------------------------------------------------------
     _unary(("exp", "math.exp"), "x", "torch.exp"),
@@ -106,21 +107,12 @@ MATH_RULES: tuple[Rule, ...] = (
         ("clip_by_norm",),
         ("t", "clip_norm", "axes", "name"),
         (
-            _v(
-                "{t} * {clip_norm} / torch.where("
-                "torch.linalg.vector_norm({t}, dim={axes}, keepdim=True) >= {clip_norm}, "
-                "torch.linalg.vector_norm({t}, dim={axes}, keepdim=True), {clip_norm})",
-                "axes:axes",
-            ),
-            _v(
-                "{t} * {clip_norm} / torch.where(torch.linalg.vector_norm({t}) >= {clip_norm}, "
-                "torch.linalg.vector_norm({t}), {clip_norm})"
-            ),
+            _v("tf_ops.clip_by_norm({t}, {clip_norm}, {axes})"),
+            _v("tf_ops.clip_by_norm({t}, {clip_norm})"),
         ),
         note="TF's formula, `t * clip_norm / max(norm, clip_norm)`, with the L2 norm over all "
         "elements (or `axes`) and a tie's gradient to the norm, as TF's `maximum` gives it; an "
         "all-zero t stays zero.",
-        otherwise="`axes` must be a literal int or a non-empty list of literal ints",
     ),
     Rule(
         ("math.divide_no_nan", "div_no_nan"),
@@ -151,6 +143,11 @@ MATH_RULES: tuple[Rule, ...] = (
             _v("torch.logsumexp({input_tensor}, dim={axis}, keepdim={keepdims})", "axis:axes"),
             _v("torch.logsumexp({input_tensor}, dim={axis})", "axis:axes"),
             _v("torch.logsumexp({input_tensor}.flatten(), dim=0)"),
+            _v(
+                "tf_ops.reduce_logsumexp({input_tensor}, {axis}, keepdims={keepdims})",
+            ),
+            _v("tf_ops.reduce_logsumexp({input_tensor}, {axis}, keepdims=True)", "keepdims=True"),
+            _v("tf_ops.reduce_logsumexp({input_tensor}, {axis})"),
         ),
         flags={"keepdims": False},
         dynamic=("keepdims",),
@@ -247,12 +244,111 @@ MATH_RULES: tuple[Rule, ...] = (
     _unary(("negative", "math.negative"), "x", "torch.neg"),
     _unary(("math.sin", "sin"), "x", "torch.sin"),
     _unary(("math.cos", "cos"), "x", "torch.cos"),
-    _unary(("math.tan",), "x", "torch.tan"),
+    _unary(("math.tan", "tan"), "x", "torch.tan"),
     _unary(("math.atan", "atan"), "x", "torch.atan"),
     _unary(("math.asin", "asin"), "x", "torch.asin"),
     _unary(("math.acos", "acos"), "x", "torch.acos"),
-    _unary(("math.sinh",), "x", "torch.sinh"),
-    _unary(("math.cosh",), "x", "torch.cosh"),
+    _unary(("math.sinh", "sinh"), "x", "torch.sinh"),
+    _unary(("math.cosh", "cosh"), "x", "torch.cosh"),
+    _unary(("math.asinh", "asinh"), "x", "torch.asinh"),
+    _unary(("math.acosh", "acosh"), "x", "torch.acosh"),
+    _unary(("math.atanh", "atanh"), "x", "torch.atanh"),
+    _unary(("math.erfc",), "x", "torch.erfc"),
+    _unary(("math.erfinv",), "x", "torch.erfinv"),
+    _unary(("math.ndtri",), "x", "torch.special.ndtri"),
+    _unary(("math.bessel_i0", "math.special.bessel_i0"), "x", "torch.special.i0"),
+    _unary(("math.bessel_i0e", "math.special.bessel_i0e"), "x", "torch.special.i0e"),
+    _unary(("math.bessel_i1", "math.special.bessel_i1"), "x", "torch.special.i1"),
+    _unary(("math.bessel_i1e", "math.special.bessel_i1e"), "x", "torch.special.i1e"),
+    _unary(("math.rint",), "x", "torch.round", "Half to even, in both; no gradient (TF: None)."),
+    _unary(
+        ("math.conj", "conj"), "x", "torch.conj", "A real tensor is returned as it is, in both."
+    ),
+    _unary(("math.real", "real"), "input", "torch.real", "A real tensor as it is, in both."),
+    _unary(
+        ("math.imag", "imag"),
+        "input",
+        "torch.imag",
+        "Complex input only (torch raises on real input, where TF gives zeros).",
+    ),
+    Rule(
+        ("math.erfcinv",),
+        ("x", "name"),
+        (_v("-torch.special.ndtri(0.5 * {x}) * 0.7071067811865476"),),
+        note="TF's formula, `-ndtri(x / 2) * sqrt(1 / 2)`.",
+    ),
+    *(
+        Rule(
+            (f"math.{name}", name),
+            ("a", "x", "name"),
+            (_v(f"torch.special.{target}({{a}}, {{x}})"),),
+            note="The gradient with respect to x, as TF's; torch has none with respect to a "
+            "(it raises where TF computes one).",
+        )
+        for name, target in (("igamma", "gammainc"), ("igammac", "gammaincc"))
+    ),
+    Rule(
+        ("math.nextafter",),
+        ("x1", "x2", "name"),
+        (_v("torch.nextafter({x1}, {x2})"),),
+        note="No gradient, in both.",
+    ),
+    Rule(
+        ("math.reduce_euclidean_norm",),
+        ("input_tensor", "axis", "keepdims", "name"),
+        (
+            _v(
+                "torch.sqrt(torch.sum(torch.square({input_tensor}), dim={axis}, keepdim=True))",
+                "keepdims=True",
+                "axis:axes",
+            ),
+            _v("torch.sqrt(torch.sum(torch.square({input_tensor}), dim={axis}))", "axis:axes"),
+            _v("torch.sqrt(torch.sum(torch.square({input_tensor})))"),
+        ),
+        flags={"keepdims": False},
+        note="TF's formula, the square root of the sum of squares (NaN gradient at zero, in both).",
+        otherwise="`axis` must be a literal int or a non-empty list of literal ints",
+    ),
+    Rule(
+        ("math.cumprod", "cumprod"),
+        ("x", "axis", "exclusive", "reverse", "name"),
+        (_v("torch.cumprod({x}, dim={axis})", "axis:axis"), _v("torch.cumprod({x}, dim=0)")),
+        flags={"exclusive": False, "reverse": False},
+        note="No axis: axis 0, as TF; zeros get the exact gradient in both.",
+        otherwise="`axis` must be a literal int; `exclusive=` and `reverse=` are not translated",
+    ),
+    Rule(
+        ("math.xlogy",),
+        ("x", "y", "name"),
+        (_v("torch.xlogy({x}, {y})"),),
+        note="0 where x == 0 (also for y == 0), in both.",
+    ),
+    Rule(
+        ("math.xlog1py",),
+        ("x", "y", "name"),
+        (_v("torch.special.xlog1py({x}, {y})"),),
+        note="0 where x == 0, in both.",
+    ),
+    Rule(
+        ("math.divide", "math.truediv", "divide", "truediv", "realdiv"),
+        ("x", "y", "name"),
+        (_v("tf_ops.divide({x}, {y})"),),
+        note="Integer tensors become floats as in TF: 8- and 16-bit ones float32, 32- and "
+        "64-bit ones float64 (torch: its default dtype).",
+    ),
+    Rule(
+        ("math.floordiv", "floordiv"),
+        ("x", "y", "name"),
+        (_v("torch.floor_divide({x}, {y})"),),
+        note="Rounds toward minus infinity, in both (also for integers); no gradient.",
+    ),
+    Rule(
+        ("math.floormod", "floormod", "math.mod", "mod"),
+        ("x", "y", "name"),
+        (_v("torch.remainder({x}, {y})"),),
+        note="`x - floor(x / y) * y`: the sign of y, in both; the gradient with respect to y "
+        "is `-floor(x / y)`, in both.",
+    ),
     _unary(("math.lgamma",), "x", "torch.lgamma"),
     _unary(("math.digamma",), "x", "torch.digamma"),
     Rule(

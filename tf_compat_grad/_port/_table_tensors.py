@@ -22,12 +22,13 @@ TENSOR_RULES: tuple[Rule, ...] = (
             _v("torch.tensor({value}, dtype={dtype})", "value:literal"),
             _v("torch.tensor({value}, dtype=torch.int32)", "value:ints"),
             _v("torch.tensor({value})", "value:literal"),
-            _v("torch.as_tensor({value}, dtype={dtype})"),
+            _v("tf_ops.convert_to_tensor({value}, dtype={dtype})"),
+            _v("tf_ops.convert_to_tensor({value})"),
         ),
         note="Literal ints get `dtype=torch.int32`, TF's choice (torch's is int64); literal "
-        "floats get torch's default dtype (float32 unless changed; TF: float32).",
-        otherwise="`tf.constant` of a non-literal needs `dtype=` (TF infers int32 for Python "
-        "ints, torch int64); `shape=` is not translated",
+        "floats get torch's default dtype (float32 unless changed; TF: float32); other values "
+        "TF's dtype rules through `tf_ops.convert_to_tensor`.",
+        otherwise="`shape=` is not translated",
     ),
     Rule(
         ("Variable",),
@@ -50,7 +51,8 @@ TENSOR_RULES: tuple[Rule, ...] = (
             _v("nn.Parameter({initial_value})"),
         ),
         flags={"trainable": True},
-        note="A trainable Parameter, found by `variables=` as TF finds the variable. "
+        value="nn.Parameter",
+        note="A trainable Parameter (also in `isinstance`), found by `variables=` as TF finds the variable. "
         "`trainable=False` is not translated (use a buffer or a plain tensor).",
         otherwise="only `initial_value` and `dtype` are translated",
     ),
@@ -83,11 +85,14 @@ TENSOR_RULES: tuple[Rule, ...] = (
     Rule(
         ("shape",),
         ("input", "out_type", "name"),
-        (_v("{input}.shape", "subscripted"),),
-        note="Only indexed, `tf.shape(x)[i]` -> `x.shape[i]` (a Python int), or as the shape "
-        "of `tf.reshape`, `tf.ones`, `tf.zeros`, `tf.fill`.",
-        otherwise="`tf.shape(x)` is translated only when indexed (`tf.shape(x)[i]` -> "
-        "`x.shape[i]`): a whole `torch.Size` is a tuple, not a tensor (`* 2` repeats it)",
+        (
+            _v("{input}.shape", "subscripted"),
+            _v("torch.tensor({input}.shape, dtype={out_type})"),
+            _v("torch.tensor({input}.shape, dtype=torch.int32)"),
+        ),
+        note="Indexed, `tf.shape(x)[i]` -> `x.shape[i]` (a Python int), and as the shape of "
+        "`tf.reshape`, `tf.ones`, `tf.zeros`, `tf.fill`; elsewhere an int32 tensor, as TF's "
+        "(a whole `torch.Size` is a tuple: `* 2` would repeat it).",
     ),
     Rule(
         ("convert_to_tensor",),
@@ -96,11 +101,12 @@ TENSOR_RULES: tuple[Rule, ...] = (
             _v("torch.tensor({value}, dtype={dtype})", "value:literal"),
             _v("torch.tensor({value}, dtype=torch.int32)", "value:ints"),
             _v("torch.tensor({value})", "value:literal"),
-            _v("torch.as_tensor({value}, dtype={dtype})"),
+            _v("tf_ops.convert_to_tensor({value}, dtype={dtype})"),
+            _v("tf_ops.convert_to_tensor({value}, dtype_hint={dtype_hint})"),
+            _v("tf_ops.convert_to_tensor({value})"),
         ),
-        note="As `tf.constant` for literals; otherwise only with `dtype=`.",
-        otherwise="`tf.convert_to_tensor` of a non-literal needs `dtype=`: TF makes Python ints "
-        "int32 (torch int64); write `torch.as_tensor(value)` if it is a tensor already",
+        note="As `tf.constant` for literals; otherwise TF's dtype rules (Python ints int32, "
+        "floats float32; a tensor as it is) through `tf_ops.convert_to_tensor`.",
     ),
     Rule(
         ("nn.sigmoid_cross_entropy_with_logits",),

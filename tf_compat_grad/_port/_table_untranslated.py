@@ -7,12 +7,13 @@ from __future__ import annotations
 from ._rule import Rule, _flagged, _v
 
 _INTEGER_DIVISION = (
-    "integer division and remainder: TF and torch differ in rounding and result dtypes for "
-    "integer tensors; translate it by hand for the dtypes you use"
+    "truncating division and remainder: TF defines no gradient for them; translate it by "
+    'hand (`torch.div(x, y, rounding_mode="trunc")`, `torch.fmod`) if no gradient flows'
 )
 _NHWC = (
     "NHWC layout: TF's default data_format is channels-last, torch's convolutions and pools "
-    "are channels-first; permute the tensors and the filter explicitly"
+    "are channels-first; 2-D convolutions and pools are translated (`tf_ops.conv2d`, ...), "
+    "the others need the tensors and the filter permuted by hand"
 )
 
 UNTRANSLATED_RULES: tuple[Rule, ...] = (
@@ -56,32 +57,15 @@ UNTRANSLATED_RULES: tuple[Rule, ...] = (
         "seed; use torch's (`torch.randn`, `torch.rand`, ...) and compare statistics, not values",
     ),
     _flagged(
-        (
-            "math.floordiv",
-            "math.floormod",
-            "math.truncatediv",
-            "math.truncatemod",
-            "math.mod",
-            "math.divide",
-            "math.truediv",
-            "realdiv",
-            "floordiv",
-            "truediv",
-        ),
-        _INTEGER_DIVISION,
+        ("math.truncatediv", "truncatediv", "math.truncatemod", "truncatemod"), _INTEGER_DIVISION
     ),
     _flagged(
         (
             "nn.conv1d",
-            "nn.conv2d",
             "nn.conv3d",
             "nn.depthwise_conv2d",
-            "nn.max_pool",
             "nn.max_pool1d",
-            "nn.max_pool2d",
-            "nn.avg_pool",
             "nn.avg_pool1d",
-            "nn.avg_pool2d",
         ),
         _NHWC,
     ),

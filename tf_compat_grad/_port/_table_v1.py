@@ -9,15 +9,25 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from ._rule import Rule, _flagged
+from ._rule import Rule, _flagged, _v
 from ._tf_names import V1_NAMES
 
 # Same arguments, other semantics in TF1: flagged with the difference.
 _SEMANTICS_DIFFER = {
-    "where": "TF1's `tf.where` does not broadcast (a vector condition picks rows of x and y); "
-    "torch.where broadcasts: translate it by hand for the shapes you use",
     "nn.softmax_cross_entropy_with_logits": "TF1's version passes no gradient to the labels",
 }
+# TF1's own functions with their own translation.
+_V1_RULES = (
+    Rule(
+        ("compat.v1.where",),
+        ("condition", "x", "y", "name"),
+        (
+            _v("tf_ops.where_v1({condition}, {x}, {y})"),
+            _v("torch.nonzero({condition})"),
+        ),
+        note="TF1's `where` does not broadcast: a vector condition picks rows of x and y.",
+    ),
+)
 # Names that are not functions and mean the same in TF1 (dtypes, classes, constants).
 _SAME_VALUES = (
     "Tensor",
@@ -72,9 +82,6 @@ V1_ONLY = _flagged(
             "reset_default_graph",
             "Graph",
             "AUTO_REUSE",
-            "disable_v2_behavior",
-            "disable_eager_execution",
-            "enable_eager_execution",
             "gradients",
             "assign",
             "assign_add",
@@ -82,6 +89,20 @@ V1_ONLY = _flagged(
         )
     ),
     _GRAPH_MODE,
+)
+
+
+# Calls that switch TF between graph and eager execution: as statements they are removed (torch
+# runs eagerly; the ops compute the same numbers in both modes, and sessions are flagged).
+MODE_SWITCHES = frozenset(
+    {
+        "compat.v1.disable_v2_behavior",
+        "compat.v1.enable_v2_behavior",
+        "compat.v1.disable_eager_execution",
+        "compat.v1.enable_eager_execution",
+        "compat.v1.enable_resource_variables",
+        "config.run_functions_eagerly",
+    }
 )
 
 
@@ -96,11 +117,14 @@ def v1_aliases(table: Mapping[str, Rule]) -> dict[str, str]:
 
 def v1_rules(table: Mapping[str, Rule]) -> list[Rule]:
     """Rules for TF1's own functions that take a table function's arguments (by name; a
-    parameter TF1 names otherwise at the same position, `tensor` for `input`, counts as it)."""
-    rules = [V1_ONLY, *(_flagged(("compat.v1." + n,), why) for n, why in _SEMANTICS_DIFFER.items())]
+    parameter TF1 names otherwise at the same position, `tensor` for `input`, counts as it),
+    less those with a rule of their own or other semantics."""
+    flagged = [_flagged(("compat.v1." + n,), why) for n, why in _SEMANTICS_DIFFER.items()]
+    rules = [V1_ONLY, *_V1_RULES, *flagged]
+    own = {name for rule in rules for name in rule.names}
     for name, (target, same, params) in sorted(V1_NAMES.items()):
         rule = table.get(target)
-        if same or rule is None or rule.params is None or target in _SEMANTICS_DIFFER:
+        if same or rule is None or rule.params is None or "compat.v1." + name in own:
             continue
         ours = list(params)
         for i, param in enumerate(ours):

@@ -22,10 +22,10 @@ from libcst.metadata import MetadataWrapper
 from . import _tape
 from ._arguments import _SHAPE_ARGUMENT, _choose, _simple, _Untranslated
 from ._imports import _Imports
-from ._report import PortResult
+from ._report import KEPT, MARK, Entry, PortResult
 from ._rule import placeholders
 from ._syntax import _code, _comments, _dotted, _Rename
-from ._table import TABLE
+from ._table import MODE_SWITCHES, TABLE
 from ._template import _ATOMS, _Fill, _parsed, _roots, _wrapped
 
 
@@ -44,7 +44,19 @@ def port_module(source: str, filename: str) -> PortResult:
     porter = _Porter()
     code = MetadataWrapper(module).visit(porter).code
     entries = sorted(porter.entries, key=lambda e: e.line)
-    return PortResult(code, tuple(entries))
+    return PortResult(_with_header(code, entries), tuple(entries))
+
+
+def _with_header(code: str, entries: list[Entry]) -> str:
+    """The code, led by the list of what must be finished by hand (after a `#!` line)."""
+    todo = [e for e in entries if e.status == "flagged" and not e.why.startswith(KEPT)]
+    if not todo:
+        return code
+    header = [f"{MARK} finish by hand: {len(todo)} construct(s), each marked '{MARK}' below:"]
+    header += [f"#   {e.tf} in {e.function} (line {e.line} of the TensorFlow source)" for e in todo]
+    lines = code.splitlines(keepends=True)
+    first = 1 if lines and lines[0].startswith("#!") else 0
+    return "".join([*lines[:first], *(line + "\n" for line in header), *lines[first:]])
 
 
 # --- the transformer -------------------------------------------------------------------------
@@ -142,9 +154,23 @@ class _Porter(_Imports):
     ) -> cst.BaseExpression:
         if id(original_node) in self.skip:
             return updated_node
+        rank = self.shape_rank(original_node, updated_node)
+        if rank is not None:
+            return rank
         if self.tf_name(updated_node) is None:
             self.foreign_use(original_node, updated_node)
         return self.translate_value(original_node, updated_node)
+
+    def shape_rank(self, original: cst.Attribute, node: cst.Attribute) -> cst.BaseExpression | None:
+        """`x.shape.ndims`, `x.shape.rank` -> `x.dim()` (eager ranks are known: an int)."""
+        value = node.value
+        if node.attr.value not in ("ndims", "rank") or not (
+            isinstance(value, cst.Attribute) and value.attr.value == "shape"
+        ):
+            return None
+        result = cst.Call(cst.Attribute(value.value, cst.Name("dim")))
+        self.translated(original, f".shape.{node.attr.value}", _code(result))
+        return result
 
     def translate_value(
         self, original_node: cst.BaseExpression, updated_node: cst.BaseExpression
@@ -298,7 +324,23 @@ class _Porter(_Imports):
         self.needed.add("torch")
         return result
 
+    def visit_Expr(self, node: cst.Expr) -> None:
+        call = node.value
+        if isinstance(call, cst.Call) and self.tf_name(call.func) in MODE_SWITCHES:
+            self.removed.add(id(call))
+
+    def leave_Expr(
+        self, original_node: cst.Expr, updated_node: cst.Expr
+    ) -> cst.Expr | cst.RemovalSentinel:
+        if id(original_node.value) not in self.removed:
+            return updated_node
+        shown = _dotted(cst.ensure_type(original_node.value, cst.Call).func)
+        self.translated(original_node, shown, "(removed: torch runs eagerly)")
+        return cst.RemoveFromParent()
+
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if id(original_node) in self.removed:
+            return updated_node
         tape = self.tape_calls.get(id(original_node))
         if isinstance(tape, _tape.Tape):
             if tape.block.items[0].item is original_node:
@@ -345,8 +387,6 @@ class _Porter(_Imports):
             return updated_node
         used = placeholders(variant.template)
         twice = sorted(p for p in set(used) if used.count(p) > 1 and not _simple(args[p]))
-        if "branches" in variant.when:  # each branch evaluates them once
-            twice = []
         result = _Fill(args, {p: self.fresh() for p in twice}).fill(variant.template)
         lost = [c for c in _comments(updated_node) if c not in _comments(result)]
         for comment in lost:

@@ -589,13 +589,3 @@ def test_cli_prints_the_port_to_stdout_and_the_report_to_stderr(
 def test_cli_missing_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _cli.main(["port", str(tmp_path / "absent.py")]) == 2
     assert "absent.py" in capsys.readouterr().err
-
-
-def test_readme_example_is_what_port_prints() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Porting TensorFlow code") : readme.index("## What it does")]
-    tf_code, torch_code = (b.split("```")[0] for b in section.split("```python\n")[1:3])
-    report = section.split("```text\n")[1].split("```")[0]
-    result = port_source(tf_code, "grads.py")
-    assert result.code == torch_code
-    assert result.text("grads.py") + "\n" == report

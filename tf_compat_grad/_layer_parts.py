@@ -9,6 +9,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ._tf_nn import gelu, selu
+
 Initializer = Callable[[tuple[int, ...], torch.dtype], torch.Tensor]
 
 
@@ -145,14 +147,6 @@ def get_initializer(spec: str | Initializer | None) -> Initializer:
     return _INITIALIZERS[name]()
 
 
-def _selu(x: torch.Tensor) -> torch.Tensor:
-    return torch.where(x < 0, 1.7580993408473768 * (torch.exp(x) - 1.0), 1.0507009873554805 * x)
-
-
-def _gelu(x: torch.Tensor) -> torch.Tensor:
-    return 0.5 * x * (1.0 + torch.erf(x * 0.7071067690849304))
-
-
 _ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "linear": lambda x: x,
     "relu": torch.relu,
@@ -160,12 +154,12 @@ _ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "tanh": torch.tanh,
     "softmax": lambda x: torch.softmax(x, dim=-1),
     "elu": F.elu,
-    "selu": _selu,
+    "selu": selu,
     "softplus": lambda x: torch.logaddexp(x, torch.zeros_like(x)),
     "softsign": F.softsign,
     "swish": F.silu,
     "silu": F.silu,
-    "gelu": _gelu,
+    "gelu": gelu,
     "exponential": torch.exp,
     "relu6": F.relu6,
 }

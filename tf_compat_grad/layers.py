@@ -56,7 +56,7 @@ from ._layer_parts import (
     get_activation,
     get_initializer,
 )
-from .tf_ops import same_padding
+from ._tf_nn import same_padding
 
 __all__ = [
     "Activation",

@@ -18,6 +18,7 @@ from ._table_tensors import TENSOR_RULES
 from ._table_untranslated import UNTRANSLATED_RULES
 from ._table_v1 import MODE_SWITCHES as MODE_SWITCHES
 from ._table_v1 import v1_aliases, v1_rules
+from ._tf_names import PUBLIC_OPS
 
 RULES: tuple[Rule, ...] = (
     *TENSOR_RULES,
@@ -44,6 +45,14 @@ IMPORTS: dict[str, str] = {
     "layers": "from tf_compat_grad import layers",
     "tf_ops": "from tf_compat_grad import tf_ops",
 }
+
+
+def coverage() -> tuple[list[str], int]:
+    """The names of TensorFlow's public ops (`_tf_names.PUBLIC_OPS`: `tf.math`, `tf.nn`, the
+    array and reduction ops) that the table translates, and how many there are (docs/port.md
+    states the share)."""
+    translated = [n for n in PUBLIC_OPS if n in TABLE and (TABLE[n].variants or TABLE[n].value)]
+    return translated, len(PUBLIC_OPS)
 
 
 def _shown(template: str) -> str:

@@ -3,7 +3,7 @@ and elementwise functions and operators."""
 
 from __future__ import annotations
 
-from ._rule import Rule, _activation, _reduction, _unary, _v
+from ._rule import Rule, _activation, _flagged, _reduction, _unary, _v
 
 MATH_RULES: tuple[Rule, ...] = (
     # --- reductions ---------------------------------------------------------------------
@@ -62,10 +62,7 @@ MATH_RULES: tuple[Rule, ...] = (
     Rule(
         ("maximum", "math.maximum"),
         ("x", "y", "name"),
-        (
-            _v("torch.where({x} >= {y}, {x}, {y})", "x:number"),
-            _v("torch.where(({x} >= {y}) | {x}.isnan(), {x}, {y})"),
-        ),
+        (_v("tf_ops.maximum({x}, {y})"),),
         note="On ties TF gives the whole gradient to x; `torch.maximum` would split it, and "
         "`torch.clamp`'s gradient at its bound differs between torch releases. A NaN in x or y "
         "gives NaN, as in TF; the gradient at a NaN x goes to x here, to y in TF.",
@@ -73,10 +70,7 @@ MATH_RULES: tuple[Rule, ...] = (
     Rule(
         ("minimum", "math.minimum"),
         ("x", "y", "name"),
-        (
-            _v("torch.where({x} <= {y}, {x}, {y})", "x:number"),
-            _v("torch.where(({x} <= {y}) | {x}.isnan(), {x}, {y})"),
-        ),
+        (_v("tf_ops.minimum({x}, {y})"),),
         note="On ties TF gives the whole gradient to x; `torch.minimum` would split it. NaN: "
         "as for `tf.maximum`.",
     ),
@@ -94,12 +88,7 @@ MATH_RULES: tuple[Rule, ...] = (
     Rule(
         ("clip_by_value",),
         ("t", "clip_value_min", "clip_value_max", "name"),
-        (
-            _v(
-                "torch.where({t} < {clip_value_min}, {clip_value_min}, "
-                "torch.where({t} > {clip_value_max}, {clip_value_max}, {t}))"
-            ),
-        ),
+        (_v("tf_ops.clip_by_value({t}, {clip_value_min}, {clip_value_max})"),),
         note="The gradient passes at the bounds, as in TF (`torch.clamp` passes it there up to "
         "torch 2.13 and not from 2.14).",
     ),
@@ -117,7 +106,7 @@ MATH_RULES: tuple[Rule, ...] = (
     Rule(
         ("math.divide_no_nan", "div_no_nan"),
         ("x", "y", "name"),
-        (_v("torch.where({y} == 0, 0.0, {x} / torch.where({y} == 0, 1.0, {y}))"),),
+        (_v("tf_ops.divide_no_nan({x}, {y})"),),
         note="0 where y == 0, with a zero (not NaN) gradient there.",
     ),
     Rule(
@@ -159,69 +148,40 @@ MATH_RULES: tuple[Rule, ...] = (
         ("math.reduce_variance",),
         ("input_tensor", "axis", "keepdims", "name"),
         (
-            _v(
-                "torch.mean(torch.square({input_tensor} - torch.mean({input_tensor}, dim={axis}, "
-                "keepdim=True)), dim={axis}, keepdim=True)",
-                "keepdims=True",
-                "axis:axes",
-            ),
-            _v(
-                "torch.mean(torch.square({input_tensor} - torch.mean({input_tensor}, dim={axis}, "
-                "keepdim=True)), dim={axis})",
-                "axis:axes",
-            ),
-            _v("torch.mean(torch.square({input_tensor} - torch.mean({input_tensor})))"),
+            _v("tf_ops.reduce_variance({input_tensor}, {axis}, keepdims=True)", "keepdims=True"),
+            _v("tf_ops.reduce_variance({input_tensor}, {axis})"),
+            _v("tf_ops.reduce_variance({input_tensor}, keepdims=True)", "keepdims=True"),
+            _v("tf_ops.reduce_variance({input_tensor})"),
         ),
         flags={"keepdims": False},
         note="TF's formula, the mean of squared deviations (population variance), so that "
         "second derivatives match too.",
-        otherwise="`axis` must be a literal int or a non-empty list of literal ints; "
-        "`keepdims=True` needs an axis",
     ),
     Rule(
         ("math.reduce_std",),
         ("input_tensor", "axis", "keepdims", "name"),
         (
-            _v(
-                "torch.sqrt(torch.mean(torch.square({input_tensor} - torch.mean({input_tensor}, "
-                "dim={axis}, keepdim=True)), dim={axis}, keepdim=True))",
-                "keepdims=True",
-                "axis:axes",
-            ),
-            _v(
-                "torch.sqrt(torch.mean(torch.square({input_tensor} - torch.mean({input_tensor}, "
-                "dim={axis}, keepdim=True)), dim={axis}))",
-                "axis:axes",
-            ),
-            _v("torch.sqrt(torch.mean(torch.square({input_tensor} - torch.mean({input_tensor}))))"),
+            _v("tf_ops.reduce_std({input_tensor}, {axis}, keepdims=True)", "keepdims=True"),
+            _v("tf_ops.reduce_std({input_tensor}, {axis})"),
+            _v("tf_ops.reduce_std({input_tensor}, keepdims=True)", "keepdims=True"),
+            _v("tf_ops.reduce_std({input_tensor})"),
         ),
         flags={"keepdims": False},
         note="The square root of `tf.math.reduce_variance`'s formula (`tf.sqrt`'s note applies "
         "at a zero variance).",
-        otherwise="`axis` must be a literal int or a non-empty list of literal ints; "
-        "`keepdims=True` needs an axis",
     ),
     Rule(
         ("nn.moments",),
         ("x", "axes", "shift", "keepdims", "name"),
         (
-            _v(
-                "(torch.mean({x}, dim={axes}, keepdim=True), torch.mean(torch.square({x} - "
-                "torch.mean({x}, dim={axes}, keepdim=True).detach()), dim={axes}, keepdim=True))",
-                "keepdims=True",
-                "axes:axes",
-            ),
-            _v(
-                "(torch.mean({x}, dim={axes}), torch.mean(torch.square({x} - "
-                "torch.mean({x}, dim={axes}, keepdim=True).detach()), dim={axes}))",
-                "axes:axes",
-            ),
+            _v("tf_ops.moments({x}, {axes}, keepdims=True)", "keepdims=True"),
+            _v("tf_ops.moments({x}, {axes})"),
         ),
         flags={"keepdims": False},
         note="(mean, variance) with TF's formula: the variance's mean is a stopped gradient, "
         "which shows in second derivatives. float16 inputs: TF computes in float32, this does "
         "not.",
-        otherwise="`axes` must be a literal list of ints; `shift` is not translated",
+        otherwise="`shift` is not translated",
     ),
     Rule(
         ("math.cumsum", "cumsum"),
@@ -286,6 +246,30 @@ MATH_RULES: tuple[Rule, ...] = (
             "(it raises where TF computes one).",
         )
         for name, target in (("igamma", "gammainc"), ("igammac", "gammaincc"))
+    ),
+    Rule(
+        ("math.polygamma",),
+        ("a", "x", "name"),
+        (_v("torch.polygamma({a}, {x})", "a:axis"),),
+        note="The order a a literal int (torch takes a Python int).",
+        otherwise="the order `a` must be a literal int",
+    ),
+    Rule(
+        ("math.zeta",),
+        ("x", "q", "name"),
+        (_v("torch.special.zeta({x}, {q})"),),
+        note="torch defines no gradient (it raises where TF gives q's).",
+    ),
+    _flagged(
+        (
+            "math.angle",
+            "math.betainc",
+            "math.multiply_no_nan",
+            "math.reciprocal_no_nan",
+            "math.xdivy",
+        ),
+        "TF's value or gradient at its special points (a zero divisor, a real input) has no "
+        "one-line torch form: translate it by hand for the inputs you have",
     ),
     Rule(
         ("math.nextafter",),

@@ -30,12 +30,7 @@ NN_RULES: tuple[Rule, ...] = (
     Rule(
         ("nn.selu",),
         ("features", "name"),
-        (
-            _v(
-                "torch.where({features} < 0, 1.7580993408473768 * (torch.exp({features}) - 1.0), "
-                "1.0507009873554805 * {features})"
-            ),
-        ),
+        (_v("tf_ops.selu({features})"),),
         note="TF's kernel: at 0 the gradient is `scale` (the positive branch), where "
         "`torch.selu`'s is `scale * alpha`.",
     ),
@@ -60,12 +55,8 @@ NN_RULES: tuple[Rule, ...] = (
         ("nn.gelu",),
         ("features", "approximate", "name"),
         (
-            _v(
-                "0.5 * {features} * (1.0 + torch.tanh(0.7978845608028654 * ({features} + "
-                "0.044714998453855515 * torch.pow({features}, 3))))",
-                "approximate=True",
-            ),
-            _v("0.5 * {features} * (1.0 + torch.erf({features} * 0.7071067690849304))"),
+            _v("tf_ops.gelu({features}, approximate=True)", "approximate=True"),
+            _v("tf_ops.gelu({features})"),
         ),
         flags={"approximate": False},
         note="TF's formulas, whose constants 1/sqrt(2) (erf form, the default) and 0.044715 "

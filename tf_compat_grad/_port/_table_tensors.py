@@ -111,12 +111,7 @@ TENSOR_RULES: tuple[Rule, ...] = (
     Rule(
         ("nn.sigmoid_cross_entropy_with_logits",),
         ("labels", "logits", "name"),
-        (
-            _v(
-                "torch.where({logits} >= 0, {logits}, 0.0) - {logits} * {labels} + "
-                "torch.log1p(torch.exp(torch.where({logits} >= 0, -{logits}, {logits})))"
-            ),
-        ),
+        (_v("tf_ops.sigmoid_cross_entropy_with_logits({labels}, {logits})"),),
         note="TF's formula, `max(x, 0) - x * z + log1p(exp(-abs(x)))` with its `where`s (at "
         "x = 0 the gradient is 0.5 - z, as TF), labels differentiable too.",
     ),

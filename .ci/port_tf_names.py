@@ -1,4 +1,4 @@
-"""Read TensorFlow's public op names into tf_compat_grad/_port/_tf_names.py (data: the tests
+"""Read TensorFlow's public op names into tf_compat_grad/_port/tf_names.json (data: the tests
 and the translator never need TensorFlow).
 
     /path/to/python-with-tensorflow .ci/port_tf_names.py
@@ -14,6 +14,7 @@ positional arguments bind as in TF1).
 from __future__ import annotations
 
 import inspect
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import tensorflow as tf
 
 ROOT = Path(__file__).resolve().parent.parent
-OUTPUT = ROOT / "tf_compat_grad" / "_port" / "_tf_names.py"
+OUTPUT = ROOT / "tf_compat_grad" / "_port" / "tf_names.json"
 _ARRAY_AND_REDUCTION = (
     "array_ops",
     "array_ops_stack",
@@ -108,19 +109,13 @@ def v1_names() -> dict[str, tuple[str, bool, tuple[str, ...]]]:
 def main() -> int:
     ops = public_ops()
     v1 = v1_names()
-    lines = [
-        f'"""TensorFlow {tf.__version__}\'s public op names and `tf.compat.v1` names, read by',
-        '.ci/port_tf_names.py (generated: do not edit)."""',
-        "",
-        "PUBLIC_OPS: tuple[str, ...] = (",
-        *(f"    {n!r}," for n in ops),
-        ")",
-        "",
-        "V1_NAMES: dict[str, tuple[str, bool, tuple[str, ...]]] = {",
-        *(f"    {n!r}: {v!r}," for n, v in sorted(v1.items())),
-        "}",
-        "",
-    ]
+    lines = ["{", f' "tensorflow": {json.dumps(tf.__version__)},', ' "public_ops": [']
+    lines += [f"  {json.dumps(n)}," for n in ops]
+    lines[-1] = lines[-1].rstrip(",")
+    lines += [" ],", ' "v1_names": {']
+    lines += [f"  {json.dumps(n)}: {json.dumps(list(v))}," for n, v in sorted(v1.items())]
+    lines[-1] = lines[-1].rstrip(",")
+    lines += [" }", "}", ""]
     OUTPUT.write_text("\n".join(lines), encoding="utf-8")
     print(f"wrote {OUTPUT}: {len(ops)} public ops, {len(v1)} tf.compat.v1 names")
     return 0

@@ -303,17 +303,17 @@ def test_compat_v1_translates_what_v2_shares_and_flags_the_graph_api() -> None:
     )
     result = port_source(source)
     assert [(e.line, e.tf) for e in result.flagged] == [
-        (1, "import tensorflow.compat.v1 as tf"),
-        (2, "from tensorflow import nn"),
+        (1, "import tensorflow.compat.v1 as tf"),  # kept for tf.Session
         (3, "from tensorflow import ..."),
-        (4, "import tensorflow.math as tfm"),
         (8, "tf.Session"),
         (9, "io.read_file"),
     ]
     assert "y = torch.permute(torch.log(torch.relu(x)), [1, 0])" in result.code
     assert "w = tf_ops.where_v1(x > 0, x, y)" in result.code  # TF1's where does not broadcast
-    assert "TF1 graph-mode API" in result.flagged[4].why
-    assert "`io` comes from `tensorflow`" in result.flagged[5].why
+    assert "TF1 graph-mode API" in result.flagged[2].why
+    assert "`io` comes from `tensorflow`" in result.flagged[3].why
+    # only the imports that untranslated uses read are kept
+    assert "import tensorflow.math" not in result.code and "import nn" not in result.code
     assert "z = torch.tanh(x)" in result.code
 
 
@@ -589,3 +589,58 @@ def test_cli_prints_the_port_to_stdout_and_the_report_to_stderr(
 def test_cli_missing_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _cli.main(["port", str(tmp_path / "absent.py")]) == 2
     assert "absent.py" in capsys.readouterr().err
+
+
+KERAS = """\
+import keras
+import tensorflow as tf
+from tensorflow.keras.layers import Layer, LSTM
+
+
+@keras.saving.register_keras_serializable()
+class Base(Layer):
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=(input_shape[-1],), initializer="ones")
+
+
+class Derived(Base):
+    def call(self, x):
+        self.w.assign_add(tf.ones_like(self.w))
+        other.assign(x)
+        return x * self.w
+
+
+class Net(keras.Model):
+    def call(self, x):
+        return LSTM(2)(x)
+"""
+
+
+def test_keras_classes_imports_and_decorators() -> None:
+    result = port_source(KERAS, "net.py")
+    code = result.code
+    assert "register_keras_serializable" not in code
+    assert "class Base(layers.Layer):" in code and "class Net(layers.Layer):" in code
+    assert (
+        "    def forward(self, x):\n        self.w.detach().add_(torch.ones_like(self.w))" in code
+    )
+    assert "other.assign(x)" in code  # not a weight of the class: left as it is
+    # LSTM is not translated: its import stays, the names it translates come from the port
+    assert [(e.line, e.tf) for e in result.flagged] == [
+        (3, "from tensorflow.keras.layers import Layer, LSTM"),
+        (21, "LSTM"),
+    ]
+    assert "from tensorflow.keras.layers import Layer, LSTM" in code
+    assert "import keras\n" not in code and "import tensorflow as tf\n" not in code
+    assert code.startswith("# tf_compat_grad port: finish by hand: 1 construct(s)")
+
+
+def test_a_built_layer_is_an_nn_module_with_keras_weights() -> None:
+    result, module = ported("keras_quantizer.py")
+    layer = module.LearnedStepQuantizer(dtype=torch.float64)
+    assert isinstance(layer, nn.Module) and not layer.built
+    layer(torch.ones(2, 3, dtype=torch.float64))
+    assert [n for n, _ in layer.named_parameters()] == ["step"]
+    assert [n for n, _ in layer.named_buffers()] == ["calls"]
+    assert layer.get_config()["levels"] == 2
+    assert ("def call", "def forward") in {(e.tf, e.torch) for e in result.translated}

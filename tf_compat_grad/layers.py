@@ -70,6 +70,7 @@ __all__ = [
     "GlorotUniform",
     "HeNormal",
     "HeUniform",
+    "Lambda",
     "Layer",
     "LecunNormal",
     "LecunUniform",
@@ -79,6 +80,8 @@ __all__ = [
     "RandomUniform",
     "TruncatedNormal",
     "Zeros",
+    "get_activation",
+    "get_initializer",
 ]
 
 # The keyword arguments Keras's `Layer.__init__` accepts; those without effect here are ignored.
@@ -153,6 +156,7 @@ class Layer(Module):
         self.dtype = _dtype(dtype)
         self.built = False
         self._weight_count = 0
+        self.losses: list[torch.Tensor] = []
         self.register_forward_pre_hook(_build_and_cast, with_kwargs=True)
 
     def build(self, input_shape: Any) -> None:
@@ -203,6 +207,11 @@ class Layer(Module):
             return weight
         self.register_buffer(key, value)
         return value
+
+    def add_loss(self, loss: torch.Tensor) -> None:
+        """Keep a loss term in `self.losses` (Keras adds them to the training loss; add them
+        to yours)."""
+        self.losses.append(loss)
 
     def get_config(self) -> dict[str, Any]:
         return {"name": self.name, "trainable": self.trainable, "dtype": str(self.dtype)[6:]}
@@ -429,6 +438,17 @@ class Dropout(Layer):
 
     def forward(self, inputs: torch.Tensor, training: bool | None = None) -> torch.Tensor:
         return F.dropout(inputs, self.rate, training=bool(training))
+
+
+class Lambda(Layer):
+    """`tf.keras.layers.Lambda(function)`: calls the function."""
+
+    def __init__(self, function: Callable[..., Any], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.function = function
+
+    def forward(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        return self.function(inputs, *args, **kwargs)
 
 
 class Flatten(Layer):

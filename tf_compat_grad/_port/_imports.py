@@ -31,7 +31,8 @@ def _tensorflow_module(module: str) -> str:
 
 def _bindings(small: cst.BaseSmallStatement) -> dict[str, tuple[str, str]]:
     """The names an import statement binds to tensorflow, each a ("module", prefix) or a
-    ("name", table name); empty if it is not one the translator takes (see `_IMPORTS_WHY`)."""
+    ("name", table name); empty if it is not one the translator takes (see `_IMPORTS_WHY`).
+    A `from` import may also bind names outside the table: their uses are flagged."""
     if isinstance(small, cst.Import):
         if len(small.names) != 1:
             return {}
@@ -75,8 +76,7 @@ def _bindings(small: cst.BaseSmallStatement) -> dict[str, tuple[str, str]]:
             found[_alias_name(alias)] = ("name", full)
         elif any(known.startswith(full + ".") for known in TABLE):
             found[_alias_name(alias)] = ("module", full)
-        else:
-            return {}
+        # another name stays bound by the import, which is kept while it is used (flagged)
     return found
 
 
@@ -84,6 +84,16 @@ def _alias_name(alias: cst.ImportAlias) -> str:
     if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
         return alias.asname.name.value
     return _dotted(alias.name)
+
+
+def _bound(small: cst.BaseSmallStatement) -> set[str]:
+    """The names an import statement binds (`tf`, `nn`; `tensorflow` for `import
+    tensorflow.math`)."""
+    if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(
+        small.names, cst.ImportStar
+    ):
+        return {_alias_name(a).split(".")[0] for a in small.names}
+    return set()
 
 
 def _import_lines(needed: set[str], present: set[str]) -> list[str]:
@@ -151,6 +161,16 @@ class _Imports(_PorterState):
                     self.variables.add(small.targets[0].target.value)
         for name in [*self.aliases, *self.direct]:
             self.foreign.pop(name, None)
+        translated = {id(s.body[0]) for s in self.tf_imports}
+
+        class Partial(cst.CSTVisitor):  # other names of a translated `from` import
+            def visit_ImportFrom(inner, node: cst.ImportFrom) -> None:
+                if id(node) in translated and not isinstance(node.names, cst.ImportStar):
+                    for alias in node.names:
+                        if _alias_name(alias) in self.foreign:
+                            self.partial.add(_alias_name(alias))
+
+        node.visit(Partial())
 
     def visit_Import(self, node: cst.Import) -> bool:
         return False  # its names are not uses
@@ -178,6 +198,8 @@ class _Imports(_PorterState):
         return updated_node
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        """The tensorflow imports replaced by the torch ones the translations need; an import
+        whose names the untranslated uses still read is kept, under a comment saying so."""
         if not self.tf_imports:
             return updated_node
         indices = [
@@ -190,34 +212,35 @@ class _Imports(_PorterState):
         present = {updated_node.code_for_node(s).strip() for s in body}
         lines = _import_lines(self.needed, present)
         new = [cst.parse_statement(text) for text in lines]
-        if self.remaining:  # kept, with their comments, the new imports after the first
-            why = (
-                f"{KEPT} {self.remaining} untranslated use(s) of tensorflow remain, marked '{MARK}'"
-            )
-            for index, old, statement, original in zip(
-                indices, olds, shown, self.tf_imports, strict=True
-            ):
+        kept = [bool(_bound(old.body[0]) & self.still_used) for old in olds]
+        why = f"{KEPT} {self.remaining} untranslated use(s) of tensorflow remain, marked '{MARK}'"
+        for index, old, statement, original, keep in zip(
+            indices, olds, shown, self.tf_imports, kept, strict=True
+        ):
+            if keep:
                 self.entries.append(
                     Entry(self.line(original), "<module>", "flagged", statement, why=why)
                 )
                 above = cst.EmptyLine(comment=cst.Comment(f"{MARK} {statement} {why}"))
                 body[index] = old.with_changes(leading_lines=[*old.leading_lines, above])
-            if lines:
-                self.translated(self.tf_imports[0], shown[0], "; ".join(lines))
+        if lines or not kept[0]:
+            self.translated(self.tf_imports[0], shown[0], "; ".join(lines) or "(removed)")
+        for statement, original, keep in list(zip(shown, self.tf_imports, kept, strict=True))[1:]:
+            if not keep:
+                self.translated(original, statement, "(removed)")
+        if kept[0]:  # the new imports after it
             replaced: list[cst.SimpleStatementLine | cst.BaseCompoundStatement] = [
                 body[indices[0]],
                 *new,
             ]
-        else:  # the first import takes the first TF import's comments, the others go
-            for statement, original in zip(shown, self.tf_imports, strict=True):
-                self.translated(original, statement, "; ".join(lines) or "(removed)")
-                lines = []
+        else:  # the first new import takes its comments
             if new:
                 new[0] = olds[0].with_changes(
                     body=cst.ensure_type(new[0], cst.SimpleStatementLine).body
                 )
             replaced = list(new)
-            for index in reversed(indices[1:]):
+        for index, keep in reversed(list(zip(indices[1:], kept[1:], strict=True))):
+            if not keep:
                 del body[index]
         body[indices[0] : indices[0] + 1] = replaced
         return updated_node.with_changes(body=body)
@@ -250,7 +273,9 @@ class _Imports(_PorterState):
         while isinstance(root, cst.Attribute):
             root = root.value
         if isinstance(root, cst.Name) and root.value in self.foreign:
-            self.flag(
+            # a name of a translated import keeps it: a use left untranslated
+            report = self.untranslated if root.value in self.partial else self.flag
+            report(
                 original,
                 _dotted(node) or root.value,
                 f"`{root.value}` comes from `{self.foreign[root.value]}`, whose import is not "

@@ -49,6 +49,10 @@ class _PorterState(cst.CSTTransformer):
         self.removed: set[int] = set()  # ids of calls whose statement is removed
         self.layer_classes: dict[str, str] = {}  # classes that become `layers` classes -> base
         self.owners: list[str] = []  # per enclosing class: its `layers` base, or ""
+        self.class_variables: list[set[str]] = []  # per enclosing class: its weights' names
+        self.class_weights: dict[str, set[str]] = {}  # class name -> its weights' names
+        self.still_used: set[str] = set()  # names read by the uses left untranslated
+        self.partial: set[str] = set()  # names a translated `from` import binds to no rule
 
     # --- bookkeeping
 
@@ -111,6 +115,11 @@ class _PorterState(cst.CSTTransformer):
 
     def untranslated(self, node: cst.CSTNode, tf: str, why: str) -> None:
         self.remaining += 1
+        root = node.func if isinstance(node, cst.Call) else node
+        while isinstance(root, (cst.Attribute, cst.Call)):
+            root = root.value if isinstance(root, cst.Attribute) else root.func
+        if isinstance(root, cst.Name):  # the import binding it stays
+            self.still_used.add(root.value)
         self.flag(node, tf, why)
 
     def on_visit(self, node: cst.CSTNode) -> bool:

@@ -112,4 +112,30 @@ KERAS_RULES: tuple[Rule, ...] = (
         for name, target in _ACTIVATIONS.items()
     ),
     Rule(("keras.backend.epsilon",), (), (_v("1e-07"),), note="Keras's default fuzz factor."),
+    Rule(
+        ("keras.backend.floatx",),
+        (),
+        (_v("str(torch.get_default_dtype()).removeprefix('torch.')"),),
+        note="Keras's global float type is torch's default dtype here.",
+    ),
+    Rule(
+        ("keras.activations.get",),
+        value="layers.get_activation",
+        note="By name with TF's formulas, a function, or None (the identity).",
+    ),
+    Rule(("keras.initializers.get",), value="layers.get_initializer"),
+    _keras("Lambda", "layers.Lambda", "`Lambda(function)` calls the function."),
+    Rule(
+        ("keras.Model", "keras.models.Model"),
+        value="layers.Layer",
+        note="A subclassed Model becomes a layer (an `nn.Module`): its `call` and weights "
+        "translate; `compile`, `fit` and the other training methods do not exist in torch (a "
+        "call of one raises AttributeError): write the training loop.",
+    ),
+    Rule(
+        ("keras.utils.register_keras_serializable", "keras.saving.register_keras_serializable"),
+        (),
+        note="The decorator is removed: Keras's serialization registry has no torch "
+        "counterpart (torch saves `state_dict`s).",
+    ),
 )

@@ -9,9 +9,10 @@ Comments and formatting elsewhere are kept by LibCST; a comment inside a transla
 translation has no place for moves above the statement.
 
 The transformer is `_Porter` here (names, calls, `@tf.function`, tensor methods, tapes), built on
-`_imports._Imports` (the tensorflow imports and the names they bind) and `_state._PorterState`
-(its state and bookkeeping); a call's arguments are matched to a rule by `_arguments` and put
-into its template by `_template`.
+`_classes._Classes` (Keras and `tf.Module` subclasses), `_imports._Imports` (the tensorflow
+imports and the names they bind) and `_state._PorterState` (its state and bookkeeping); a
+call's arguments are matched to a rule by `_arguments` and put into its template by
+`_template`.
 """
 
 from __future__ import annotations
@@ -21,12 +22,18 @@ from libcst.metadata import MetadataWrapper
 
 from . import _tape
 from ._arguments import _SHAPE_ARGUMENT, _choose, _simple, _Untranslated
-from ._imports import _Imports
+from ._classes import _Classes
 from ._report import KEPT, MARK, Entry, PortResult
 from ._rule import placeholders
 from ._syntax import _code, _comments, _dotted, _Rename
 from ._table import MODE_SWITCHES, TABLE
 from ._template import _ATOMS, _Fill, _parsed, _roots, _wrapped
+
+# Decorators without effect in torch, removed with their arguments.
+_REMOVED_DECORATORS = (
+    "keras.utils.register_keras_serializable",
+    "keras.saving.register_keras_serializable",
+)
 
 
 class PortSyntaxError(ValueError):
@@ -62,7 +69,7 @@ def _with_header(code: str, entries: list[Entry]) -> str:
 # --- the transformer -------------------------------------------------------------------------
 
 
-class _Porter(_Imports):
+class _Porter(_Classes):
     """The transformer: tensorflow names and calls, `@tf.function`, TF-only tensor methods and
     `tf.GradientTape` blocks (its state is `_PorterState`, its imports `_Imports`)."""
 
@@ -74,50 +81,6 @@ class _Porter(_Imports):
 
     def visit_Param(self, node: cst.Param) -> None:
         self.skip.add(id(node.name))
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.skip.add(id(node.name))
-        self.owners.append("")
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.skip.add(id(node.name))
-        kinds = [self.base_kind(base.value) for base in node.bases if base.keyword is None]
-        kind = next((k for k in kinds if k), "")
-        if kind:
-            self.layer_classes[node.name.value] = kind
-        self.owners.append(kind)
-
-    def base_kind(self, base: cst.BaseExpression) -> str:
-        """ "layers.Layer" or "layers.Module" for a base class the port makes a
-        `tf_compat_grad.layers` class (a Keras layer, `tf.Module`, or a class of this module
-        derived from one), else ""."""
-        if isinstance(base, cst.Name) and base.value in self.layer_classes:
-            return self.layer_classes[base.value]
-        name = self.tf_name(base)
-        rule = TABLE.get(name) if name is not None else None
-        if rule is not None and rule.value in ("layers.Layer", "layers.Module"):
-            return rule.value
-        if rule is not None and rule.value.startswith("layers."):
-            return "layers.Layer"  # a built-in Keras layer, subclassed
-        return ""
-
-    def leave_ClassDef(
-        self, original_node: cst.ClassDef, updated_node: cst.ClassDef
-    ) -> cst.ClassDef:
-        self.owners.pop()
-        return updated_node
-
-    def leave_FunctionDef(
-        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
-    ) -> cst.FunctionDef:
-        """`call` of a Keras layer, `__call__` of a `tf.Module`, becomes `forward`."""
-        self.owners.pop()
-        owner = self.owners[-1] if self.owners else ""
-        method = {"layers.Layer": "call", "layers.Module": "__call__"}.get(owner)
-        if method is None or original_node.name.value != method:
-            return updated_node
-        self.translated(original_node, f"def {method}", "def forward")
-        return updated_node.with_changes(name=cst.Name("forward"))
 
     def visit_Call(self, node: cst.Call) -> None:
         self.skip.add(id(node.func))  # looked up with its arguments in leave_Call
@@ -196,17 +159,27 @@ class _Porter(_Imports):
 
     # --- @tf.function and TF-only tensor methods
 
+    def removed_decorator(self, decorator: cst.BaseExpression) -> bool:
+        """`@tf.function` (bare) or `@tf.keras.utils.register_keras_serializable(...)`."""
+        if self.tf_name(decorator) == "function":
+            return True
+        called = decorator.func if isinstance(decorator, cst.Call) else decorator
+        return self.tf_name(called) in _REMOVED_DECORATORS
+
     def visit_Decorator(self, node: cst.Decorator) -> None:
-        if self.tf_name(node.decorator) == "function":
+        if self.removed_decorator(node.decorator):
             self.skip.add(id(node.decorator))
             self.skip.add(id(getattr(node.decorator, "attr", None)))
+            self.removed.add(id(node.decorator))
 
     def leave_Decorator(
         self, original_node: cst.Decorator, updated_node: cst.Decorator
     ) -> cst.Decorator | cst.RemovalSentinel:
-        if self.tf_name(original_node.decorator) != "function":
+        if not self.removed_decorator(original_node.decorator):
             return updated_node
-        self.translated(original_node, "@" + _dotted(original_node.decorator), "(removed)")
+        decorator = original_node.decorator
+        shown = _dotted(decorator.func if isinstance(decorator, cst.Call) else decorator)
+        self.translated(original_node, "@" + shown, "(removed)")
         for comment in _comments(original_node):  # kept, above the definition
             self.comment_above(comment)
         return cst.RemoveFromParent()
@@ -223,6 +196,9 @@ class _Porter(_Imports):
                 "`assert` or delete the call",
             )
             return None
+        assigned = self.assignment(original, call)
+        if assigned is not None:
+            return assigned
         if call.args or not isinstance(func, cst.Attribute):
             return None
         if func.attr.value == "get_shape":

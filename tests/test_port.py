@@ -51,7 +51,7 @@ def module_parameters(module: types.ModuleType) -> list[nn.Parameter]:
             found.append(value)
         elif isinstance(value, nn.Module):
             found.extend(value.parameters())
-    return found
+    return [p for p in found if p.requires_grad]  # TF's trainable variables
 
 
 def flatten(value: Any) -> list[Any]:

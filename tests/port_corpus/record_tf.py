@@ -53,13 +53,19 @@ def as_list(value: Any) -> Any:
 
 
 def module_variables(module: Any) -> list[Any]:
-    """The module's tf.Variables, then its Keras layers' and tf.Modules' trainable ones."""
+    """The module's trainable tf.Variables, then its Keras layers' and tf.Modules'."""
     found: list[Any] = []
     for _, value in sorted(vars(module).items()):
         if isinstance(value, tf.Variable):
-            found.append(value)
+            found += [value] if value.trainable else []
         elif isinstance(value, (tf.keras.layers.Layer, tf.Module)):
-            found.extend(value.trainable_variables)
+            tracked = list(value.trainable_variables)
+            raw = [  # Keras 3 does not track a tf.Variable attribute; TF's tape reads it
+                v
+                for v in vars(value).values()
+                if isinstance(v, tf.Variable) and v.trainable and all(v is not t for t in tracked)
+            ]
+            found += tracked + raw
     return found
 
 

@@ -89,16 +89,24 @@ class _Classes(_Imports):
         return updated_node.with_changes(name=cst.Name("forward"))
 
     def assignment(self, original: cst.Call, call: cst.Call) -> cst.BaseExpression | None:
-        """`self.w.assign(v)` -> `self.w.detach().copy_(v)` (and `assign_add`, `assign_sub`)
-        on a layer's weight: not differentiated, as in TF; torch's version counter still
+        """`self.w.assign(v)` -> `self.w.detach().copy_(v)` (and `assign_add`, `assign_sub`;
+        `.value()` -> `self.w`) on a layer's weight or a module-level variable: not differentiated, as in TF; torch's version counter still
         refuses a backward that needs the old value, where `.data` would give wrong numbers."""
         func = call.func
         method = {"assign": "copy_", "assign_add": "add_", "assign_sub": "sub_"}
-        if not isinstance(func, cst.Attribute) or func.attr.value not in method:
+        if not isinstance(func, cst.Attribute):
             return None
         target = _dotted(func.value)
         own = self.class_variables[-1] if self.class_variables else set()
-        if not (target.removeprefix("self.") in own and target.count(".") == 1):
+        known = (target.removeprefix("self.") in own and target.count(".") == 1) or (
+            target in self.all_variables
+        )
+        if not known:
+            return None
+        if func.attr.value in ("value", "read_value") and not call.args:  # the tensor itself
+            self.translated(original, f".{func.attr.value}()", target)
+            return func.value
+        if func.attr.value not in method:
             return None
         if len(call.args) != 1 or call.args[0].keyword is not None:
             return None

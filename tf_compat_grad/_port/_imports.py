@@ -153,12 +153,13 @@ class _Imports(_PorterState):
                     and isinstance(small.targets[0].target, cst.Name)
                     and isinstance(small.value, cst.Call)
                     and self.tf_name(small.value.func) == "Variable"
-                    and not any(
+                ):
+                    self.all_variables.add(small.targets[0].target.value)
+                    if not any(
                         a.keyword is not None and a.keyword.value == "trainable"
                         for a in small.value.args
-                    )
-                ):
-                    self.variables.add(small.targets[0].target.value)
+                    ):
+                        self.variables.add(small.targets[0].target.value)
         for name in [*self.aliases, *self.direct]:
             self.foreign.pop(name, None)
         translated = {id(s.body[0]) for s in self.tf_imports}

@@ -30,7 +30,8 @@ class _PorterState(cst.CSTTransformer):
         self.tf_imports: list[cst.SimpleStatementLine] = []  # the statements binding them
         self.remaining = 0  # uses of those names left untranslated
         self.module: cst.Module = cst.Module([])
-        self.variables: set[str] = set()  # module-level names of tf.Variables
+        self.variables: set[str] = set()  # module-level names of trainable tf.Variables
+        self.all_variables: set[str] = set()  # module-level names of tf.Variables
         self.foreign: dict[str, str] = {}  # names bound by flagged tensorflow imports -> module
         self.needed: set[str] = set()  # keys of IMPORTS the translations use
         self.scope: list[str] = []

@@ -49,11 +49,24 @@ TENSOR_RULES: tuple[Rule, ...] = (
             _v("nn.Parameter(torch.tensor({initial_value}))", "initial_value:literal"),
             _v("nn.Parameter(torch.as_tensor({initial_value}, dtype={dtype}))"),
             _v("nn.Parameter({initial_value})"),
+            *(
+                _v(v.template[:-1] + ", requires_grad=False)", "trainable=False", *v.when)
+                for v in (
+                    _v(
+                        "nn.Parameter(torch.tensor({initial_value}, dtype={dtype}))",
+                        "initial_value:literal",
+                    ),
+                    _v("nn.Parameter(torch.tensor({initial_value}))", "initial_value:literal"),
+                    _v("nn.Parameter(torch.as_tensor({initial_value}, dtype={dtype}))"),
+                    _v("nn.Parameter(torch.as_tensor({initial_value}))"),
+                )
+            ),
         ),
         flags={"trainable": True},
         value="nn.Parameter",
-        note="A trainable Parameter (also in `isinstance`), found by `variables=` as TF finds the variable. "
-        "`trainable=False` is not translated (use a buffer or a plain tensor).",
+        note="A Parameter (also in `isinstance`), found by `variables=` as TF finds the "
+        "variable; `trainable=False` gives one with `requires_grad=False`, which `variables=` "
+        "leaves out as TF does, and which a module still saves and moves.",
         otherwise="only `initial_value` and `dtype` are translated",
     ),
     Rule(

@@ -79,6 +79,14 @@ def batch_norm_sparse_xent(logits):
     return loss, grad
 
 
+def split_and_stack(x):
+    assert x.dtype.is_floating and x.dtype.base_dtype == tf.dtypes.float64
+    first, second = tf.split(x, 2, axis=1)
+    a, b, c = tf.split(x, [1, 2, 1], axis=1)
+    rows = tf.unstack(x, axis=0)
+    return first * second, a * tf.reduce_sum(b, axis=1, keepdims=True) + c, rows[0] * rows[1]
+
+
 def _image(n, h, w, c, offset):
     return [
         [
@@ -101,5 +109,6 @@ EXAMPLES = {
     "division_and_modulo": ([1.5, -2.0, 0.3],),
     "elementwise_tail": ([-0.5, 0.25, 1.5],),
     "special_tail": ([-0.5, 0.25, 0.9],),
+    "split_and_stack": ([[1.0, -2.0, 0.5, 3.0], [0.25, 1.5, -1.0, 2.0]],),
     "batch_norm_sparse_xent": ([[1.0, 2.0, -1.0], [0.5, -0.5, 3.0]],),
 }

@@ -123,7 +123,8 @@ def _like(name: str) -> Rule:
 
 
 def _dtype(tf_name: str, torch_name: str = "") -> Rule:
-    return Rule((tf_name,), value=f"torch.{torch_name or tf_name}")
+    """`tf.NAME` and `tf.dtypes.NAME`."""
+    return Rule((tf_name, f"dtypes.{tf_name}"), value=f"torch.{torch_name or tf_name}")
 
 
 def _flagged(names: tuple[str, ...], why: str) -> Rule:

@@ -5,6 +5,22 @@ from __future__ import annotations
 
 from ._rule import Rule, _dtype, _like, _v
 
+# TF's dtypes with a torch dtype of the same name.
+DTYPES = (
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "bool",
+    "complex64",
+    "complex128",
+)
+
 TENSOR_RULES: tuple[Rule, ...] = (
     # --- the library's decorators -------------------------------------------------------
     Rule(
@@ -146,23 +162,7 @@ TENSOR_RULES: tuple[Rule, ...] = (
     Rule(("Tensor",), value="torch.Tensor", note="In annotations and `isinstance`."),
     Rule(("newaxis",), value="None", note="`x[:, tf.newaxis]` -> `x[:, None]`."),
     # --- dtypes -------------------------------------------------------------------------
-    *(
-        _dtype(name)
-        for name in (
-            "float16",
-            "bfloat16",
-            "float32",
-            "float64",
-            "int8",
-            "int16",
-            "int32",
-            "int64",
-            "uint8",
-            "bool",
-            "complex64",
-            "complex128",
-        )
-    ),
+    *(_dtype(name) for name in DTYPES),
     _dtype("half", "float16"),
     _dtype("double", "float64"),
 )

@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from ._rule import Rule, _flagged, _v
+from ._table_tensors import DTYPES
 from ._tf_names import V1_NAMES
 
 # Same arguments, other semantics in TF1: flagged with the difference.
@@ -36,18 +37,6 @@ _SAME_VALUES = (
     "newaxis",
     "Module",
     "keras",
-    "float16",
-    "bfloat16",
-    "float32",
-    "float64",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "bool",
-    "complex64",
-    "complex128",
     "half",
     "double",
 )
@@ -108,7 +97,7 @@ MODE_SWITCHES = frozenset(
 
 def v1_aliases(table: Mapping[str, Rule]) -> dict[str, str]:
     """TF1 name -> the table name of the same function or value."""
-    found = {name: name for name in _SAME_VALUES if name in table}
+    found = {name: name for name in (*_SAME_VALUES, *DTYPES) if name in table}
     for name, (target, same, _) in V1_NAMES.items():
         if same and target in table:
             found[name] = target

@@ -125,14 +125,23 @@ class _Porter(_Classes):
         return self.translate_value(original_node, updated_node)
 
     def shape_rank(self, original: cst.Attribute, node: cst.Attribute) -> cst.BaseExpression | None:
-        """`x.shape.ndims`, `x.shape.rank` -> `x.dim()` (eager ranks are known: an int)."""
+        """`x.shape.ndims`, `x.shape.rank` -> `x.dim()` (eager ranks are known: an int);
+        `x.dtype.is_floating` -> `x.dtype.is_floating_point`, `x.dtype.base_dtype` ->
+        `x.dtype`: attributes only TF's shapes and dtypes have."""
         value = node.value
-        if node.attr.value not in ("ndims", "rank") or not (
-            isinstance(value, cst.Attribute) and value.attr.value == "shape"
-        ):
+        owner = value.attr.value if isinstance(value, cst.Attribute) else ""
+        result: cst.BaseExpression
+        if owner == "shape" and node.attr.value in ("ndims", "rank"):
+            result = cst.Call(
+                cst.Attribute(cst.ensure_type(value, cst.Attribute).value, cst.Name("dim"))
+            )
+        elif owner == "dtype" and node.attr.value == "is_floating":
+            result = node.with_changes(attr=cst.Name("is_floating_point"))
+        elif owner == "dtype" and node.attr.value == "base_dtype":
+            result = value
+        else:
             return None
-        result = cst.Call(cst.Attribute(value.value, cst.Name("dim")))
-        self.translated(original, f".shape.{node.attr.value}", _code(result))
+        self.translated(original, f".{owner}.{node.attr.value}", _code(result))
         return result
 
     def translate_value(

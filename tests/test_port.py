@@ -612,7 +612,7 @@ class Derived(Base):
 
 class Net(keras.Model):
     def call(self, x):
-        return LSTM(2)(x)
+        return LSTM(2)(x) + keras.layers.GRU(2)(x)
 """
 
 
@@ -627,12 +627,16 @@ def test_keras_classes_imports_and_decorators() -> None:
     assert "other.assign(x)" in code  # not a weight of the class: left as it is
     # LSTM is not translated: its import stays, the names it translates come from the port
     assert [(e.line, e.tf) for e in result.flagged] == [
+        (1, "import keras"),
         (3, "from tensorflow.keras.layers import Layer, LSTM"),
         (21, "LSTM"),
+        (21, "keras.layers.GRU"),
     ]
+    assert "a Keras layer that tf_compat_grad.layers does not have" in result.flagged[3].why
     assert "from tensorflow.keras.layers import Layer, LSTM" in code
-    assert "import keras\n" not in code and "import tensorflow as tf\n" not in code
-    assert code.startswith("# tf_compat_grad port: finish by hand: 1 construct(s)")
+    assert "`LSTM` comes from `tensorflow.keras.layers`" in result.flagged[2].why
+    assert "import keras\n" in code and "import tensorflow as tf\n" not in code
+    assert code.startswith("# tf_compat_grad port: finish by hand: 2 construct(s)")
 
 
 def test_a_built_layer_is_an_nn_module_with_keras_weights() -> None:

@@ -36,6 +36,18 @@ _REMOVED_DECORATORS = (
 )
 
 
+def _unknown(name: str) -> str:
+    """Why a tensorflow name outside the table is left as it is."""
+    if name.startswith(("keras.layers.", "compat.v1.keras.layers.")):
+        return (
+            "a Keras layer that tf_compat_grad.layers does not have (it has Dense, Conv2D, "
+            "BatchNormalization, Activation, ReLU, Softmax, Dropout, Flatten, Lambda): write it "
+            "with torch.nn, minding Keras's weight layout (kernels `(in, out)`, channels-last) "
+            "and defaults"
+        )
+    return "not in the translation table"
+
+
 class PortSyntaxError(ValueError):
     """The input is not valid Python."""
 
@@ -155,7 +167,7 @@ class _Porter(_Classes):
         rule = TABLE.get(name)
         if rule is None or not rule.value:
             if rule is None:
-                why = "not in the translation table"
+                why = _unknown(name)
             elif rule.variants:
                 why = "used as a value, not called: only its calls are translated"
             else:
@@ -345,7 +357,7 @@ class _Porter(_Classes):
         shown = _dotted(updated_node.func)
         rule = TABLE.get(name)
         if rule is None:
-            self.untranslated(original_node, shown, "not in the translation table")
+            self.untranslated(original_node, shown, _unknown(name))
             return updated_node
         if rule.params is None:  # a value: the call keeps its arguments
             self.translated(original_node, shown, rule.value)

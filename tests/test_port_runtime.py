@@ -98,7 +98,7 @@ def test_convert_to_tensor_takes_tf_dtypes_and_refuses_as_tf() -> None:
     assert tf_ops.convert_to_tensor([1, 2.5]).dtype == torch.float32
     assert tf_ops.convert_to_tensor(3, dtype_hint=torch.float64).dtype == torch.float64
     assert tf_ops.convert_to_tensor(0.5, dtype_hint=torch.int32).dtype == torch.float32
-    with pytest.raises(ValueError, match="tensor was asked to become torch.float32"):
+    with pytest.raises(ValueError, match=re.escape("tensor was asked to become torch.float32")):
         tf_ops.convert_to_tensor(torch.ones(1, dtype=torch.float64), dtype=torch.float32)
     with pytest.raises(TypeError, match="TF refuses to truncate Python floats"):
         tf_ops.convert_to_tensor(0.5, dtype=torch.int32)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -12,6 +12,21 @@ import torch.nn.functional as F
 from ._tf_nn import gelu, selu
 
 Initializer = Callable[[tuple[int, ...], torch.dtype], torch.Tensor]
+
+
+def as_dtype(dtype: Any) -> torch.dtype:
+    """A torch dtype from Keras's spelling: None (torch's default dtype), a name or a dtype."""
+    if dtype is None:
+        return torch.get_default_dtype()
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    found = getattr(torch, str(dtype), None)
+    if not isinstance(found, torch.dtype):
+        raise TypeError(
+            f"tf_compat_grad.layers: dtype {dtype!r} is not a torch dtype name; pass one such as "
+            "'float32' or torch.float64 (mixed-precision policies are not translated)"
+        )
+    return found
 
 
 def _fans(shape: tuple[int, ...]) -> tuple[int, int]:
@@ -31,8 +46,9 @@ class Constant:
     def __init__(self, value: Any = 0.0) -> None:
         self.value = value
 
-    def __call__(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-        value = torch.as_tensor(self.value, dtype=dtype)
+    def __call__(self, shape: Sequence[int], dtype: Any = None) -> torch.Tensor:
+        value = torch.as_tensor(self.value, dtype=as_dtype(dtype))
+        shape = tuple(shape)
         return value.expand(shape).clone() if value.dim() == 0 else value.reshape(shape).clone()
 
 
@@ -50,8 +66,8 @@ class RandomNormal:
     def __init__(self, mean: float = 0.0, stddev: float = 0.05, seed: int | None = None) -> None:
         self.mean, self.stddev = mean, stddev
 
-    def __call__(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-        return torch.empty(shape, dtype=dtype).normal_(self.mean, self.stddev)
+    def __call__(self, shape: Sequence[int], dtype: Any = None) -> torch.Tensor:
+        return torch.empty(tuple(shape), dtype=as_dtype(dtype)).normal_(self.mean, self.stddev)
 
 
 class RandomUniform:
@@ -60,16 +76,16 @@ class RandomUniform:
     ) -> None:
         self.minval, self.maxval = minval, maxval
 
-    def __call__(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-        return torch.empty(shape, dtype=dtype).uniform_(self.minval, self.maxval)
+    def __call__(self, shape: Sequence[int], dtype: Any = None) -> torch.Tensor:
+        return torch.empty(tuple(shape), dtype=as_dtype(dtype)).uniform_(self.minval, self.maxval)
 
 
 class TruncatedNormal(RandomNormal):
     """Normal numbers more than two standard deviations from the mean drawn again."""
 
-    def __call__(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    def __call__(self, shape: Sequence[int], dtype: Any = None) -> torch.Tensor:
         low, high = self.mean - 2 * self.stddev, self.mean + 2 * self.stddev
-        tensor = torch.empty(shape, dtype=dtype)
+        tensor = torch.empty(tuple(shape), dtype=as_dtype(dtype))
         return torch.nn.init.trunc_normal_(tensor, self.mean, self.stddev, low, high)
 
 
@@ -81,8 +97,8 @@ class _VarianceScaling:
     def __init__(self, seed: int | None = None) -> None:
         pass
 
-    def __call__(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-        fan_in, fan_out = _fans(shape)
+    def __call__(self, shape: Sequence[int], dtype: Any = None) -> torch.Tensor:
+        fan_in, fan_out = _fans(tuple(shape))
         fan = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2}
         variance = self.scale / max(1.0, fan[self.mode])
         if self.distribution == "uniform":

@@ -53,6 +53,7 @@ from ._layer_parts import (
     RandomUniform,
     TruncatedNormal,
     Zeros,
+    as_dtype,
     get_activation,
     get_initializer,
 )
@@ -94,20 +95,6 @@ _LAYER_KWARGS = {
     "autocast",
     "dynamic",
 }
-
-
-def _dtype(dtype: Any) -> torch.dtype:
-    if dtype is None:
-        return torch.get_default_dtype()
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    found = getattr(torch, str(dtype), None)
-    if not isinstance(found, torch.dtype):
-        raise TypeError(
-            f"tf_compat_grad.layers: dtype {dtype!r} is not a torch dtype name; pass one such as "
-            "'float32' or torch.float64 (mixed-precision policies are not translated)"
-        )
-    return found
 
 
 class Module(nn.Module):
@@ -153,7 +140,7 @@ class Layer(Module):
             raise TypeError(f"tf_compat_grad.layers: unexpected keyword argument {unknown[0]!r}")
         super().__init__(name)
         self.trainable = trainable
-        self.dtype = _dtype(dtype)
+        self.dtype = as_dtype(dtype)
         self.built = False
         self._weight_count = 0
         self.losses: list[torch.Tensor] = []
@@ -199,7 +186,7 @@ class Layer(Module):
         while hasattr(self, key) and key not in self._parameters and key not in self._buffers:
             key += "_"
         value = get_initializer(initializer)(
-            tuple(shape or ()), _dtype(dtype) if dtype is not None else self.dtype
+            tuple(shape or ()), as_dtype(dtype) if dtype is not None else self.dtype
         )
         if trainable and self.trainable:
             weight = nn.Parameter(value)

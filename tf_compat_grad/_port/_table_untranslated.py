@@ -16,6 +16,22 @@ _NHWC = (
     "the others need the tensors and the filter permuted by hand"
 )
 
+# tf.function's parameters: none changes the numbers of the function it wraps.
+_FUNCTION_PARAMETERS = (
+    "func",
+    "input_signature",
+    "autograph",
+    "jit_compile",
+    "reduce_retracing",
+    "experimental_implements",
+    "experimental_autograph_options",
+    "experimental_attributes",
+    "experimental_relax_shapes",
+    "experimental_compile",
+    "experimental_follow_type_hints",
+    "name",
+)
+
 UNTRANSLATED_RULES: tuple[Rule, ...] = (
     # --- not translated, with the reason ----------------------------------------------------
     Rule(
@@ -36,13 +52,15 @@ UNTRANSLATED_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         ("function",),
-        ("func", "input_signature", "autograph", "jit_compile", "reduce_retracing"),
+        _FUNCTION_PARAMETERS,
         (_v("{func}"),),
-        note="A bare `@tf.function` decorator is removed and `tf.function(f)` becomes `f`: "
-        "the function runs eagerly, with the numbers of TF's eager mode (autograph keeps "
-        "Python semantics); `torch.compile(fn, fullgraph=True)` is torch's counterpart. Any "
-        "argument (`input_signature=`, `jit_compile=`, ...) is not translated.",
-        otherwise="only a bare `@tf.function` or `tf.function(f)` is translated",
+        drop=_FUNCTION_PARAMETERS[1:],
+        note="`@tf.function` (with or without arguments) is removed and `tf.function(f, ...)` "
+        "becomes `f`: the function runs eagerly, with the numbers of TF's eager mode "
+        "(autograph keeps Python semantics; `input_signature=` only restricts the calls TF "
+        "accepts, `jit_compile=` only changes how TF compiles); "
+        "`torch.compile(fn, fullgraph=True)` is torch's counterpart.",
+        otherwise="`tf.function(f)` needs the function",
     ),
     _flagged(
         (

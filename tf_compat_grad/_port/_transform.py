@@ -181,10 +181,13 @@ class _Porter(_Classes):
     # --- @tf.function and TF-only tensor methods
 
     def removed_decorator(self, decorator: cst.BaseExpression) -> bool:
-        """`@tf.function` (bare) or `@tf.keras.utils.register_keras_serializable(...)`."""
+        """`@tf.function`, `@tf.function(jit_compile=True, ...)` (keywords only) or
+        `@tf.keras.utils.register_keras_serializable(...)`."""
         if self.tf_name(decorator) == "function":
             return True
         called = decorator.func if isinstance(decorator, cst.Call) else decorator
+        if self.tf_name(called) == "function" and isinstance(decorator, cst.Call):
+            return all(arg.keyword is not None for arg in decorator.args)
         return self.tf_name(called) in _REMOVED_DECORATORS
 
     def visit_Decorator(self, node: cst.Decorator) -> None:

@@ -7,7 +7,8 @@ whose template uses exactly the arguments given (less those in `drop` and the li
 of `flags`) and whose `when` facts all hold is instantiated, with each `{param}` replaced by the
 argument's (already translated) source. A call no variant fits is left as it is and flagged with
 `otherwise`. A rule without `params` names a value: `tf.NAME` becomes `value`, and a call of it
-keeps its arguments.
+keeps its arguments, plus its `defaults` not given (`data_format="channels_last"` for Keras's
+`Conv2D`, whose layout the port writes out).
 
 The facts a variant can require, besides which arguments are given:
 

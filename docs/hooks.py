@@ -5,9 +5,11 @@ renders as Markdown. Python-Markdown renders Markdown inside HTML only where the
 `markdown="1"` (the `md_in_html` extension), so this adds it to each table cell.
 
 A snippet that needs TensorFlow is fenced as `python tensorflow`, which GitHub highlights as
-Python and the test suite does not run (tests/test_docs.py); Python-Markdown knows no second word
-after the language, so the fence is given to it as `python`. A fence that still reaches the page
-unrendered is a warning, which fails the strict build.
+Python and the test suite does not run (tests/test_docs.py); docs/port.md also names the file a
+block shows (`python tensorflow grads.py`, `text report grads.py`, read by
+tests/test_port_docs.py). Python-Markdown knows no word after the language, so the fence is given
+to it as the language alone. A fence that still reaches the page unrendered is a warning, which
+fails the strict build.
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ import re
 from typing import Any
 
 _CELL = re.compile(r"<(td|th)>")
-_TENSORFLOW_FENCE = re.compile(r"^```python tensorflow$", re.M)
+_WORDS_AFTER_LANGUAGE = re.compile(r"^```(\w+) [^\n`]*$", re.M)
 _log = logging.getLogger("mkdocs.hooks.tf_compat_grad")
 
 
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
-    markdown = _TENSORFLOW_FENCE.sub("```python", markdown)
+    markdown = _WORDS_AFTER_LANGUAGE.sub(r"```\1", markdown)
     return _CELL.sub(r'<\1 markdown="1">', markdown)
 
 

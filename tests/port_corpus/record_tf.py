@@ -9,7 +9,8 @@ For each function of each corpus file's EXAMPLES, at float64 inputs (a list is a
 `{"py": v}` a Python number, `{"tensor": v, "dtype": "float32"}` a tensor of another dtype), it
 records the flattened outputs and their dtypes, the gradient of
 `sum(output_i * upstream_i)` with respect to the tensor inputs and then the module's
-tf.Variables (by name), and, where TensorFlow defines it, the second order: the gradient of
+tf.Variables (by name) and the trainable variables of its Keras layers and tf.Modules (by name,
+each in its own order, read after the call, which builds a layer), and, where TensorFlow defines it, the second order: the gradient of
 `sum(grad_j * vector_j)` through nested GradientTapes. The upstreams and vectors are recorded
 too, so tests/test_port.py replays exactly the same computation in torch.
 
@@ -33,6 +34,7 @@ import importlib.util
 import json
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +98,9 @@ def record_layer(cls: Any, spec: dict[str, Any], floatx: str) -> dict[str, Any]:
     trainable = [path for path, v in held.items() if v.trainable]
     method = getattr(layer, spec["method"]) if "method" in spec else layer
     case = record(
-        lambda *a: method(*a, **call_kwargs), tuple(spec["call"]), [held[p] for p in trainable]
+        lambda *a: method(*a, **call_kwargs),
+        tuple(spec["call"]),
+        lambda: [held[p] for p in trainable],
     )
     case["weights"] = {path: as_list(v) for path, v in held.items()}
     case["trainable"] = trainable
@@ -104,15 +108,36 @@ def record_layer(cls: Any, spec: dict[str, Any], floatx: str) -> dict[str, Any]:
     return case
 
 
-def record(fn: Any, spec: tuple[Any, ...], variables: list[tf.Variable]) -> dict[str, Any]:
+def module_variables(module: Any) -> list[Any]:
+    """The module's trainable tf.Variables, then its Keras layers' and tf.Modules'."""
+    found: list[Any] = []
+    for _, value in sorted(vars(module).items()):
+        if isinstance(value, tf.Variable):
+            found += [value] if value.trainable else []
+        elif isinstance(value, (tf.keras.layers.Layer, tf.Module)):
+            tracked = list(value.trainable_variables)
+            raw = [  # Keras 3 does not track a tf.Variable attribute; TF's tape reads it
+                v
+                for v in vars(value).values()
+                if isinstance(v, tf.Variable) and v.trainable and all(v is not t for t in tracked)
+            ]
+            found += tracked + raw
+    return found
+
+
+def record(
+    fn: Any, spec: tuple[Any, ...], variables: Callable[[], list[tf.Variable]]
+) -> dict[str, Any]:
+    """Records `fn(*spec)`; `variables()`, read after the call (which builds a layer), are the
+    sources after the tensor arguments."""
     args = [argument(a) for a in spec]
     tensors = [a for a in args if tf.is_tensor(a)]
-    sources = [*tensors, *variables]
     with tf.GradientTape(persistent=True) as outer:
         outer.watch(tensors)
         with tf.GradientTape() as inner:
             inner.watch(tensors)
             flat = tf.nest.flatten(fn(*args))
+            sources = [*tensors, *variables()]
             upstream = [
                 pattern(tuple(f.shape), i) if f.dtype.is_floating else None
                 for i, f in enumerate(flat)
@@ -156,9 +181,12 @@ def main(argv: list[str]) -> int:
     reference: dict[str, Any] = {"tensorflow": tf.__version__, "files": {}}
     for path in corpus(directory):
         module = load(path)
-        variables = [v for _, v in sorted(vars(module).items()) if isinstance(v, tf.Variable)]
         functions = {}
         floatx = getattr(module, "KERAS_FLOATX", "float64")
+
+        def variables(module: Any = module) -> list[Any]:
+            return module_variables(module)
+
         for name, spec in module.EXAMPLES.items():
             print(f"{path.name}: {name}")
             tf.keras.backend.set_floatx(floatx)

@@ -8,6 +8,7 @@ import libcst as cst
 
 from ._rule import Rule, Variant, placeholders
 from ._syntax import _dotted
+from ._table_tensors import DTYPES
 
 
 class _Untranslated(Exception):
@@ -133,7 +134,13 @@ def _choose(
         else:
             param = arg.keyword.value
         given[param] = arg.value
-    facts = {"subscripted", "branches"} if subscripted else {"branches"}
+    dtype = given.get("dtype")
+    if isinstance(dtype, cst.SimpleString):  # TF takes a dtype's name too
+        name = dtype.evaluated_value
+        if name not in DTYPES:
+            raise _Untranslated(f"the dtype {name!r} has no torch dtype of that name")
+        given["dtype"] = cst.Attribute(cst.Name("torch"), cst.Name(str(name)))
+    facts = {"subscripted"} if subscripted else set()
     for param in rule.drop:
         given.pop(param, None)
     for param, default in rule.flags.items():

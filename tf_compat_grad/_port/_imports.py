@@ -6,27 +6,40 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ._report import MARK, Entry
+from ._report import KEPT, MARK, Entry
 from ._state import _PorterState
 from ._syntax import _code, _dotted
-from ._table import IMPORTS, TABLE
+from ._table import IMPORTS, TABLE, V1_ALIASES
 
 _IMPORTS_WHY = (
-    "translated imports: `import tensorflow as tf`, `import tensorflow.compat.v2 as tf`, and "
-    "`from tensorflow[.MODULE] import NAME` of table names and their modules (`nn`, `math`), "
-    "each a statement of its own at module level; `tensorflow.compat.v1` has other semantics"
+    "translated imports: `import tensorflow as tf`, `import tensorflow.compat.v1 as tf` (or "
+    "`v2`), `import keras`, and `from tensorflow[.MODULE] import NAME` (or `keras`) of table "
+    "names and their modules (`nn`, `math`, `keras.layers`), each a statement of its own at "
+    "module level"
 )
 _V2_MODULES = ("tensorflow", "tensorflow.compat.v2")
+_KERAS_PACKAGES = ("keras", "tf_keras")  # Keras 3 and Keras 2 on their own: `tensorflow.keras`
+
+
+def _tensorflow_module(module: str) -> str:
+    """The module's name under tensorflow: `keras.layers` is `tensorflow.keras.layers`."""
+    root, _, rest = module.partition(".")
+    if root in _KERAS_PACKAGES:
+        return "tensorflow.keras" + ("." + rest if rest else "")
+    return module
 
 
 def _bindings(small: cst.BaseSmallStatement) -> dict[str, tuple[str, str]]:
     """The names an import statement binds to tensorflow, each a ("module", prefix) or a
-    ("name", table name); empty if it is not one the translator takes (see `_IMPORTS_WHY`)."""
+    ("name", table name); empty if it is not one the translator takes (see `_IMPORTS_WHY`).
+    A `from` import may also bind names outside the table: their uses are flagged."""
     if isinstance(small, cst.Import):
         if len(small.names) != 1:
             return {}
         alias = small.names[0]
-        module = _dotted(alias.name)
+        module = _tensorflow_module(_dotted(alias.name))
+        if module == "tensorflow.keras" and alias.asname is None:
+            return {_dotted(alias.name): ("module", "keras")}  # import keras
         if module == "tensorflow" or (module in _V2_MODULES and alias.asname is not None):
             return {_alias_name(alias): ("module", "")}
         prefix = module.removeprefix("tensorflow.")
@@ -39,7 +52,7 @@ def _bindings(small: cst.BaseSmallStatement) -> dict[str, tuple[str, str]]:
         return {}
     if not isinstance(small, cst.ImportFrom) or small.relative or small.module is None:
         return {}
-    module = _dotted(small.module)
+    module = _tensorflow_module(_dotted(small.module))
     if isinstance(small.names, cst.ImportStar):
         return {}
     if module == "tensorflow.compat":
@@ -53,18 +66,17 @@ def _bindings(small: cst.BaseSmallStatement) -> dict[str, tuple[str, str]]:
     found: dict[str, tuple[str, str]] = {}
     for alias in small.names:
         name = _dotted(alias.name)
-        if base is None:  # from tensorflow.compat import v2 [as tf]
-            if name != "v2":
+        if base is None:  # from tensorflow.compat import v2 [as tf], v1 [as tf]
+            if name not in ("v1", "v2"):
                 return {}
-            found[_alias_name(alias)] = ("module", "")
+            found[_alias_name(alias)] = ("module", "" if name == "v2" else "compat.v1")
             continue
         full = f"{base}.{name}" if base else name
         if full in TABLE:
             found[_alias_name(alias)] = ("name", full)
         elif any(known.startswith(full + ".") for known in TABLE):
             found[_alias_name(alias)] = ("module", full)
-        else:
-            return {}
+        # another name stays bound by the import, which is kept while it is used (flagged)
     return found
 
 
@@ -72,6 +84,16 @@ def _alias_name(alias: cst.ImportAlias) -> str:
     if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
         return alias.asname.name.value
     return _dotted(alias.name)
+
+
+def _bound(small: cst.BaseSmallStatement) -> set[str]:
+    """The names an import statement binds (`tf`, `nn`; `tensorflow` for `import
+    tensorflow.math`)."""
+    if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(
+        small.names, cst.ImportStar
+    ):
+        return {_alias_name(a).split(".")[0] for a in small.names}
+    return set()
 
 
 def _import_lines(needed: set[str], present: set[str]) -> list[str]:
@@ -107,13 +129,13 @@ class _Imports(_PorterState):
         class Foreign(cst.CSTVisitor):  # names bound by the tensorflow imports it flags
             def visit_Import(inner, node: cst.Import) -> None:
                 for alias in node.names:
-                    if _dotted(alias.name).split(".")[0] == "tensorflow":
+                    if _tensorflow_module(_dotted(alias.name)).split(".")[0] == "tensorflow":
                         name = _alias_name(alias).split(".")[0]
                         self.foreign.setdefault(name, _dotted(alias.name))
 
             def visit_ImportFrom(inner, node: cst.ImportFrom) -> None:
                 module = _dotted(node.module)
-                if node.relative or module.split(".")[0] != "tensorflow":
+                if node.relative or _tensorflow_module(module).split(".")[0] != "tensorflow":
                     return
                 if isinstance(node.names, cst.ImportStar):
                     return
@@ -131,14 +153,25 @@ class _Imports(_PorterState):
                     and isinstance(small.targets[0].target, cst.Name)
                     and isinstance(small.value, cst.Call)
                     and self.tf_name(small.value.func) == "Variable"
-                    and not any(
+                ):
+                    self.all_variables.add(small.targets[0].target.value)
+                    if not any(
                         a.keyword is not None and a.keyword.value == "trainable"
                         for a in small.value.args
-                    )
-                ):
-                    self.variables.add(small.targets[0].target.value)
+                    ):
+                        self.variables.add(small.targets[0].target.value)
         for name in [*self.aliases, *self.direct]:
             self.foreign.pop(name, None)
+        translated = {id(s.body[0]) for s in self.tf_imports}
+
+        class Partial(cst.CSTVisitor):  # other names of a translated `from` import
+            def visit_ImportFrom(inner, node: cst.ImportFrom) -> None:
+                if id(node) in translated and not isinstance(node.names, cst.ImportStar):
+                    for alias in node.names:
+                        if _alias_name(alias) in self.foreign:
+                            self.partial.add(_alias_name(alias))
+
+        node.visit(Partial())
 
     def visit_Import(self, node: cst.Import) -> bool:
         return False  # its names are not uses
@@ -153,18 +186,21 @@ class _Imports(_PorterState):
             return updated_node  # replaced in leave_Module
         for small in original_node.body:
             if isinstance(small, cst.Import) and any(
-                _dotted(a.name).split(".")[0] == "tensorflow" for a in small.names
+                _tensorflow_module(_dotted(a.name)).split(".")[0] == "tensorflow"
+                for a in small.names
             ):
                 self.flag(original_node, _code(small), _IMPORTS_WHY)
             elif (
                 isinstance(small, cst.ImportFrom)
                 and not small.relative
-                and _dotted(small.module).split(".")[0] == "tensorflow"
+                and _tensorflow_module(_dotted(small.module)).split(".")[0] == "tensorflow"
             ):
                 self.flag(original_node, f"from {_dotted(small.module)} import ...", _IMPORTS_WHY)
         return updated_node
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        """The tensorflow imports replaced by the torch ones the translations need; an import
+        whose names the untranslated uses still read is kept, under a comment saying so."""
         if not self.tf_imports:
             return updated_node
         indices = [
@@ -177,34 +213,35 @@ class _Imports(_PorterState):
         present = {updated_node.code_for_node(s).strip() for s in body}
         lines = _import_lines(self.needed, present)
         new = [cst.parse_statement(text) for text in lines]
-        if self.remaining:  # kept, with their comments, the new imports after the first
-            why = (
-                f"kept: {self.remaining} untranslated use(s) of tensorflow remain, marked '{MARK}'"
-            )
-            for index, old, statement, original in zip(
-                indices, olds, shown, self.tf_imports, strict=True
-            ):
+        kept = [bool(_bound(old.body[0]) & self.still_used) for old in olds]
+        why = f"{KEPT} {self.remaining} untranslated use(s) of tensorflow remain, marked '{MARK}'"
+        for index, old, statement, original, keep in zip(
+            indices, olds, shown, self.tf_imports, kept, strict=True
+        ):
+            if keep:
                 self.entries.append(
                     Entry(self.line(original), "<module>", "flagged", statement, why=why)
                 )
                 above = cst.EmptyLine(comment=cst.Comment(f"{MARK} {statement} {why}"))
                 body[index] = old.with_changes(leading_lines=[*old.leading_lines, above])
-            if lines:
-                self.translated(self.tf_imports[0], shown[0], "; ".join(lines))
+        if lines or not kept[0]:
+            self.translated(self.tf_imports[0], shown[0], "; ".join(lines) or "(removed)")
+        for statement, original, keep in list(zip(shown, self.tf_imports, kept, strict=True))[1:]:
+            if not keep:
+                self.translated(original, statement, "(removed)")
+        if kept[0]:  # the new imports after it
             replaced: list[cst.SimpleStatementLine | cst.BaseCompoundStatement] = [
                 body[indices[0]],
                 *new,
             ]
-        else:  # the first import takes the first TF import's comments, the others go
-            for statement, original in zip(shown, self.tf_imports, strict=True):
-                self.translated(original, statement, "; ".join(lines) or "(removed)")
-                lines = []
+        else:  # the first new import takes its comments
             if new:
                 new[0] = olds[0].with_changes(
                     body=cst.ensure_type(new[0], cst.SimpleStatementLine).body
                 )
             replaced = list(new)
-            for index in reversed(indices[1:]):
+        for index, keep in reversed(list(zip(indices[1:], kept[1:], strict=True))):
+            if not keep:
                 del body[index]
         body[indices[0] : indices[0] + 1] = replaced
         return updated_node.with_changes(body=body)
@@ -221,7 +258,12 @@ class _Imports(_PorterState):
             return None
         if node.value in self.aliases and parts:
             prefix = self.aliases[node.value]
-            return ".".join([*([prefix] if prefix else []), *reversed(parts)])
+            name = ".".join([*([prefix] if prefix else []), *reversed(parts)])
+            v1 = name.removeprefix("compat.v1.")
+            if v1 != name and name not in TABLE:  # tf.compat.v1.NAME: the same as tf.NAME?
+                first = v1.split(".")[0]
+                return V1_ALIASES.get(v1, v1 if first in V1_ALIASES else name)
+            return name
         if node.value in self.direct and not parts:
             return self.direct[node.value]
         return None
@@ -232,7 +274,9 @@ class _Imports(_PorterState):
         while isinstance(root, cst.Attribute):
             root = root.value
         if isinstance(root, cst.Name) and root.value in self.foreign:
-            self.flag(
+            # a name of a translated import keeps it: a use left untranslated
+            report = self.untranslated if root.value in self.partial else self.flag
+            report(
                 original,
                 _dotted(node) or root.value,
                 f"`{root.value}` comes from `{self.foreign[root.value]}`, whose import is not "

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 MARK = "# tf_compat_grad port:"  # starts the comment left at each line that is not translated
+KEPT = "kept:"  # starts the reason of a tensorflow import kept for the uses left untranslated
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ whose template uses exactly the arguments given (less those in `drop` and the li
 of `flags`) and whose `when` facts all hold is instantiated, with each `{param}` replaced by the
 argument's (already translated) source. A call no variant fits is left as it is and flagged with
 `otherwise`. A rule without `params` names a value: `tf.NAME` becomes `value`, and a call of it
-keeps its arguments.
+keeps its arguments, plus its `defaults` not given (`data_format="channels_last"` for Keras's
+`Conv2D`, whose layout the port writes out).
 
 The facts a variant can require, besides which arguments are given:
 
@@ -24,8 +25,6 @@ The facts a variant can require, besides which arguments are given:
   `len(...)`, or `+`, `-`, `*` of those;
 - `P:nonzero`: P is a literal number other than 0;
 - `P:name`: P is a name (a variable: its value is known at run time only);
-- `branches`: not a fact but a mark: the template is a conditional expression whose branches
-  each evaluate the arguments once, so none needs binding with `:=`;
 - `subscripted`: the call is indexed, as in `tf.shape(x)[0]`, or is the shape argument of
   `tf.reshape`, `tf.ones`, `tf.zeros`, `tf.fill` (where a `torch.Size` serves as well).
 
@@ -64,6 +63,7 @@ class Rule:
     refuse: Mapping[str, str] = field(default_factory=dict)  # fact -> why it is not translated
     note: str = ""  # semantics worth knowing, in the guide
     otherwise: str = ""  # why a call that no variant fits is left untranslated
+    defaults: tuple[str, ...] = ()  # `keyword=value`s a value rule's call writes out if not given
 
 
 def _v(template: str, *when: str) -> Variant:
@@ -76,11 +76,11 @@ def _unary(names: tuple[str, ...], param: str, target: str, note: str = "") -> R
 
 
 def _reduction(name: str, target: str, note: str) -> Rule:
-    """`tf.reduce_*`: `axis` -> `dim` (literal ints only: an empty list reduces nothing in TF
-    but everything in torch), `keepdims` -> `keepdim`, no axis: over all elements."""
+    """`tf.reduce_*`: `axis` -> `dim` for literal ints, `keepdims` -> `keepdim`, no axis: over
+    all elements; an axis known at run time only (a name, `list(range(1, n))`) goes to
+    `tf_ops.reduce_*`, where an empty list reduces nothing, as in TF (torch: everything)."""
     x = "{input_tensor}"
-    # a name's value is known at run time only: an empty sequence must reduce nothing
-    empty = x + " if isinstance({axis}, (list, tuple)) and not {axis} else "
+    helper = f"tf_ops.reduce_{name}"
     return Rule(
         (f"reduce_{name}", f"math.reduce_{name}"),
         ("input_tensor", "axis", "keepdims", "name"),
@@ -91,24 +91,14 @@ def _reduction(name: str, target: str, note: str) -> Rule:
             _v(f"{target}({x}, dim=None, keepdim={{keepdims}})"),
             _v(f"{target}({x}, dim={{axis}})", "axis:axes"),
             _v(f"{target}({x})"),
-            _v(
-                f"{empty}{target}({x}, dim={{axis}}, keepdim=True)",
-                "keepdims=True",
-                "axis:name",
-                "branches",
-            ),
-            _v(
-                f"{empty}{target}({x}, dim={{axis}}, keepdim={{keepdims}})",
-                "axis:name",
-                "branches",
-            ),
-            _v(f"{empty}{target}({x}, dim={{axis}})", "axis:name", "branches"),
+            _v(f"{helper}({x}, {{axis}}, keepdims=True)", "keepdims=True"),
+            _v(f"{helper}({x}, {{axis}}, keepdims={{keepdims}})"),
+            _v(f"{helper}({x}, {{axis}})"),
         ),
         flags={"keepdims": False},
         dynamic=("keepdims",),
         note=note,
-        otherwise="`axis` must be a name or a literal int or a non-empty list of literal ints "
-        "(an empty list reduces nothing in TF but every dimension in torch)",
+        otherwise="`axis` must not be an empty literal list",
     )
 
 
@@ -121,14 +111,21 @@ def _like(name: str) -> Rule:
         (name,),
         ("input", "dtype", "name"),
         (
+            _v(
+                f"torch.{name}(tf_ops.convert_to_tensor({{input}}), dtype={{dtype}})",
+                "input:number",
+            ),
+            _v(f"torch.{name}(tf_ops.convert_to_tensor({{input}}))", "input:number"),
             _v(f"torch.{name}({{input}}, dtype={{dtype}})"),
             _v(f"torch.{name}({{input}})"),
         ),
+        note="A Python number gets TF's dtype (int32, float32) through `tf_ops.convert_to_tensor`.",
     )
 
 
 def _dtype(tf_name: str, torch_name: str = "") -> Rule:
-    return Rule((tf_name,), value=f"torch.{torch_name or tf_name}")
+    """`tf.NAME` and `tf.dtypes.NAME`."""
+    return Rule((tf_name, f"dtypes.{tf_name}"), value=f"torch.{torch_name or tf_name}")
 
 
 def _flagged(names: tuple[str, ...], why: str) -> Rule:

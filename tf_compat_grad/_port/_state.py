@@ -30,7 +30,8 @@ class _PorterState(cst.CSTTransformer):
         self.tf_imports: list[cst.SimpleStatementLine] = []  # the statements binding them
         self.remaining = 0  # uses of those names left untranslated
         self.module: cst.Module = cst.Module([])
-        self.variables: set[str] = set()  # module-level names of tf.Variables
+        self.variables: set[str] = set()  # module-level names of trainable tf.Variables
+        self.all_variables: set[str] = set()  # module-level names of tf.Variables
         self.foreign: dict[str, str] = {}  # names bound by flagged tensorflow imports -> module
         self.needed: set[str] = set()  # keys of IMPORTS the translations use
         self.scope: list[str] = []
@@ -46,6 +47,13 @@ class _PorterState(cst.CSTTransformer):
         self.tape_calls: dict[int, str | _tape.Tape] = {}  # id of a GradientTape(...) or
         # tape.gradient(...) call -> why it is not translated, or its tape
         self.count = 0
+        self.removed: set[int] = set()  # ids of calls whose statement is removed
+        self.layer_classes: dict[str, str] = {}  # classes that become `layers` classes -> base
+        self.owners: list[str] = []  # per enclosing class: its `layers` base, or ""
+        self.class_variables: list[set[str]] = []  # per enclosing class: its weights' names
+        self.class_weights: dict[str, set[str]] = {}  # class name -> its weights' names
+        self.still_used: set[str] = set()  # names read by the uses left untranslated
+        self.partial: set[str] = set()  # names a translated `from` import binds to no rule
 
     # --- bookkeeping
 
@@ -108,6 +116,11 @@ class _PorterState(cst.CSTTransformer):
 
     def untranslated(self, node: cst.CSTNode, tf: str, why: str) -> None:
         self.remaining += 1
+        root = node.func if isinstance(node, cst.Call) else node
+        while isinstance(root, (cst.Attribute, cst.Call)):
+            root = root.value if isinstance(root, cst.Attribute) else root.func
+        if isinstance(root, cst.Name):  # the import binding it stays
+            self.still_used.add(root.value)
         self.flag(node, tf, why)
 
     def on_visit(self, node: cst.CSTNode) -> bool:

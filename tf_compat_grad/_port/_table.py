@@ -1,6 +1,6 @@
 """The translation table of `python -m tf_compat_grad port`: one `Rule` per TensorFlow name
 (see `_rule` for what a rule says), assembled from its families (`_table_tensors`,
-`_table_math`, `_table_nn`, `_table_shapes`, `_table_untranslated`) in the order the guide shows
+`_table_math`, `_table_nn`, `_table_shapes`, `_table_keras`, `_table_untranslated`) in the order the guide shows
 them, with the imports its templates need.
 
 `guide_table()` renders the table for docs/migrating_from_tensorflow.md (see
@@ -10,21 +10,30 @@ them, with the imports its templates need.
 from __future__ import annotations
 
 from ._rule import _PLACEHOLDER, Rule, Variant
+from ._table_keras import KERAS_RULES
 from ._table_math import MATH_RULES
 from ._table_nn import NN_RULES
 from ._table_shapes import SHAPE_RULES
 from ._table_tensors import TENSOR_RULES
 from ._table_untranslated import UNTRANSLATED_RULES
+from ._table_v1 import MODE_SWITCHES as MODE_SWITCHES
+from ._table_v1 import v1_aliases, v1_rules
+from ._tf_names import PUBLIC_OPS
 
 RULES: tuple[Rule, ...] = (
     *TENSOR_RULES,
     *MATH_RULES,
     *NN_RULES,
     *SHAPE_RULES,
+    *KERAS_RULES,
     *UNTRANSLATED_RULES,
 )
 
 TABLE: dict[str, Rule] = {name: rule for rule in RULES for name in rule.names}
+# `tensorflow.compat.v1`: its own functions' rules under `compat.v1.NAME`, and its names that
+# are a table name's (looked up through `V1_ALIASES`, see `_imports.tf_name`).
+TABLE.update((name, rule) for rule in v1_rules(TABLE) for name in rule.names)
+V1_ALIASES: dict[str, str] = v1_aliases(TABLE)
 
 # The names a template may use and the import each one needs.
 IMPORTS: dict[str, str] = {
@@ -33,7 +42,17 @@ IMPORTS: dict[str, str] = {
     "custom_gradient": "from tf_compat_grad import custom_gradient",
     "recompute_grad": "from tf_compat_grad import recompute_grad",
     "grad_pass_through": "from tf_compat_grad import grad_pass_through",
+    "layers": "from tf_compat_grad import layers",
+    "tf_ops": "from tf_compat_grad import tf_ops",
 }
+
+
+def coverage() -> tuple[list[str], int]:
+    """The names of TensorFlow's public ops (`_tf_names.PUBLIC_OPS`: `tf.math`, `tf.nn`, the
+    array and reduction ops) that the table translates, and how many there are (docs/port.md
+    states the share)."""
+    translated = [n for n in PUBLIC_OPS if n in TABLE and (TABLE[n].variants or TABLE[n].value)]
+    return translated, len(PUBLIC_OPS)
 
 
 def _shown(template: str) -> str:
@@ -56,7 +75,7 @@ _FACT_WORDS = {
 def _condition(variant: Variant) -> str:
     """When a variant applies, in words: `if axis is literal int(s), keepdims=True`."""
     words = []
-    for fact in sorted(variant.when - {"subscripted", "branches"}):
+    for fact in sorted(variant.when - {"subscripted"}):
         param, _, kind = fact.partition(":")
         words.append(f"{param} is {_FACT_WORDS[kind]}" if kind else fact)
     return f" if {', '.join(words)}" if words else ""

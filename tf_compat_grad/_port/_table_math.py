@@ -3,7 +3,7 @@ and elementwise functions and operators."""
 
 from __future__ import annotations
 
-from ._rule import Rule, _activation, _reduction, _unary, _v
+from ._rule import Rule, _activation, _flagged, _reduction, _unary, _v
 
 MATH_RULES: tuple[Rule, ...] = (
     # --- reductions ---------------------------------------------------------------------
@@ -20,12 +20,13 @@ MATH_RULES: tuple[Rule, ...] = (
             ),
             _v("torch.prod({input_tensor}, dim={axis})", "axis:axis"),
             _v("torch.prod({input_tensor})"),
+            _v("tf_ops.reduce_prod({input_tensor}, {axis}, keepdims=True)", "keepdims=True"),
+            _v("tf_ops.reduce_prod({input_tensor}, {axis})"),
         ),
         flags={"keepdims": False},
         note="Zeros in the input get the exact gradient in both. The second derivative at "
         "a zero: TF gives 0, torch the true value.",
-        otherwise="`torch.prod` reduces one literal int axis at a time; `keepdims=True` needs "
-        "an axis",
+        otherwise="`keepdims=True` needs an axis",
     ),
     # --- elementwise ---------------------------------------------------------------------
     _unary(("exp", "math.exp"), "x", "torch.exp"),
@@ -61,10 +62,7 @@ MATH_RULES: tuple[Rule, ...] = (
     Rule(
         ("maximum", "math.maximum"),
         ("x", "y", "name"),
-        (
-            _v("torch.where({x} >= {y}, {x}, {y})", "x:number"),
-            _v("torch.where(({x} >= {y}) | {x}.isnan(), {x}, {y})"),
-        ),
+        (_v("tf_ops.maximum({x}, {y})"),),
         note="On ties TF gives the whole gradient to x; `torch.maximum` would split it, and "
         "`torch.clamp`'s gradient at its bound differs between torch releases. A NaN in x or y "
         "gives NaN, as in TF; the gradient at a NaN x goes to x here, to y in TF.",
@@ -72,10 +70,7 @@ MATH_RULES: tuple[Rule, ...] = (
     Rule(
         ("minimum", "math.minimum"),
         ("x", "y", "name"),
-        (
-            _v("torch.where({x} <= {y}, {x}, {y})", "x:number"),
-            _v("torch.where(({x} <= {y}) | {x}.isnan(), {x}, {y})"),
-        ),
+        (_v("tf_ops.minimum({x}, {y})"),),
         note="On ties TF gives the whole gradient to x; `torch.minimum` would split it. NaN: "
         "as for `tf.maximum`.",
     ),
@@ -93,12 +88,7 @@ MATH_RULES: tuple[Rule, ...] = (
     Rule(
         ("clip_by_value",),
         ("t", "clip_value_min", "clip_value_max", "name"),
-        (
-            _v(
-                "torch.where({t} < {clip_value_min}, {clip_value_min}, "
-                "torch.where({t} > {clip_value_max}, {clip_value_max}, {t}))"
-            ),
-        ),
+        (_v("tf_ops.clip_by_value({t}, {clip_value_min}, {clip_value_max})"),),
         note="The gradient passes at the bounds, as in TF (`torch.clamp` passes it there up to "
         "torch 2.13 and not from 2.14).",
     ),
@@ -106,26 +96,17 @@ MATH_RULES: tuple[Rule, ...] = (
         ("clip_by_norm",),
         ("t", "clip_norm", "axes", "name"),
         (
-            _v(
-                "{t} * {clip_norm} / torch.where("
-                "torch.linalg.vector_norm({t}, dim={axes}, keepdim=True) >= {clip_norm}, "
-                "torch.linalg.vector_norm({t}, dim={axes}, keepdim=True), {clip_norm})",
-                "axes:axes",
-            ),
-            _v(
-                "{t} * {clip_norm} / torch.where(torch.linalg.vector_norm({t}) >= {clip_norm}, "
-                "torch.linalg.vector_norm({t}), {clip_norm})"
-            ),
+            _v("tf_ops.clip_by_norm({t}, {clip_norm}, {axes})"),
+            _v("tf_ops.clip_by_norm({t}, {clip_norm})"),
         ),
         note="TF's formula, `t * clip_norm / max(norm, clip_norm)`, with the L2 norm over all "
         "elements (or `axes`) and a tie's gradient to the norm, as TF's `maximum` gives it; an "
         "all-zero t stays zero.",
-        otherwise="`axes` must be a literal int or a non-empty list of literal ints",
     ),
     Rule(
         ("math.divide_no_nan", "div_no_nan"),
         ("x", "y", "name"),
-        (_v("torch.where({y} == 0, 0.0, {x} / torch.where({y} == 0, 1.0, {y}))"),),
+        (_v("tf_ops.divide_no_nan({x}, {y})"),),
         note="0 where y == 0, with a zero (not NaN) gradient there.",
     ),
     Rule(
@@ -151,6 +132,11 @@ MATH_RULES: tuple[Rule, ...] = (
             _v("torch.logsumexp({input_tensor}, dim={axis}, keepdim={keepdims})", "axis:axes"),
             _v("torch.logsumexp({input_tensor}, dim={axis})", "axis:axes"),
             _v("torch.logsumexp({input_tensor}.flatten(), dim=0)"),
+            _v(
+                "tf_ops.reduce_logsumexp({input_tensor}, {axis}, keepdims={keepdims})",
+            ),
+            _v("tf_ops.reduce_logsumexp({input_tensor}, {axis}, keepdims=True)", "keepdims=True"),
+            _v("tf_ops.reduce_logsumexp({input_tensor}, {axis})"),
         ),
         flags={"keepdims": False},
         dynamic=("keepdims",),
@@ -162,69 +148,40 @@ MATH_RULES: tuple[Rule, ...] = (
         ("math.reduce_variance",),
         ("input_tensor", "axis", "keepdims", "name"),
         (
-            _v(
-                "torch.mean(torch.square({input_tensor} - torch.mean({input_tensor}, dim={axis}, "
-                "keepdim=True)), dim={axis}, keepdim=True)",
-                "keepdims=True",
-                "axis:axes",
-            ),
-            _v(
-                "torch.mean(torch.square({input_tensor} - torch.mean({input_tensor}, dim={axis}, "
-                "keepdim=True)), dim={axis})",
-                "axis:axes",
-            ),
-            _v("torch.mean(torch.square({input_tensor} - torch.mean({input_tensor})))"),
+            _v("tf_ops.reduce_variance({input_tensor}, {axis}, keepdims=True)", "keepdims=True"),
+            _v("tf_ops.reduce_variance({input_tensor}, {axis})"),
+            _v("tf_ops.reduce_variance({input_tensor}, keepdims=True)", "keepdims=True"),
+            _v("tf_ops.reduce_variance({input_tensor})"),
         ),
         flags={"keepdims": False},
         note="TF's formula, the mean of squared deviations (population variance), so that "
         "second derivatives match too.",
-        otherwise="`axis` must be a literal int or a non-empty list of literal ints; "
-        "`keepdims=True` needs an axis",
     ),
     Rule(
         ("math.reduce_std",),
         ("input_tensor", "axis", "keepdims", "name"),
         (
-            _v(
-                "torch.sqrt(torch.mean(torch.square({input_tensor} - torch.mean({input_tensor}, "
-                "dim={axis}, keepdim=True)), dim={axis}, keepdim=True))",
-                "keepdims=True",
-                "axis:axes",
-            ),
-            _v(
-                "torch.sqrt(torch.mean(torch.square({input_tensor} - torch.mean({input_tensor}, "
-                "dim={axis}, keepdim=True)), dim={axis}))",
-                "axis:axes",
-            ),
-            _v("torch.sqrt(torch.mean(torch.square({input_tensor} - torch.mean({input_tensor}))))"),
+            _v("tf_ops.reduce_std({input_tensor}, {axis}, keepdims=True)", "keepdims=True"),
+            _v("tf_ops.reduce_std({input_tensor}, {axis})"),
+            _v("tf_ops.reduce_std({input_tensor}, keepdims=True)", "keepdims=True"),
+            _v("tf_ops.reduce_std({input_tensor})"),
         ),
         flags={"keepdims": False},
         note="The square root of `tf.math.reduce_variance`'s formula (`tf.sqrt`'s note applies "
         "at a zero variance).",
-        otherwise="`axis` must be a literal int or a non-empty list of literal ints; "
-        "`keepdims=True` needs an axis",
     ),
     Rule(
         ("nn.moments",),
         ("x", "axes", "shift", "keepdims", "name"),
         (
-            _v(
-                "(torch.mean({x}, dim={axes}, keepdim=True), torch.mean(torch.square({x} - "
-                "torch.mean({x}, dim={axes}, keepdim=True).detach()), dim={axes}, keepdim=True))",
-                "keepdims=True",
-                "axes:axes",
-            ),
-            _v(
-                "(torch.mean({x}, dim={axes}), torch.mean(torch.square({x} - "
-                "torch.mean({x}, dim={axes}, keepdim=True).detach()), dim={axes}))",
-                "axes:axes",
-            ),
+            _v("tf_ops.moments({x}, {axes}, keepdims=True)", "keepdims=True"),
+            _v("tf_ops.moments({x}, {axes})"),
         ),
         flags={"keepdims": False},
         note="(mean, variance) with TF's formula: the variance's mean is a stopped gradient, "
         "which shows in second derivatives. float16 inputs: TF computes in float32, this does "
         "not.",
-        otherwise="`axes` must be a literal list of ints; `shift` is not translated",
+        otherwise="`shift` is not translated",
     ),
     Rule(
         ("math.cumsum", "cumsum"),
@@ -247,12 +204,135 @@ MATH_RULES: tuple[Rule, ...] = (
     _unary(("negative", "math.negative"), "x", "torch.neg"),
     _unary(("math.sin", "sin"), "x", "torch.sin"),
     _unary(("math.cos", "cos"), "x", "torch.cos"),
-    _unary(("math.tan",), "x", "torch.tan"),
+    _unary(("math.tan", "tan"), "x", "torch.tan"),
     _unary(("math.atan", "atan"), "x", "torch.atan"),
     _unary(("math.asin", "asin"), "x", "torch.asin"),
     _unary(("math.acos", "acos"), "x", "torch.acos"),
-    _unary(("math.sinh",), "x", "torch.sinh"),
-    _unary(("math.cosh",), "x", "torch.cosh"),
+    _unary(("math.sinh", "sinh"), "x", "torch.sinh"),
+    _unary(("math.cosh", "cosh"), "x", "torch.cosh"),
+    _unary(("math.asinh", "asinh"), "x", "torch.asinh"),
+    _unary(("math.acosh", "acosh"), "x", "torch.acosh"),
+    _unary(("math.atanh", "atanh"), "x", "torch.atanh"),
+    _unary(("math.erfc",), "x", "torch.erfc"),
+    _unary(("math.erfinv",), "x", "torch.erfinv"),
+    _unary(("math.ndtri",), "x", "torch.special.ndtri"),
+    _unary(("math.bessel_i0", "math.special.bessel_i0"), "x", "torch.special.i0"),
+    _unary(("math.bessel_i0e", "math.special.bessel_i0e"), "x", "torch.special.i0e"),
+    _unary(("math.bessel_i1", "math.special.bessel_i1"), "x", "torch.special.i1"),
+    _unary(("math.bessel_i1e", "math.special.bessel_i1e"), "x", "torch.special.i1e"),
+    _unary(("math.rint",), "x", "torch.round", "Half to even, in both; no gradient (TF: None)."),
+    _unary(
+        ("math.conj", "conj"), "x", "torch.conj", "A real tensor is returned as it is, in both."
+    ),
+    _unary(("math.real", "real"), "input", "torch.real", "A real tensor as it is, in both."),
+    _unary(
+        ("math.imag", "imag"),
+        "input",
+        "torch.imag",
+        "Complex input only (torch raises on real input, where TF gives zeros).",
+    ),
+    Rule(
+        ("math.erfcinv",),
+        ("x", "name"),
+        (_v("-torch.special.ndtri(0.5 * {x}) * 0.7071067811865476"),),
+        note="TF's formula, `-ndtri(x / 2) * sqrt(1 / 2)`.",
+    ),
+    *(
+        Rule(
+            (f"math.{name}", name),
+            ("a", "x", "name"),
+            (_v(f"torch.special.{target}({{a}}, {{x}})"),),
+            note="The gradient with respect to x, as TF's; torch has none with respect to a "
+            "(it raises where TF computes one).",
+        )
+        for name, target in (("igamma", "gammainc"), ("igammac", "gammaincc"))
+    ),
+    Rule(
+        ("math.polygamma",),
+        ("a", "x", "name"),
+        (_v("torch.polygamma({a}, {x})", "a:axis"),),
+        note="The order a a literal int (torch takes a Python int).",
+        otherwise="the order `a` must be a literal int",
+    ),
+    Rule(
+        ("math.zeta",),
+        ("x", "q", "name"),
+        (_v("torch.special.zeta({x}, {q})"),),
+        note="torch defines no gradient (it raises where TF gives q's).",
+    ),
+    _flagged(
+        (
+            "math.angle",
+            "math.betainc",
+            "math.multiply_no_nan",
+            "math.reciprocal_no_nan",
+            "math.xdivy",
+        ),
+        "TF's value or gradient at its special points (a zero divisor, a real input) has no "
+        "one-line torch form: translate it by hand for the inputs you have",
+    ),
+    Rule(
+        ("math.nextafter",),
+        ("x1", "x2", "name"),
+        (_v("torch.nextafter({x1}, {x2})"),),
+        note="No gradient, in both.",
+    ),
+    Rule(
+        ("math.reduce_euclidean_norm",),
+        ("input_tensor", "axis", "keepdims", "name"),
+        (
+            _v(
+                "torch.sqrt(torch.sum(torch.square({input_tensor}), dim={axis}, keepdim=True))",
+                "keepdims=True",
+                "axis:axes",
+            ),
+            _v("torch.sqrt(torch.sum(torch.square({input_tensor}), dim={axis}))", "axis:axes"),
+            _v("torch.sqrt(torch.sum(torch.square({input_tensor})))"),
+        ),
+        flags={"keepdims": False},
+        note="TF's formula, the square root of the sum of squares (NaN gradient at zero, in both).",
+        otherwise="`axis` must be a literal int or a non-empty list of literal ints",
+    ),
+    Rule(
+        ("math.cumprod", "cumprod"),
+        ("x", "axis", "exclusive", "reverse", "name"),
+        (_v("torch.cumprod({x}, dim={axis})", "axis:axis"), _v("torch.cumprod({x}, dim=0)")),
+        flags={"exclusive": False, "reverse": False},
+        note="No axis: axis 0, as TF; zeros get the exact gradient in both.",
+        otherwise="`axis` must be a literal int; `exclusive=` and `reverse=` are not translated",
+    ),
+    Rule(
+        ("math.xlogy",),
+        ("x", "y", "name"),
+        (_v("torch.xlogy({x}, {y})"),),
+        note="0 where x == 0 (also for y == 0), in both.",
+    ),
+    Rule(
+        ("math.xlog1py",),
+        ("x", "y", "name"),
+        (_v("torch.special.xlog1py({x}, {y})"),),
+        note="0 where x == 0, in both.",
+    ),
+    Rule(
+        ("math.divide", "math.truediv", "divide", "truediv", "realdiv"),
+        ("x", "y", "name"),
+        (_v("tf_ops.divide({x}, {y})"),),
+        note="Integer tensors become floats as in TF: 8- and 16-bit ones float32, 32- and "
+        "64-bit ones float64 (torch: its default dtype).",
+    ),
+    Rule(
+        ("math.floordiv", "floordiv"),
+        ("x", "y", "name"),
+        (_v("torch.floor_divide({x}, {y})"),),
+        note="Rounds toward minus infinity, in both (also for integers); no gradient.",
+    ),
+    Rule(
+        ("math.floormod", "floormod", "math.mod", "mod"),
+        ("x", "y", "name"),
+        (_v("torch.remainder({x}, {y})"),),
+        note="`x - floor(x / y) * y`: the sign of y, in both; the gradient with respect to y "
+        "is `-floor(x / y)`, in both.",
+    ),
     _unary(("math.lgamma",), "x", "torch.lgamma"),
     _unary(("math.digamma",), "x", "torch.digamma"),
     Rule(

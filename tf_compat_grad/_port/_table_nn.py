@@ -30,12 +30,7 @@ NN_RULES: tuple[Rule, ...] = (
     Rule(
         ("nn.selu",),
         ("features", "name"),
-        (
-            _v(
-                "torch.where({features} < 0, 1.7580993408473768 * (torch.exp({features}) - 1.0), "
-                "1.0507009873554805 * {features})"
-            ),
-        ),
+        (_v("tf_ops.selu({features})"),),
         note="TF's kernel: at 0 the gradient is `scale` (the positive branch), where "
         "`torch.selu`'s is `scale * alpha`.",
     ),
@@ -60,12 +55,8 @@ NN_RULES: tuple[Rule, ...] = (
         ("nn.gelu",),
         ("features", "approximate", "name"),
         (
-            _v(
-                "0.5 * {features} * (1.0 + torch.tanh(0.7978845608028654 * ({features} + "
-                "0.044714998453855515 * torch.pow({features}, 3))))",
-                "approximate=True",
-            ),
-            _v("0.5 * {features} * (1.0 + torch.erf({features} * 0.7071067690849304))"),
+            _v("tf_ops.gelu({features}, approximate=True)", "approximate=True"),
+            _v("tf_ops.gelu({features})"),
         ),
         flags={"approximate": False},
         note="TF's formulas, whose constants 1/sqrt(2) (erf form, the default) and 0.044715 "
@@ -82,33 +73,80 @@ NN_RULES: tuple[Rule, ...] = (
         ("math.l2_normalize", "nn.l2_normalize", "linalg.l2_normalize"),
         ("x", "axis", "epsilon", "name", "dim"),
         (
-            _v(
-                "{x} * torch.rsqrt(torch.where("
-                "torch.sum(torch.square({x}), dim={axis}, keepdim=True) >= {epsilon}, "
-                "torch.sum(torch.square({x}), dim={axis}, keepdim=True), {epsilon}))",
-                "axis:axes",
-            ),
-            _v(
-                "{x} * torch.rsqrt(torch.where("
-                "torch.sum(torch.square({x}), dim={axis}, keepdim=True) >= 1e-12, "
-                "torch.sum(torch.square({x}), dim={axis}, keepdim=True), 1e-12))",
-                "axis:axes",
-            ),
-            _v(
-                "{x} * torch.rsqrt(torch.where("
-                "torch.sum(torch.square({x}), dim=None, keepdim=True) >= {epsilon}, "
-                "torch.sum(torch.square({x}), dim=None, keepdim=True), {epsilon}))"
-            ),
-            _v(
-                "{x} * torch.rsqrt(torch.where("
-                "torch.sum(torch.square({x}), dim=None, keepdim=True) >= 1e-12, "
-                "torch.sum(torch.square({x}), dim=None, keepdim=True), 1e-12))"
-            ),
+            _v("tf_ops.l2_normalize({x}, {axis}, {epsilon})"),
+            _v("tf_ops.l2_normalize({x}, {axis})"),
+            _v("tf_ops.l2_normalize({x}, epsilon={epsilon})"),
+            _v("tf_ops.l2_normalize({x})"),
         ),
         note="TF's formula, `x * rsqrt(max(sum(x**2), epsilon))`, epsilon 1e-12 by default: "
         "epsilon bounds the squared norm, not the norm; a tie's gradient goes to the sum, as "
         "TF's `maximum` gives it (`torch.clamp`'s changed in torch 2.14).",
-        otherwise="`axis` must be a literal int or a non-empty list of literal ints",
+    ),
+    Rule(
+        ("nn.crelu",),
+        ("features", "name", "axis"),
+        (
+            _v("torch.cat([torch.relu({features}), torch.relu(-{features})], dim={axis})"),
+            _v("torch.cat([torch.relu({features}), torch.relu(-{features})], dim=-1)"),
+        ),
+        note="The gradient at 0 is 0, in both.",
+    ),
+    Rule(
+        ("nn.batch_normalization",),
+        ("x", "mean", "variance", "offset", "scale", "variance_epsilon", "name"),
+        (
+            _v(
+                "tf_ops.batch_normalization({x}, {mean}, {variance}, {offset}, {scale}, "
+                "{variance_epsilon})"
+            ),
+        ),
+        note="TF's order of operations: `x * inv + (offset - mean * inv)`.",
+        otherwise="give all six arguments",
+    ),
+    Rule(
+        ("nn.sparse_softmax_cross_entropy_with_logits",),
+        ("labels", "logits", "name"),
+        (_v("tf_ops.sparse_softmax_cross_entropy_with_logits({labels}, {logits})"),),
+        note="Over the last axis, logits of any rank.",
+    ),
+    *(
+        Rule(
+            names,
+            ("input", "filters", "strides", "padding", "data_format", "dilations", "name"),
+            (
+                _v("tf_ops.conv2d({input}, {filters}, {strides}, {padding})"),
+                _v("tf_ops.conv2d({input}, {filters}, {strides}, {padding}, {data_format})"),
+                _v(
+                    "tf_ops.conv2d({input}, {filters}, {strides}, {padding}, dilations={dilations})"
+                ),
+                _v(
+                    "tf_ops.conv2d({input}, {filters}, {strides}, {padding}, {data_format}, "
+                    "{dilations})"
+                ),
+            ),
+            note="NHWC input and `(height, width, in, out)` filters, as in TF, and TF's SAME "
+            "padding (the extra row or column at the end).",
+            otherwise="explicit padding lists are not translated",
+        )
+        for names in [("nn.conv2d",)]
+    ),
+    *(
+        Rule(
+            (f"nn.{kind}_pool2d", f"nn.{kind}_pool"),
+            ("input", "ksize", "strides", "padding", "data_format", "name"),
+            (
+                _v(f"tf_ops.{kind}_pool2d({{input}}, {{ksize}}, {{strides}}, {{padding}})"),
+                _v(
+                    f"tf_ops.{kind}_pool2d({{input}}, {{ksize}}, {{strides}}, {{padding}}, "
+                    "{data_format})"
+                ),
+            ),
+            note=f"4-D input, NHWC as in TF; {why}",
+        )
+        for kind, why in (
+            ("max", "the padding of SAME never wins."),
+            ("avg", "with SAME each window averages only the elements inside the input, as TF."),
+        )
     ),
     Rule(
         ("norm", "linalg.norm"),

@@ -287,4 +287,41 @@ SHAPE_RULES: tuple[Rule, ...] = (
         (_v("torch.squeeze({input}, dim={axis})"), _v("torch.squeeze({input})")),
         note="TF raises for an axis whose size is not 1; torch leaves it.",
     ),
+    Rule(
+        ("unstack",),
+        ("value", "num", "axis", "name"),
+        (
+            _v("list(torch.unbind({value}, dim={axis}))", "axis:axis"),
+            _v("list(torch.unbind({value}))"),
+        ),
+        note="A list of tensors, as TF's.",
+        otherwise="`axis` must be a literal int; `num` is not translated",
+    ),
+    Rule(
+        ("split",),
+        ("value", "num_or_size_splits", "axis", "num", "name"),
+        (  # a literal int is a count of parts (first: it has the `axes` fact too)
+            _v(
+                "list(torch.tensor_split({value}, {num_or_size_splits}, dim={axis}))",
+                "num_or_size_splits:axis",
+                "axis:axis",
+            ),
+            _v(
+                "list(torch.tensor_split({value}, {num_or_size_splits}))",
+                "num_or_size_splits:axis",
+            ),
+            _v(
+                "list(torch.split({value}, {num_or_size_splits}, dim={axis}))",
+                "num_or_size_splits:axes",
+                "axis:axis",
+            ),
+            _v("list(torch.split({value}, {num_or_size_splits}))", "num_or_size_splits:axes"),
+        ),
+        note="A literal list of sizes; a literal count of equal parts becomes "
+        "`torch.tensor_split` (TF raises when the count does not divide the size, torch gives "
+        "unequal parts).",
+        otherwise="`num_or_size_splits` must be a literal list of sizes or a literal count, "
+        "`axis` a literal int",
+    ),
+    Rule(("print",), value="print", note="Tensors print as torch prints them."),
 )

@@ -5,6 +5,22 @@ from __future__ import annotations
 
 from ._rule import Rule, _dtype, _like, _v
 
+# TF's dtypes with a torch dtype of the same name.
+DTYPES = (
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "bool",
+    "complex64",
+    "complex128",
+)
+
 TENSOR_RULES: tuple[Rule, ...] = (
     # --- the library's decorators -------------------------------------------------------
     Rule(
@@ -22,12 +38,13 @@ TENSOR_RULES: tuple[Rule, ...] = (
             _v("torch.tensor({value}, dtype={dtype})", "value:literal"),
             _v("torch.tensor({value}, dtype=torch.int32)", "value:ints"),
             _v("torch.tensor({value})", "value:literal"),
-            _v("torch.as_tensor({value}, dtype={dtype})"),
+            _v("tf_ops.convert_to_tensor({value}, dtype={dtype})"),
+            _v("tf_ops.convert_to_tensor({value})"),
         ),
         note="Literal ints get `dtype=torch.int32`, TF's choice (torch's is int64); literal "
-        "floats get torch's default dtype (float32 unless changed; TF: float32).",
-        otherwise="`tf.constant` of a non-literal needs `dtype=` (TF infers int32 for Python "
-        "ints, torch int64); `shape=` is not translated",
+        "floats get torch's default dtype (float32 unless changed; TF: float32); other values "
+        "TF's dtype rules through `tf_ops.convert_to_tensor`.",
+        otherwise="`shape=` is not translated",
     ),
     Rule(
         ("Variable",),
@@ -48,10 +65,24 @@ TENSOR_RULES: tuple[Rule, ...] = (
             _v("nn.Parameter(torch.tensor({initial_value}))", "initial_value:literal"),
             _v("nn.Parameter(torch.as_tensor({initial_value}, dtype={dtype}))"),
             _v("nn.Parameter({initial_value})"),
+            *(
+                _v(v.template[:-1] + ", requires_grad=False)", "trainable=False", *v.when)
+                for v in (
+                    _v(
+                        "nn.Parameter(torch.tensor({initial_value}, dtype={dtype}))",
+                        "initial_value:literal",
+                    ),
+                    _v("nn.Parameter(torch.tensor({initial_value}))", "initial_value:literal"),
+                    _v("nn.Parameter(torch.as_tensor({initial_value}, dtype={dtype}))"),
+                    _v("nn.Parameter(torch.as_tensor({initial_value}))"),
+                )
+            ),
         ),
         flags={"trainable": True},
-        note="A trainable Parameter, found by `variables=` as TF finds the variable. "
-        "`trainable=False` is not translated (use a buffer or a plain tensor).",
+        value="nn.Parameter",
+        note="A Parameter (also in `isinstance`), found by `variables=` as TF finds the "
+        "variable; `trainable=False` gives one with `requires_grad=False`, which `variables=` "
+        "leaves out as TF does, and which a module still saves and moves.",
         otherwise="only `initial_value` and `dtype` are translated",
     ),
     Rule(
@@ -83,11 +114,14 @@ TENSOR_RULES: tuple[Rule, ...] = (
     Rule(
         ("shape",),
         ("input", "out_type", "name"),
-        (_v("{input}.shape", "subscripted"),),
-        note="Only indexed, `tf.shape(x)[i]` -> `x.shape[i]` (a Python int), or as the shape "
-        "of `tf.reshape`, `tf.ones`, `tf.zeros`, `tf.fill`.",
-        otherwise="`tf.shape(x)` is translated only when indexed (`tf.shape(x)[i]` -> "
-        "`x.shape[i]`): a whole `torch.Size` is a tuple, not a tensor (`* 2` repeats it)",
+        (
+            _v("{input}.shape", "subscripted"),
+            _v("torch.tensor({input}.shape, dtype={out_type})"),
+            _v("torch.tensor({input}.shape, dtype=torch.int32)"),
+        ),
+        note="Indexed, `tf.shape(x)[i]` -> `x.shape[i]` (a Python int), and as the shape of "
+        "`tf.reshape`, `tf.ones`, `tf.zeros`, `tf.fill`; elsewhere an int32 tensor, as TF's "
+        "(a whole `torch.Size` is a tuple: `* 2` would repeat it).",
     ),
     Rule(
         ("convert_to_tensor",),
@@ -96,21 +130,17 @@ TENSOR_RULES: tuple[Rule, ...] = (
             _v("torch.tensor({value}, dtype={dtype})", "value:literal"),
             _v("torch.tensor({value}, dtype=torch.int32)", "value:ints"),
             _v("torch.tensor({value})", "value:literal"),
-            _v("torch.as_tensor({value}, dtype={dtype})"),
+            _v("tf_ops.convert_to_tensor({value}, dtype={dtype})"),
+            _v("tf_ops.convert_to_tensor({value}, dtype_hint={dtype_hint})"),
+            _v("tf_ops.convert_to_tensor({value})"),
         ),
-        note="As `tf.constant` for literals; otherwise only with `dtype=`.",
-        otherwise="`tf.convert_to_tensor` of a non-literal needs `dtype=`: TF makes Python ints "
-        "int32 (torch int64); write `torch.as_tensor(value)` if it is a tensor already",
+        note="As `tf.constant` for literals; otherwise TF's dtype rules (Python ints int32, "
+        "floats float32; a tensor as it is) through `tf_ops.convert_to_tensor`.",
     ),
     Rule(
         ("nn.sigmoid_cross_entropy_with_logits",),
         ("labels", "logits", "name"),
-        (
-            _v(
-                "torch.where({logits} >= 0, {logits}, 0.0) - {logits} * {labels} + "
-                "torch.log1p(torch.exp(torch.where({logits} >= 0, -{logits}, {logits})))"
-            ),
-        ),
+        (_v("tf_ops.sigmoid_cross_entropy_with_logits({labels}, {logits})"),),
         note="TF's formula, `max(x, 0) - x * z + log1p(exp(-abs(x)))` with its `where`s (at "
         "x = 0 the gradient is 0.5 - z, as TF), labels differentiable too.",
     ),
@@ -132,23 +162,7 @@ TENSOR_RULES: tuple[Rule, ...] = (
     Rule(("Tensor",), value="torch.Tensor", note="In annotations and `isinstance`."),
     Rule(("newaxis",), value="None", note="`x[:, tf.newaxis]` -> `x[:, None]`."),
     # --- dtypes -------------------------------------------------------------------------
-    *(
-        _dtype(name)
-        for name in (
-            "float16",
-            "bfloat16",
-            "float32",
-            "float64",
-            "int8",
-            "int16",
-            "int32",
-            "int64",
-            "uint8",
-            "bool",
-            "complex64",
-            "complex128",
-        )
-    ),
+    *(_dtype(name) for name in DTYPES),
     _dtype("half", "float16"),
     _dtype("double", "float64"),
 )

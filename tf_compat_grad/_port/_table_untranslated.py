@@ -7,12 +7,29 @@ from __future__ import annotations
 from ._rule import Rule, _flagged, _v
 
 _INTEGER_DIVISION = (
-    "integer division and remainder: TF and torch differ in rounding and result dtypes for "
-    "integer tensors; translate it by hand for the dtypes you use"
+    "truncating division and remainder: TF defines no gradient for them; translate it by "
+    'hand (`torch.div(x, y, rounding_mode="trunc")`, `torch.fmod`) if no gradient flows'
 )
 _NHWC = (
     "NHWC layout: TF's default data_format is channels-last, torch's convolutions and pools "
-    "are channels-first; permute the tensors and the filter explicitly"
+    "are channels-first; 2-D convolutions and pools are translated (`tf_ops.conv2d`, ...), "
+    "the others need the tensors and the filter permuted by hand"
+)
+
+# tf.function's parameters: none changes the numbers of the function it wraps.
+_FUNCTION_PARAMETERS = (
+    "func",
+    "input_signature",
+    "autograph",
+    "jit_compile",
+    "reduce_retracing",
+    "experimental_implements",
+    "experimental_autograph_options",
+    "experimental_attributes",
+    "experimental_relax_shapes",
+    "experimental_compile",
+    "experimental_follow_type_hints",
+    "name",
 )
 
 UNTRANSLATED_RULES: tuple[Rule, ...] = (
@@ -35,13 +52,15 @@ UNTRANSLATED_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         ("function",),
-        ("func", "input_signature", "autograph", "jit_compile", "reduce_retracing"),
+        _FUNCTION_PARAMETERS,
         (_v("{func}"),),
-        note="A bare `@tf.function` decorator is removed and `tf.function(f)` becomes `f`: "
-        "the function runs eagerly, with the numbers of TF's eager mode (autograph keeps "
-        "Python semantics); `torch.compile(fn, fullgraph=True)` is torch's counterpart. Any "
-        "argument (`input_signature=`, `jit_compile=`, ...) is not translated.",
-        otherwise="only a bare `@tf.function` or `tf.function(f)` is translated",
+        drop=_FUNCTION_PARAMETERS[1:],
+        note="`@tf.function` (with or without arguments) is removed and `tf.function(f, ...)` "
+        "becomes `f`: the function runs eagerly, with the numbers of TF's eager mode "
+        "(autograph keeps Python semantics; `input_signature=` only restricts the calls TF "
+        "accepts, `jit_compile=` only changes how TF compiles); "
+        "`torch.compile(fn, fullgraph=True)` is torch's counterpart.",
+        otherwise="`tf.function(f)` needs the function",
     ),
     _flagged(
         (
@@ -56,32 +75,15 @@ UNTRANSLATED_RULES: tuple[Rule, ...] = (
         "seed; use torch's (`torch.randn`, `torch.rand`, ...) and compare statistics, not values",
     ),
     _flagged(
-        (
-            "math.floordiv",
-            "math.floormod",
-            "math.truncatediv",
-            "math.truncatemod",
-            "math.mod",
-            "math.divide",
-            "math.truediv",
-            "realdiv",
-            "floordiv",
-            "truediv",
-        ),
-        _INTEGER_DIVISION,
+        ("math.truncatediv", "truncatediv", "math.truncatemod", "truncatemod"), _INTEGER_DIVISION
     ),
     _flagged(
         (
             "nn.conv1d",
-            "nn.conv2d",
             "nn.conv3d",
             "nn.depthwise_conv2d",
-            "nn.max_pool",
             "nn.max_pool1d",
-            "nn.max_pool2d",
-            "nn.avg_pool",
             "nn.avg_pool1d",
-            "nn.avg_pool2d",
         ),
         _NHWC,
     ),

@@ -9,9 +9,10 @@ Comments and formatting elsewhere are kept by LibCST; a comment inside a transla
 translation has no place for moves above the statement.
 
 The transformer is `_Porter` here (names, calls, `@tf.function`, tensor methods, tapes), built on
-`_imports._Imports` (the tensorflow imports and the names they bind) and `_state._PorterState`
-(its state and bookkeeping); a call's arguments are matched to a rule by `_arguments` and put
-into its template by `_template`.
+`_classes._Classes` (Keras and `tf.Module` subclasses), `_imports._Imports` (the tensorflow
+imports and the names they bind) and `_state._PorterState` (its state and bookkeeping); a
+call's arguments are matched to a rule by `_arguments` and put into its template by
+`_template`.
 """
 
 from __future__ import annotations
@@ -21,12 +22,30 @@ from libcst.metadata import MetadataWrapper
 
 from . import _tape
 from ._arguments import _SHAPE_ARGUMENT, _choose, _simple, _Untranslated
-from ._imports import _Imports
-from ._report import PortResult
+from ._classes import _Classes
+from ._report import KEPT, MARK, Entry, PortResult
 from ._rule import placeholders
 from ._syntax import _code, _comments, _dotted, _Rename
-from ._table import TABLE
+from ._table import MODE_SWITCHES, TABLE
 from ._template import _ATOMS, _Fill, _parsed, _roots, _wrapped
+
+# Decorators without effect in torch, removed with their arguments.
+_REMOVED_DECORATORS = (
+    "keras.utils.register_keras_serializable",
+    "keras.saving.register_keras_serializable",
+)
+
+
+def _unknown(name: str) -> str:
+    """Why a tensorflow name outside the table is left as it is."""
+    if name.startswith(("keras.layers.", "compat.v1.keras.layers.")):
+        return (
+            "a Keras layer that tf_compat_grad.layers does not have (it has Dense, Conv2D, "
+            "BatchNormalization, Activation, ReLU, Softmax, Dropout, Flatten, Lambda): write it "
+            "with torch.nn, minding Keras's weight layout (kernels `(in, out)`, channels-last) "
+            "and defaults"
+        )
+    return "not in the translation table"
 
 
 class PortSyntaxError(ValueError):
@@ -44,13 +63,25 @@ def port_module(source: str, filename: str) -> PortResult:
     porter = _Porter()
     code = MetadataWrapper(module).visit(porter).code
     entries = sorted(porter.entries, key=lambda e: e.line)
-    return PortResult(code, tuple(entries))
+    return PortResult(_with_header(code, entries), tuple(entries))
+
+
+def _with_header(code: str, entries: list[Entry]) -> str:
+    """The code, led by the list of what must be finished by hand (after a `#!` line)."""
+    todo = [e for e in entries if e.status == "flagged" and not e.why.startswith(KEPT)]
+    if not todo:
+        return code
+    header = [f"{MARK} finish by hand: {len(todo)} construct(s), each marked '{MARK}' below:"]
+    header += [f"#   {e.tf} in {e.function} (line {e.line} of the TensorFlow source)" for e in todo]
+    lines = code.splitlines(keepends=True)
+    first = 1 if lines and lines[0].startswith("#!") else 0
+    return "".join([*lines[:first], *(line + "\n" for line in header), *lines[first:]])
 
 
 # --- the transformer -------------------------------------------------------------------------
 
 
-class _Porter(_Imports):
+class _Porter(_Classes):
     """The transformer: tensorflow names and calls, `@tf.function`, TF-only tensor methods and
     `tf.GradientTape` blocks (its state is `_PorterState`, its imports `_Imports`)."""
 
@@ -61,12 +92,6 @@ class _Porter(_Imports):
         self.skip.add(id(node.attr))
 
     def visit_Param(self, node: cst.Param) -> None:
-        self.skip.add(id(node.name))
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.skip.add(id(node.name))
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.skip.add(id(node.name))
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -104,9 +129,32 @@ class _Porter(_Imports):
     ) -> cst.BaseExpression:
         if id(original_node) in self.skip:
             return updated_node
+        rank = self.shape_rank(original_node, updated_node)
+        if rank is not None:
+            return rank
         if self.tf_name(updated_node) is None:
             self.foreign_use(original_node, updated_node)
         return self.translate_value(original_node, updated_node)
+
+    def shape_rank(self, original: cst.Attribute, node: cst.Attribute) -> cst.BaseExpression | None:
+        """`x.shape.ndims`, `x.shape.rank` -> `x.dim()` (eager ranks are known: an int);
+        `x.dtype.is_floating` -> `x.dtype.is_floating_point`, `x.dtype.base_dtype` ->
+        `x.dtype`: attributes only TF's shapes and dtypes have."""
+        value = node.value
+        owner = value.attr.value if isinstance(value, cst.Attribute) else ""
+        result: cst.BaseExpression
+        if owner == "shape" and node.attr.value in ("ndims", "rank"):
+            result = cst.Call(
+                cst.Attribute(cst.ensure_type(value, cst.Attribute).value, cst.Name("dim"))
+            )
+        elif owner == "dtype" and node.attr.value == "is_floating":
+            result = node.with_changes(attr=cst.Name("is_floating_point"))
+        elif owner == "dtype" and node.attr.value == "base_dtype":
+            result = value
+        else:
+            return None
+        self.translated(original, f".{owner}.{node.attr.value}", _code(result))
+        return result
 
     def translate_value(
         self, original_node: cst.BaseExpression, updated_node: cst.BaseExpression
@@ -119,7 +167,7 @@ class _Porter(_Imports):
         rule = TABLE.get(name)
         if rule is None or not rule.value:
             if rule is None:
-                why = "not in the translation table"
+                why = _unknown(name)
             elif rule.variants:
                 why = "used as a value, not called: only its calls are translated"
             else:
@@ -132,17 +180,30 @@ class _Porter(_Imports):
 
     # --- @tf.function and TF-only tensor methods
 
+    def removed_decorator(self, decorator: cst.BaseExpression) -> bool:
+        """`@tf.function`, `@tf.function(jit_compile=True, ...)` (keywords only) or
+        `@tf.keras.utils.register_keras_serializable(...)`."""
+        if self.tf_name(decorator) == "function":
+            return True
+        called = decorator.func if isinstance(decorator, cst.Call) else decorator
+        if self.tf_name(called) == "function" and isinstance(decorator, cst.Call):
+            return all(arg.keyword is not None for arg in decorator.args)
+        return self.tf_name(called) in _REMOVED_DECORATORS
+
     def visit_Decorator(self, node: cst.Decorator) -> None:
-        if self.tf_name(node.decorator) == "function":
+        if self.removed_decorator(node.decorator):
             self.skip.add(id(node.decorator))
             self.skip.add(id(getattr(node.decorator, "attr", None)))
+            self.removed.add(id(node.decorator))
 
     def leave_Decorator(
         self, original_node: cst.Decorator, updated_node: cst.Decorator
     ) -> cst.Decorator | cst.RemovalSentinel:
-        if self.tf_name(original_node.decorator) != "function":
+        if not self.removed_decorator(original_node.decorator):
             return updated_node
-        self.translated(original_node, "@" + _dotted(original_node.decorator), "(removed)")
+        decorator = original_node.decorator
+        shown = _dotted(decorator.func if isinstance(decorator, cst.Call) else decorator)
+        self.translated(original_node, "@" + shown, "(removed)")
         for comment in _comments(original_node):  # kept, above the definition
             self.comment_above(comment)
         return cst.RemoveFromParent()
@@ -159,6 +220,9 @@ class _Porter(_Imports):
                 "`assert` or delete the call",
             )
             return None
+        assigned = self.assignment(original, call)
+        if assigned is not None:
+            return assigned
         if call.args or not isinstance(func, cst.Attribute):
             return None
         if func.attr.value == "get_shape":
@@ -260,7 +324,23 @@ class _Porter(_Imports):
         self.needed.add("torch")
         return result
 
+    def visit_Expr(self, node: cst.Expr) -> None:
+        call = node.value
+        if isinstance(call, cst.Call) and self.tf_name(call.func) in MODE_SWITCHES:
+            self.removed.add(id(call))
+
+    def leave_Expr(
+        self, original_node: cst.Expr, updated_node: cst.Expr
+    ) -> cst.Expr | cst.RemovalSentinel:
+        if id(original_node.value) not in self.removed:
+            return updated_node
+        shown = _dotted(cst.ensure_type(original_node.value, cst.Call).func)
+        self.translated(original_node, shown, "(removed: torch runs eagerly)")
+        return cst.RemoveFromParent()
+
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if id(original_node) in self.removed:
+            return updated_node
         tape = self.tape_calls.get(id(original_node))
         if isinstance(tape, _tape.Tape):
             if tape.block.items[0].item is original_node:
@@ -280,12 +360,24 @@ class _Porter(_Imports):
         shown = _dotted(updated_node.func)
         rule = TABLE.get(name)
         if rule is None:
-            self.untranslated(original_node, shown, "not in the translation table")
+            self.untranslated(original_node, shown, _unknown(name))
             return updated_node
         if rule.params is None:  # a value: the call keeps its arguments
             self.translated(original_node, shown, rule.value)
             self.needed |= _roots(rule.value)
-            return updated_node.with_changes(func=_parsed(rule.value))
+            given = {a.keyword.value for a in updated_node.args if a.keyword is not None}
+            extra = [
+                cst.Arg(
+                    _parsed(value),
+                    keyword=cst.Name(key),
+                    equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+                )
+                for key, _, value in (d.partition("=") for d in rule.defaults)
+                if key not in given
+            ]
+            return updated_node.with_changes(
+                func=_parsed(rule.value), args=[*updated_node.args, *extra]
+            )
         try:
             variant, args = _choose(
                 rule, updated_node, id(original_node) in self.subscripted, self.ints()
@@ -295,8 +387,6 @@ class _Porter(_Imports):
             return updated_node
         used = placeholders(variant.template)
         twice = sorted(p for p in set(used) if used.count(p) > 1 and not _simple(args[p]))
-        if "branches" in variant.when:  # each branch evaluates them once
-            twice = []
         result = _Fill(args, {p: self.fresh() for p in twice}).fill(variant.template)
         lost = [c for c in _comments(updated_node) if c not in _comments(result)]
         for comment in lost:

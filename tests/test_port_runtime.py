@@ -1,0 +1,124 @@
+"""What ported code calls, beyond the corpus's numbers (tests/test_port.py checks those against
+TensorFlow): `tf_compat_grad.layers` (Keras's layer protocol) and `tf_compat_grad.tf_ops`
+(TF's dtype rules and refusals)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+import torch
+
+from tf_compat_grad import layers, tf_ops
+
+
+class Scale(layers.Layer):
+    def build(self, input_shape):
+        self.w = self.add_weight("w", (input_shape[-1],), None, "ones")  # Keras 2's order
+        self.count = self.add_weight(shape=(), initializer="zeros", trainable=False)
+
+    def forward(self, x):
+        return x * self.w
+
+
+def test_build_runs_once_on_the_first_call_with_its_shape() -> None:
+    layer = Scale(dtype="float64")
+    assert not layer.built and list(layer.parameters()) == []
+    y = layer(torch.ones(2, 3))  # a float32 input, cast to the layer's float64
+    assert y.dtype == torch.float64 and layer.built
+    assert [n for n, _ in layer.named_parameters()] == ["w"]
+    assert [n for n, _ in layer.named_buffers()] == ["weight_2"]
+    layer(torch.ones(2, 3))
+    assert len(list(layer.parameters())) == 1
+    assert layer.trainable_weights == [layer.w] and layer.non_trainable_weights == [layer.count]
+
+
+def test_a_layer_that_is_not_trainable_makes_buffers() -> None:
+    layer = Scale(trainable=False)
+    layer(torch.ones(1, 2))
+    assert list(layer.parameters()) == [] and len(list(layer.buffers())) == 2
+
+
+def test_what_is_not_translated_raises_with_the_fix() -> None:
+    layer = layers.Layer()
+    with pytest.raises(NotImplementedError, match=re.escape("add_weight(regularizer=...)")):
+        layer.add_weight(shape=(2,), regularizer=lambda w: w.sum())
+    with pytest.raises(ValueError, match="unknown initializer 'orthogonal'"):
+        layer.add_weight(shape=(2,), initializer="orthogonal")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'units'"):
+        layers.Layer(units=3)
+    with pytest.raises(ValueError, match="activation 'hard_silu' is not translated"):
+        layers.Dense(2, activation="hard_silu")
+
+
+def test_glorot_uniform_uses_keras_fans_of_a_channels_last_kernel() -> None:
+    torch.manual_seed(0)
+    kernel = layers.GlorotUniform()((3, 3, 4, 8), torch.float64)  # fans 36 and 72
+    limit = math.sqrt(6 / (36 + 72))
+    assert kernel.abs().max() <= limit and kernel.abs().max() > 0.9 * limit
+
+
+def test_batch_normalization_trains_and_infers_as_keras() -> None:
+    norm = layers.BatchNormalization(momentum=0.5, dtype=torch.float64)
+    x = torch.tensor([[1.0, 2.0], [3.0, 6.0]], dtype=torch.float64)
+    y = norm(x, training=True)
+    torch.testing.assert_close(norm.moving_mean, torch.tensor([1.0, 2.0], dtype=torch.float64))
+    torch.testing.assert_close(norm.moving_variance, torch.tensor([1.0, 2.5], dtype=torch.float64))
+    torch.testing.assert_close(y.mean(dim=0), torch.zeros(2, dtype=torch.float64))
+    inferred = norm(x)  # training=None: the moving averages
+    expected = (x - norm.moving_mean) / torch.sqrt(norm.moving_variance + 1e-3)
+    torch.testing.assert_close(inferred, expected)
+
+
+def test_dropout_is_the_identity_unless_training() -> None:
+    x = torch.ones(100)
+    assert torch.equal(layers.Dropout(0.5)(x), x)
+    kept = layers.Dropout(0.5)(x, training=True)
+    assert set(kept.unique().tolist()) <= {0.0, 2.0}
+
+
+def test_conv2d_channels_first_matches_channels_last() -> None:
+    torch.manual_seed(0)
+    last = layers.Conv2D(3, 2, strides=2, padding="same", dtype=torch.float64)
+    first = layers.Conv2D(3, 2, strides=2, padding="same", data_format="channels_first")
+    first.dtype = torch.float64
+    x = torch.randn(1, 5, 5, 2, dtype=torch.float64)
+    y = last(x)
+    first(x.permute(0, 3, 1, 2))
+    with torch.no_grad():
+        first.kernel.copy_(last.kernel), first.bias.copy_(last.bias)
+    torch.testing.assert_close(first(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1), y)
+    assert y.shape == (1, 3, 3, 3)
+
+
+def test_convert_to_tensor_takes_tf_dtypes_and_refuses_as_tf() -> None:
+    assert tf_ops.convert_to_tensor(True).dtype == torch.bool
+    assert tf_ops.convert_to_tensor(2**40).dtype == torch.int64
+    assert tf_ops.convert_to_tensor([1, 2.5]).dtype == torch.float32
+    assert tf_ops.convert_to_tensor(3, dtype_hint=torch.float64).dtype == torch.float64
+    assert tf_ops.convert_to_tensor(0.5, dtype_hint=torch.int32).dtype == torch.float32
+    with pytest.raises(ValueError, match=re.escape("tensor was asked to become torch.float32")):
+        tf_ops.convert_to_tensor(torch.ones(1, dtype=torch.float64), dtype=torch.float32)
+    with pytest.raises(TypeError, match="TF refuses to truncate Python floats"):
+        tf_ops.convert_to_tensor(0.5, dtype=torch.int32)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "expected"),
+    [(torch.int8, torch.float32), (torch.int16, torch.float32), (torch.int32, torch.float64)],
+)
+def test_divide_makes_integers_floats_as_tf(dtype: torch.dtype, expected: torch.dtype) -> None:
+    result = tf_ops.divide(torch.tensor([3], dtype=dtype), torch.tensor([2], dtype=dtype))
+    assert result.dtype == expected and result.item() == 1.5
+
+
+def test_an_empty_axis_reduces_nothing_as_in_tf() -> None:
+    x = torch.arange(6.0).reshape(2, 3)
+    assert torch.equal(tf_ops.reduce_sum(x, []), x)
+    assert torch.equal(tf_ops.reduce_prod(x + 1, [0, 1], keepdims=True), torch.tensor([[720.0]]))
+
+
+def test_where_v1_refuses_what_tf1_refuses() -> None:
+    with pytest.raises(ValueError, match="TF1's where needs x and y of one shape"):
+        tf_ops.where_v1(torch.tensor([True, False]), torch.ones(3), torch.zeros(3))

@@ -1,0 +1,79 @@
+"""TensorFlow ops with TensorFlow's semantics, written in torch: what `python -m tf_compat_grad
+port` calls where one short torch expression would not say the same thing.
+
+Each function takes TensorFlow's arguments (its names and defaults), computes TF's formula (so
+values, gradients and second derivatives are TF's, checked against numbers recorded from
+TensorFlow 2.21 in tests/test_port.py), and returns a torch tensor. Layouts are TF's: images are
+NHWC and filters `(height, width, in, out)` unless `data_format="NCHW"`.
+
+>>> import torch
+>>> from tf_compat_grad import tf_ops
+>>> tf_ops.clip_by_norm(torch.tensor([3.0, 4.0]), 1.0)
+tensor([0.6000, 0.8000])
+>>> tf_ops.convert_to_tensor([1, 2]).dtype, tf_ops.convert_to_tensor(0.5).dtype
+(torch.int32, torch.float32)
+"""
+
+from ._tf_math import clip_by_norm as clip_by_norm
+from ._tf_math import clip_by_value as clip_by_value
+from ._tf_math import convert_to_tensor as convert_to_tensor
+from ._tf_math import divide as divide
+from ._tf_math import divide_no_nan as divide_no_nan
+from ._tf_math import l2_normalize as l2_normalize
+from ._tf_math import maximum as maximum
+from ._tf_math import minimum as minimum
+from ._tf_math import reduce_all as reduce_all
+from ._tf_math import reduce_any as reduce_any
+from ._tf_math import reduce_logsumexp as reduce_logsumexp
+from ._tf_math import reduce_max as reduce_max
+from ._tf_math import reduce_mean as reduce_mean
+from ._tf_math import reduce_min as reduce_min
+from ._tf_math import reduce_prod as reduce_prod
+from ._tf_math import reduce_std as reduce_std
+from ._tf_math import reduce_sum as reduce_sum
+from ._tf_math import reduce_variance as reduce_variance
+from ._tf_math import where_v1 as where_v1
+from ._tf_nn import avg_pool2d as avg_pool2d
+from ._tf_nn import batch_normalization as batch_normalization
+from ._tf_nn import conv2d as conv2d
+from ._tf_nn import gelu as gelu
+from ._tf_nn import max_pool2d as max_pool2d
+from ._tf_nn import moments as moments
+from ._tf_nn import same_padding as same_padding
+from ._tf_nn import selu as selu
+from ._tf_nn import sigmoid_cross_entropy_with_logits as sigmoid_cross_entropy_with_logits
+from ._tf_nn import (
+    sparse_softmax_cross_entropy_with_logits as sparse_softmax_cross_entropy_with_logits,
+)
+
+__all__ = [
+    "avg_pool2d",
+    "batch_normalization",
+    "clip_by_norm",
+    "clip_by_value",
+    "conv2d",
+    "convert_to_tensor",
+    "divide",
+    "divide_no_nan",
+    "gelu",
+    "l2_normalize",
+    "max_pool2d",
+    "maximum",
+    "minimum",
+    "moments",
+    "reduce_all",
+    "reduce_any",
+    "reduce_logsumexp",
+    "reduce_max",
+    "reduce_mean",
+    "reduce_min",
+    "reduce_prod",
+    "reduce_std",
+    "reduce_sum",
+    "reduce_variance",
+    "same_padding",
+    "selu",
+    "sigmoid_cross_entropy_with_logits",
+    "sparse_softmax_cross_entropy_with_logits",
+    "where_v1",
+]

@@ -2,6 +2,7 @@
 (Note [watching only when needed]): every way f can reach a Parameter must keep the watcher,
 and the Parameter must then get its gradient."""
 
+import functools
 import sys
 import types
 
@@ -415,3 +416,27 @@ def test_a_name_rebound_on_every_call_compiles_no_new_check():
         namespace["STEP"] = torch.full((3,), float(step), dtype=D)
         fn(_x()).sum().backward()
     assert _check_maker.cache_info().misses == misses
+
+
+def test_a_wrapper_that_says_it_is_torchs_is_still_read():
+    # `functools.wraps(torch_function)` gives a user's function torch's `__module__`; the proof
+    # goes by where the code was defined, so the Parameter it reads reaches grad_fn.
+    w = torch.nn.Parameter(torch.tensor([2.0, -1.0], dtype=torch.float64))
+    seen = []
+
+    @functools.wraps(torch.nn.functional.relu)
+    def scaled(x):
+        return x * w
+
+    @custom_gradient
+    def f(x):
+        def grad(dy, variables=None):
+            seen.append(variables)
+            return dy * w, [dy * x]
+
+        return scaled(x), grad
+
+    x = torch.tensor([1.0, 3.0], dtype=torch.float64, requires_grad=True)
+    (gw,) = torch.autograd.grad(f(x).sum(), w)
+    assert len(seen) == 1 and len(seen[0]) == 1 and seen[0][0] is w
+    torch.testing.assert_close(gw, x.detach())

@@ -6,6 +6,7 @@ the same function with the same derivatives, only cheaper in memory.
 Item numbers refer to docs/tensorflow_semantics.md.
 """
 
+import functools
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from messages import exactly
 from torch import nn
 from torch._dynamo.utils import counters
+from torch.nn import functional as F
 
 from tf_compat_grad import grad_pass_through, recompute_grad
 
@@ -680,3 +682,28 @@ def test_saved_tensor_hooks_see_the_inputs():
     assert alive() is None
     y.sum().backward()
     torch.testing.assert_close(a.grad, 6.0 * torch.cos(2 * a.detach()))
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        pytest.param(lambda lin: lin, id="module"),
+        pytest.param(lambda lin: lin.forward, id="bound forward"),
+        pytest.param(
+            lambda lin: functools.partial(F.linear, weight=lin.weight, bias=lin.bias),
+            id="partial with Parameter keywords",
+        ),
+        pytest.param(lambda lin: lambda t: lin(t), id="lambda"),
+    ],
+)
+def test_recompute_of_a_module_gives_its_parameters_their_gradients(wrap):
+    # functools.wraps copies `__module__` from what it wraps: a module's says torch, and the
+    # wrapper was once taken for torch's own code, which reads no Parameter (all None).
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(3, 2).double()
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    sources = [x, *lin.parameters()]
+    got = torch.autograd.grad(recompute_grad(wrap(lin))(x).pow(2).sum(), sources)
+    want = torch.autograd.grad(lin(x).pow(2).sum(), sources)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w)

@@ -463,7 +463,11 @@ def _check_value(
             raise _Unsafe  # a user module: its attributes are checked where they are named
         return
     if isinstance(value, types.FunctionType):
-        if _package(value) in _SAFE_MODULES - {"tf_compat_grad"}:
+        # Where the code was defined, not `__module__`: `functools.wraps` copies that from what a
+        # wrapper wraps (a `recompute_grad` of an `nn.Module` would pass as torch's own code).
+        if value.__globals__.get("__name__", "").partition(".")[0] in (
+            _SAFE_MODULES - {"tf_compat_grad"}
+        ):
             return  # torch's and the standard library's own functions
         _check_function(value, deps, seen, direct)
         return

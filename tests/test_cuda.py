@@ -85,8 +85,8 @@ def test_float16_gradient_is_cast_to_a_float32_input():
     torch.testing.assert_close(gx, torch.full_like(gx, 2.0))
 
 
-def test_parameters_on_cuda_get_their_gradients_through_variables():
-    w = torch.nn.Parameter(torch.randn(3, 4, device=CUDA))
+def linear_reading(w: torch.nn.Parameter):
+    """`x @ w.t()` with its rule, w read from the closure (TF's `variables=`)."""
 
     @custom_gradient
     def linear(x):
@@ -97,6 +97,12 @@ def test_parameters_on_cuda_get_their_gradients_through_variables():
 
         return y, grad
 
+    return linear
+
+
+def test_parameters_on_cuda_get_their_gradients_through_variables():
+    w = torch.nn.Parameter(torch.randn(3, 4, device=CUDA))
+    linear = linear_reading(w)
     x = leaf(2, 4)
     gx, gw = torch.autograd.grad(linear(x).pow(2).sum(), (x, w))
     gx_ref, gw_ref = torch.autograd.grad((x @ w.t()).pow(2).sum(), (x, w))
@@ -153,16 +159,7 @@ def test_saved_tensors_offloaded_to_the_cpu_come_back():
 
 def test_autocast_float16_on_cuda():
     w = torch.nn.Parameter(torch.randn(5, 4, device=CUDA))
-
-    @custom_gradient
-    def linear(x):
-        y = x @ w.t()
-
-        def grad(dy, variables=None):
-            return dy @ w, [dy.t() @ x]
-
-        return y, grad
-
+    linear = linear_reading(w)
     x = leaf(3, 4, seed=5)
     with torch.autocast(CUDA, dtype=torch.float16):
         y = linear(x)

@@ -453,6 +453,8 @@ def test_export_computes_the_forward_and_refuses_a_backward(make, decorated, str
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:While compiling, we found certain side effects")
+# torch 2.4's `torch.export.load` calls `torch.load` without `weights_only`.
+@pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`")
 def test_a_saved_exported_program_loads_and_runs(tmp_path):
     """The op that guards the exported call (Note [export]) is torch's to serialize."""
     x = torch.linspace(-1, 1, 3, dtype=D)

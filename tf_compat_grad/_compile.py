@@ -86,9 +86,15 @@ def call_compiled(
 def call_exported(f: Callable[..., Any], bound: Any, args: tuple[Any, ...], kwargs: Any) -> Any:
     """Call f while `torch.export` traces it outside Dynamo (Note [export])."""
     flat_args, _, inputs = _run.inputs(f, bound, args)
-    with torch.no_grad():
-        result, _, variables = run_watched(f, bound, args, kwargs, flat_args)
-    outputs, out_spec = _run.outputs(f, result)
+    # In the caller's grad mode: a `no_grad` here is recorded into the exported program (torch
+    # 2.4 records grad-mode changes), whose f would then run without a graph, and a Parameter
+    # that f reads would get no gradient, silently, where its backward must be refused.
+    result, _, variables = run_watched(f, bound, args, kwargs, flat_args)
+    # Not detached (as `_run.outputs` would): the Parameters f reads are no Parameters in the
+    # traced program of torch < 2.6, so the outputs' own graph is what makes a backward reach
+    # the refusal; detached, such a Parameter got no gradient, silently.
+    flat, out_spec = _structure.flatten(result)
+    outputs = [_run.as_output(f, o, i, out_spec) for i, o in enumerate(flat)]
     return _structure.unflatten(out_spec, _exported(describe(f), outputs, [*inputs, *variables]))
 
 

@@ -690,25 +690,25 @@ UPSTREAM_PATHS = {
 }
 
 
+REFUSED_UPSTREAMS = [
+    pytest.param(_one_upstream, "too many positional arguments", False, id="one upstream"),
+    pytest.param(
+        _fills_variables,
+        "the upstream gradients would fill its `variables` parameter",
+        False,
+        id="upstream in variables",
+    ),
+    pytest.param(
+        _fills_variables,
+        "multiple values for argument 'variables'",
+        True,
+        id="upstream and variables",
+    ),
+]
+
+
 @pytest.mark.parametrize("path", UPSTREAM_PATHS.values(), ids=list(UPSTREAM_PATHS))
-@pytest.mark.parametrize(
-    ("grad_fn", "problem", "parameter"),
-    [
-        pytest.param(_one_upstream, "too many positional arguments", False, id="one upstream"),
-        pytest.param(
-            _fills_variables,
-            "the upstream gradients would fill its `variables` parameter",
-            False,
-            id="upstream in variables",
-        ),
-        pytest.param(
-            _fills_variables,
-            "multiple values for argument 'variables'",
-            True,
-            id="upstream and variables",
-        ),
-    ],
-)
+@pytest.mark.parametrize(("grad_fn", "problem", "parameter"), REFUSED_UPSTREAMS)
 def test_grad_fn_that_cannot_take_the_upstreams_is_refused_when_f_returns(
     grad_fn, problem, parameter, path
 ):
@@ -758,3 +758,48 @@ def test_grad_fn_with_variables_keyword_for_two_outputs_is_not_refused():
     fn(x)[0].sum().backward()
     torch.testing.assert_close(x.grad, torch.full((3,), 2.0, dtype=D))
     assert w.grad is not None
+
+
+@pytest.mark.traced_compile
+@pytest.mark.parametrize(("grad_fn", "problem", "parameter"), REFUSED_UPSTREAMS)
+def test_grad_fn_that_cannot_take_the_upstreams_is_refused_under_compile(
+    dynamo, grad_fn, problem, parameter
+):
+    """Dynamo cannot trace `inspect.signature`: the check reads grad_fn's code instead. Without
+    fullgraph the error is the eager one; under fullgraph=True, Dynamo's error shows it."""
+    w = torch.nn.Parameter(torch.ones(3, dtype=D)) if parameter else None
+    fn = _two_outputs(grad_fn, w)
+    message = messages.upstreams_not_taken(fn, grad_fn, 2, problem, parameter)
+    with pytest.raises(CustomGradientTypeError, match=re.escape(message)) as info:
+        _compiled_sum(fn, fullgraph=False)(leaf(3))
+    assert_clear(info, CustomGradientTypeError, "two", message)
+    with pytest.raises(Exception, match=re.escape(message)):
+        _compiled_sum(fn, fullgraph=True)(leaf(3))
+
+
+def _compiled_sum(fn, fullgraph):
+    return torch.compile(
+        lambda t: sum(o.sum() for o in fn(t)), backend="eager", fullgraph=fullgraph
+    )
+
+
+def _tensor_default(scale):
+    def grad_fn(d1, d2, d3=None, *, factor=scale):  # a tensor default, which Dynamo cannot read
+        return (2 * d1 + 3 * d2) * factor
+
+    return grad_fn
+
+
+@pytest.mark.traced_compile
+@pytest.mark.parametrize("fullgraph", [False, True], ids=["graph breaks", "fullgraph"])
+@pytest.mark.parametrize(
+    "grad_fn",
+    [*TAKES_TWO, pytest.param(_tensor_default(torch.ones((), dtype=D)), id="tensor default")],
+)
+def test_grad_fn_that_takes_the_upstreams_is_not_refused_under_compile(dynamo, grad_fn, fullgraph):
+    """The true gradient of `2x + 3x` is 5, as plain autograd gives it."""
+    x = leaf(3)
+    (custom,) = torch.autograd.grad(_compiled_sum(_two_outputs(grad_fn), fullgraph)(x), x)
+    x2 = leaf(3)
+    (true,) = torch.autograd.grad((2 * x2).sum() + (3 * x2).sum(), x2)
+    torch.testing.assert_close(custom, true)

@@ -486,6 +486,17 @@ def test_a_traceback_through_a_decorated_method_shows_the_users_line():
     assert all("_decorator.py" not in p for p, _, _ in frames)
 
 
+def test_inspect_finds_the_users_file_of_a_decorated_function_through_wrapped():
+    """`inspect.getfile` takes modules, classes, methods, functions and code only, so it refuses
+    the wrapper object (as it refuses TensorFlow's); `getsource` and `unwrap` follow
+    `__wrapped__` to the user's function (docs/tensorflow_semantics.md, item 2)."""
+    assert inspect.getsourcefile(inspect.unwrap(plain)) == __file__
+    assert inspect.getsource(plain) == inspect.getsource(plain.__wrapped__)
+    assert inspect.getsource(plain).startswith("@custom_gradient\ndef plain(x):")
+    with pytest.raises(TypeError, match="got CustomGradient"):
+        inspect.getfile(plain)
+
+
 def test_getsource_of_a_decorated_function_is_its_source():
     source = inspect.getsource(Scale.forward.__tf_compat_grad__)
     assert "def forward(self, x):" in source

@@ -25,6 +25,18 @@ Dynamo then compiles the frames that run eagerly under the transform one by one,
 on the transform's wrapped tensors in the node's backward; so the methods of the `torch.func`
 node are never compiled (`never_compiled`).
 
+# Note [upstreams under compile]
+A multi-output f whose grad_fn cannot take one upstream per output is refused when f returns
+(`check_upstreams`). Dynamo cannot trace `inspect.signature`, nor read a nested function's
+defaults when they hold tensors, but it reads its code: `upstreams_refusal_of_code` runs as Python
+while Dynamo traces, from the code alone, and refuses what no defaults can change (too many
+upstreams, the upstreams against `variables`). The refusal is a graph break, an error under
+`fullgraph=True` that shows the message; without it, the error itself is raised as the call
+runs past the graph break. A grad_fn that is not a plain function (a `functools.partial`, a callable
+object) is not looked at here, nor a grad_fn missing an upstream: those fail in backward with
+Python's own TypeError, as in TensorFlow (under `fullgraph=True`, Dynamo's trace of backward
+fails on them).
+
 # Note [export]
 `torch.export` records f's forward ops, under `no_grad` (docs/torch_facts.md, "torch.jit.trace
 and torch.export"), and no grad_fn: the program it makes is for inference. A backward through
@@ -39,17 +51,18 @@ program saved with `torch.export.save` loads wherever tf_compat_grad is imported
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
 from . import _run, _structure
-from ._errors import PREFIX, CustomGradientNotImplementedError, describe
+from ._errors import PREFIX, CustomGradientNotImplementedError, CustomGradientTypeError, describe
 from ._parameters import run_watched
-from ._record import Record, node_class
+from ._record import Record, node_class, upstreams_refusal_of_code
 from ._run import Layout
-from ._torch_internals import is_exporting
+from ._torch_internals import graph_break, is_exporting, run_while_tracing
 
 # The call's `Layout` and variables as plain constants, the only kind of non-tensor argument
 # Dynamo passes through `apply` on every supported torch (Note [compile]): (bound, spec,
@@ -76,11 +89,21 @@ def call_compiled(
         return _structure.unflatten(out_spec, exported)
     if not variables and not any(t.requires_grad for t in inputs):
         return _structure.unflatten(out_spec, outputs)
+    if len(outputs) > 1 and type(grad_fn) is types.FunctionType:  # Note [upstreams under compile]
+        refusal = _upstreams_refusal(grad_fn.__code__, len(outputs), bool(variables), described)
+        if refusal:
+            graph_break(refusal)  # under fullgraph=True, the error
+            raise CustomGradientTypeError(refusal)
     constants: _Constants = (layout.bound, layout.spec, layout.n_args, layout.positions, variables)
     node_outputs = node.apply(  # type: ignore[no-untyped-call]
         constants, grad_fn, len(outputs), *outputs, *inputs, *variables
     )
     return _structure.unflatten(out_spec, node_outputs)
+
+
+# Dynamo reads grad_fn's code but cannot trace `inspect.signature`: the check runs as Python,
+# once per traced call site, its message a constant of the graph.
+_upstreams_refusal = run_while_tracing(upstreams_refusal_of_code)
 
 
 def call_exported(f: Callable[..., Any], bound: Any, args: tuple[Any, ...], kwargs: Any) -> Any:

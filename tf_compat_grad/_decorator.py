@@ -13,7 +13,7 @@ import pickle
 import sys
 import types
 from collections.abc import Callable
-from typing import Any, Concatenate, Generic, NoReturn, TypeVar, overload
+from typing import Any, Concatenate, Generic, NoReturn, Protocol, TypeVar, overload
 
 import torch
 from typing_extensions import ParamSpec
@@ -265,6 +265,19 @@ def _remake(
     return wrapped
 
 
+class _Decorator(Protocol):
+    """What `custom_gradient(...)` without a function returns: the decorator, typed as
+    `custom_gradient` is for a function (a method of an `nn.Module` as a plain function)."""
+
+    @overload
+    def __call__(
+        self, f: Callable[Concatenate[_M, P], tuple[R, Callable[..., Any]]], /
+    ) -> Callable[Concatenate[_M, P], R]: ...
+
+    @overload
+    def __call__(self, f: Callable[P, tuple[R, Callable[..., Any]]], /) -> CustomGradient[P, R]: ...
+
+
 # A method of an `nn.Module` (its first parameter a Module: `forward`) is typed as the plain
 # function it is on the class (see `__set_name__`): type checkers accept a function, not a
 # descriptor object, as an override of `Module.forward`.
@@ -289,7 +302,7 @@ def custom_gradient(
 @overload
 def custom_gradient(
     f: None = None, *, example: Any = None, surrogate: str | None = None
-) -> Callable[[Callable[P, tuple[R, Callable[..., Any]]]], CustomGradient[P, R]]: ...
+) -> _Decorator: ...
 
 
 def custom_gradient(f: Any = None, *, example: Any = None, surrogate: str | None = None) -> Any:

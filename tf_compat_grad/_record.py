@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import types
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -131,8 +132,8 @@ def check_upstreams(
     output (item 21), with `variables=` when f read Parameters (item 34): `def grad(upstream)`
     for two outputs would otherwise fail with a bare TypeError in backward. A `variables`
     parameter that the upstreams would fill is refused too. Only for several outputs (a single
-    one is not looked at), and once per grad_fn's code. Not while Dynamo traces, which cannot
-    trace `inspect.signature`."""
+    one is not looked at), and once per grad_fn's code. While Dynamo traces, which cannot trace
+    `inspect.signature`, `upstreams_refusal_of_code` checks instead."""
     if n_outputs < 2:
         return
     code = getattr(grad_fn, "__code__", None)
@@ -144,27 +145,57 @@ def check_upstreams(
         signature = inspect.signature(grad_fn)
     except (TypeError, ValueError):
         return  # no signature to read (a builtin): it is called as it is
-    keyword: dict[str, Any] = {"variables": []} if variables else {}
-    try:
-        bound = signature.bind(*range(n_outputs), **keyword)
-        problem = (
-            "the upstream gradients would fill its `variables` parameter"
-            if "variables" in bound.arguments and not variables
-            else None
-        )
-    except TypeError as error:
-        problem = str(error)
+    problem = _upstreams_problem(signature, n_outputs, bool(variables))
     if problem is None:
         if cacheable:
             _TAKES_UPSTREAMS.add(key)
         return
     raise CustomGradientTypeError(
-        f"{PREFIX}{describe(f)} returned {plural(n_outputs, 'output')}, so its grad_fn is called "
+        _upstreams_refusal(describe(f), describe(grad_fn), n_outputs, bool(variables), problem)
+    ) from None
+
+
+def upstreams_refusal_of_code(
+    code: types.CodeType, n_outputs: int, variables: bool, described: str
+) -> str:
+    """`check_upstreams` for a grad_fn known by its code alone (while Dynamo traces, which reads
+    a function's code but not its defaults when they hold tensors): the refusal's message, or
+    "" when grad_fn may take the upstreams. Every parameter counts as having a default, so only
+    what no defaults can change is refused: too many upstreams for its positional parameters, and
+    the upstreams against its `variables` parameter (a missing upstream is not refused here).
+    `described`: f by name, file and line."""
+    cells = tuple(types.CellType() for _ in code.co_freevars)
+    stand_in = types.FunctionType(code, {}, None, (None,) * code.co_argcount, cells)
+    keyword_only = code.co_varnames[code.co_argcount : code.co_argcount + code.co_kwonlyargcount]
+    stand_in.__kwdefaults__ = dict.fromkeys(keyword_only)
+    problem = _upstreams_problem(inspect.signature(stand_in), n_outputs, variables)
+    if problem is None:
+        return ""
+    name = getattr(code, "co_qualname", code.co_name)  # Python >= 3.11 has the qualified name
+    grad_fn = f"`{name}` ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+    return _upstreams_refusal(described, grad_fn, n_outputs, variables, problem)
+
+
+def _upstreams_problem(signature: inspect.Signature, n_outputs: int, variables: bool) -> str | None:
+    """Why a grad_fn of this signature cannot take n_outputs upstreams (and `variables=`)."""
+    keyword: dict[str, Any] = {"variables": []} if variables else {}
+    try:
+        bound = signature.bind(*range(n_outputs), **keyword)
+    except TypeError as error:
+        return str(error)
+    if "variables" in bound.arguments and not variables:
+        return "the upstream gradients would fill its `variables` parameter"
+    return None
+
+
+def _upstreams_refusal(f: str, grad_fn: str, n_outputs: int, variables: bool, problem: str) -> str:
+    return (
+        f"{PREFIX}{f} returned {plural(n_outputs, 'output')}, so its grad_fn is called "
         f"with {plural(n_outputs, 'upstream gradient')}, one per flattened output in order"
-        f"{' and `variables=`' if variables else ''}, but grad_fn {describe(grad_fn)} "
+        f"{' and `variables=`' if variables else ''}, but grad_fn {grad_fn} "
         f"cannot take them ({problem}). Give grad_fn one parameter per output, "
         "`def grad_fn(d_y1, d_y2):`, or take them all as `def grad_fn(*upstream):`."
-    ) from None
+    )
 
 
 _TAKES_UPSTREAMS: set[tuple[Any, int, bool]] = set()  # (code, outputs, variables) that passed

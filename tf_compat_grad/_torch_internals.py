@@ -21,13 +21,15 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch.autograd import forward_ad
 from torch.utils import _python_dispatch
 
 from ._errors import PREFIX, describe
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def _release(version: str) -> tuple[int, int]:
@@ -163,6 +165,15 @@ def outside_compile(reason: str) -> Callable[..., Any]:
 
 def _call(call: Callable[..., Any], *args: Any) -> Any:
     return call(*args)
+
+
+def run_while_tracing(function: _F) -> _F:
+    """function, which Dynamo runs as Python when it traces a call to it, its result a constant
+    of the graph (`torch.compiler.assume_constant_result`'s mark, set by hand: applying it would
+    import Dynamo with the library). Its arguments must be constants while Dynamo traces: code
+    objects, numbers, strings."""
+    function._dynamo_marked_constant = True  # type: ignore[attr-defined]
+    return function
 
 
 _eval_frame = getattr(torch._C, "_dynamo", None)

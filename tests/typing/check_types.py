@@ -30,6 +30,11 @@ def called(x: Tensor) -> tuple[Tensor, Grad]:
     return x, lambda dy: dy
 
 
+@custom_gradient(example=lambda: (torch.ones(2),), surrogate="identity")
+def called_with_keywords(x: Tensor) -> tuple[Tensor, Grad]:
+    return x, lambda dy: dy
+
+
 def block(x: Tensor, n: int) -> Tensor:
     return x * n
 
@@ -40,6 +45,21 @@ class Layer(nn.Module):
     @custom_gradient
     def forward(self, x: Tensor) -> tuple[Tensor, Grad]:
         return x, lambda dy: dy
+
+
+class CalledLayer(nn.Module):
+    """`@custom_gradient()`, with its keywords or without, types forward as bare
+    `@custom_gradient` does."""
+
+    @custom_gradient()
+    def forward(self, x: Tensor) -> tuple[Tensor, Grad]:
+        return x, lambda dy: dy
+
+
+class ExampleLayer(nn.Module):
+    @custom_gradient(example=lambda: (torch.ones(2),), surrogate="identity")
+    def forward(self, x: Tensor, alpha: float = 1.0) -> tuple[Tensor, Grad]:
+        return x * alpha, lambda dy: dy * alpha
 
 
 class Mixer(nn.Module):
@@ -91,6 +111,9 @@ def functions(x: Tensor) -> None:
     assert_type(scaled(x, alpha=2.0), Tensor)
     scaled(x, "2")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     assert_type(called(x), Tensor)
+    called(x, x)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    assert_type(called_with_keywords(x), Tensor)
+    assert_type(called_with_keywords.surrogate, str | None)
     assert_type(recompute_grad(block)(x, n=2), Tensor)
     recompute_grad(block)(x, 2.5)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     assert_type(grad_pass_through(block)(x, n=2), Tensor)
@@ -106,6 +129,10 @@ def methods(x: Tensor, layer: Layer, ops: Ops) -> None:
     assert_type(layer.forward(x), Tensor)
     layer.forward(x, x)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
     assert_type(Layer.forward(layer, x), Tensor)
+    assert_type(CalledLayer().forward(x), Tensor)
+    CalledLayer().forward(x, x)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    assert_type(ExampleLayer().forward(x, alpha=2.0), Tensor)
+    ExampleLayer().forward(x, "2")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     mixer = Mixer()
     assert_type(mixer.forward(x, x, scale=2.0), Tensor)
     mixer.forward(x, x, scale="2")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]

@@ -235,6 +235,21 @@ def masked_assignment(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
     return x.clamp_min(0), grad
 
 
+def _vmap_batches_masked_assignment() -> bool:
+    """Whether this torch's vmap batches `dx[x <= 0] = 0` (torch 2.15 does; before, it raises)."""
+
+    def relu_backward(x: torch.Tensor) -> torch.Tensor:
+        dx = x.clone()
+        dx[x <= 0] = 0
+        return dx
+
+    try:
+        torch.func.vmap(relu_backward)(torch.randn(2, 3))
+    except RuntimeError:
+        return False
+    return True
+
+
 @custom_gradient
 def doubled_exp(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
     """The seed's `2 exp(x)` derivative, not declared a surrogate."""
@@ -333,6 +348,9 @@ BROKEN = [
         "data-dependent shape that vmap cannot batch; `torch.where(x <= 0, -0.5, dy)` computes "
         "the same and batches",
         id="vmap-boolean-mask",
+        marks=pytest.mark.skipif(
+            _vmap_batches_masked_assignment(), reason="this torch's vmap batches the assignment"
+        ),
     ),
     pytest.param(
         prints,

@@ -44,10 +44,6 @@ INTERNAL = (
     "TensorFlow's internal modules (`from tensorflow.python.ops import math_ops, custom_gradient`)"
 )
 NOT_YET: dict[str, str] = {
-    "adapt_mdd_grad_reverse.py": (
-        "`from tensorflow.keras.constraints/optimizers/layers import ...` of names the file never "
-        "calls (Sequential, Adam, backend as K)"
-    ),
     "automl_iou_get_v.py": (
         "tf.compat.v1.executing_eagerly_outside_functions() choosing the grad_fn; tf.gradients in "
         "the graph-mode grad_fn"
@@ -67,8 +63,6 @@ NOT_YET: dict[str, str] = {
         "variables), output_gradients=...)`); tf.random.uniform"
     ),
     "tfmot_clustering.py": "tf.math.bincount",
-    "tfp_sigmoid_bijector.py": "`tf.nn.softplus` as a value (the JAX branch)",
-    "tfp_softplus_bijector.py": "`tf.nn.softplus` as a value (the JAX branch)",
     "xplique_relu_policies.py": (
         "the built-in Keras layer `tf.keras.layers.ReLU(max_value=, threshold=)` called inside "
         "a custom gradient"

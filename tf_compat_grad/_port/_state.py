@@ -39,6 +39,8 @@ class _PorterState(cst.CSTTransformer):
         self.skip: set[int] = set()  # ids of tf.* nodes handled by their parent
         self.subscripted: set[int] = set()
         self.names: set[str] = set()  # every name the module uses
+        self.uses: set[str] = set()  # the names (and strings) read outside import statements
+        self.unused: set[int] = set()  # ids of the tensorflow imports removed as unused
         self.whole: set[int] = set()  # ids of expressions that need no parentheses
         self.assigned: list[dict[str, bool]] = [{}]  # per scope: name -> only ints assigned
         self.bound_once: list[set[str]] = [set()]  # per function: names bound exactly once

@@ -24,7 +24,7 @@ from . import _tape
 from ._arguments import _SHAPE_ARGUMENT, _choose, _simple, _Untranslated
 from ._classes import _Classes
 from ._report import KEPT, MARK, Entry, PortResult
-from ._rule import placeholders
+from ._rule import _PLACEHOLDER, Rule, placeholders
 from ._syntax import _code, _comments, _dotted, _Rename
 from ._table import MODE_SWITCHES, TABLE
 from ._template import _ATOMS, _Fill, _parsed, _roots, _wrapped
@@ -46,6 +46,20 @@ def _unknown(name: str) -> str:
             "and defaults"
         )
     return "not in the translation table"
+
+
+def _as_lambda(rule: Rule) -> str:
+    """A function-valued name used as a value (`act = tf.nn.softplus`): a lambda taking its
+    first parameters, whose body is the translation a call with just those arguments gets (the
+    first variant that needs no fact about them); a call of it with other arguments fails with
+    a TypeError. "" if no variant takes its leading parameters alone."""
+    params = [p for p in rule.params or () if p not in rule.drop]
+    for count in range(1, len(params) + 1):
+        for variant in rule.variants:
+            if not variant.when and set(placeholders(variant.template)) == set(params[:count]):
+                body = _PLACEHOLDER.sub(r"\1", variant.template)
+                return f"(lambda {', '.join(params[:count])}: {body})"
+    return ""
 
 
 class PortSyntaxError(ValueError):
@@ -165,18 +179,22 @@ class _Porter(_Classes):
             return updated_node
         shown = _dotted(updated_node)
         rule = TABLE.get(name)
-        if rule is None or not rule.value:
+        value = (rule.value or _as_lambda(rule)) if rule is not None else ""
+        if rule is None or not value:
             if rule is None:
                 why = _unknown(name)
             elif rule.variants:
-                why = "used as a value, not called: only its calls are translated"
+                why = (
+                    "used as a value, not called: only its calls are translated (no variant "
+                    "takes its leading arguments alone)"
+                )
             else:
                 why = rule.otherwise
             self.untranslated(original_node, shown, why)
             return updated_node
-        self.translated(original_node, shown, rule.value)
-        self.needed |= _roots(rule.value)
-        return _parsed(rule.value)
+        self.translated(original_node, shown, value)
+        self.needed |= _roots(value)
+        return _parsed(value)
 
     # --- @tf.function and TF-only tensor methods
 

@@ -26,7 +26,7 @@ pytest.importorskip("libcst")
 
 from helpers import flatten
 
-from tf_compat_grad import _cli
+from tf_compat_grad import _cli, tf_ops
 from tf_compat_grad._port._table import RULES, with_guide_table
 from tf_compat_grad.port import MARK, PortResult, port_source
 
@@ -691,3 +691,90 @@ def test_a_tensorflow_import_whose_names_are_unused_is_removed() -> None:
         "from tensorflow.keras.constraints import ...",
         "losses.mse",
     ]
+
+
+INTERNAL_MODULES = """\
+from tensorflow.python.framework import dtypes, ops
+from tensorflow.python.ops import array_ops, gen_math_ops, math_ops, nn_ops
+from tensorflow.python.ops.custom_gradient import custom_gradient
+
+
+@custom_gradient
+def f(x):
+    x = ops.convert_to_tensor(x, name="x")
+    y = math_ops.reduce_sum(math_ops.cast(x, dtypes.float64)) * array_ops.ones_like(x)
+
+    def grad(dy):
+        with ops.control_dependencies([dy]):
+            return 3 * dy
+
+    return y, grad
+
+
+def g(x):
+    return gen_math_ops.sigmoid(x) + nn_ops.relu(ops.convert_to_tensor(x, None, "x", True))
+"""
+
+
+def test_internal_modules_translate_the_names_that_are_public_functions() -> None:
+    """`math_ops.cast` is `tf.cast` (the same function object in TF 2.21); a name of an internal
+    module that is no public function, or an argument the public one lacks, stays flagged."""
+    result = port_source(INTERNAL_MODULES)
+    assert "y = torch.sum(torch.as_tensor(x).to(torch.float64)) * torch.ones_like(x)" in result.code
+    assert "x = tf_ops.convert_to_tensor(x)" in result.code
+    assert "with tf_ops.control_dependencies([dy]):" in result.code
+    assert {(e.tf, e.why) for e in result.flagged if e.function == "g"} == {
+        ("nn_ops.relu", "not in the translation table"),
+        ("gen_math_ops.sigmoid", "not in the translation table"),
+        ("ops.convert_to_tensor", "argument `as_ref` is not translated"),
+    }
+    code = result.code.replace("from tensorflow", "# from tensorflow")
+    namespace: dict[str, Any] = {}
+    exec(code, namespace)
+    x = torch.tensor([0.5, -2.0], dtype=torch.float64, requires_grad=True)
+    (grad,) = torch.autograd.grad(namespace["f"](x).sum(), x)
+    assert grad.tolist() == [3.0, 3.0]
+
+
+def test_control_dependencies_calls_its_callables() -> None:
+    called = []
+    with tf_ops.control_dependencies([torch.ones(1), lambda: called.append(1)]):
+        called.append(2)
+    assert called == [1, 2]
+
+
+# tf.while_loop(lambda i, s: i < 4, lambda i, s: (i + 1, s * x + tf.sin(s)), (0, x),
+# maximum_iterations=3) at x = [0.3, -1.2] (float64) in TF 2.21: s, ds/dx . 1, d(ds/dx . 1)/dx . 1
+WHILE_LOOP_TF = (
+    [0.6196319531377289, 0.02494238650192912],
+    [3.2013070690522136, -0.3665923782523461],
+    [7.1744107663166, 3.9781812424702943],
+)
+WHILE_LOOP = """\
+import tensorflow as tf
+
+
+def f(x):
+    return tf.while_loop(
+        lambda i, s: i < 4, lambda i, s: (i + 1, s * x + tf.sin(s)), (0, x), maximum_iterations=3
+    )
+"""
+
+
+def test_while_loop_runs_as_tensorflow_runs_it_eagerly() -> None:
+    result = port_source(WHILE_LOOP)
+    assert "return tf_ops.while_loop(" in result.code and not result.flagged
+    namespace: dict[str, Any] = {}
+    exec(result.code, namespace)
+    x = torch.tensor([0.3, -1.2], dtype=torch.float64, requires_grad=True)
+    i, s = namespace["f"](x)
+    assert (i.dtype, i.item()) == (torch.int32, 3)  # the Python int became TF's int32 tensor
+    (g,) = torch.autograd.grad(s.sum(), x, create_graph=True)
+    (h,) = torch.autograd.grad(g.sum(), x)
+    for actual, expected in zip((s, g, h), WHILE_LOOP_TF, strict=True):
+        torch.testing.assert_close(actual.detach(), torch.tensor(expected, dtype=torch.float64))
+    # one loop variable stays a 1-tuple (TF2's while_loop returns the structure it was given)
+    (a,) = tf_ops.while_loop(lambda a: a < 10.0, lambda a: (a * 3.0,), (1.0,))
+    assert (a.dtype, a.item()) == (torch.float32, 27.0)
+    with pytest.raises(ValueError, match="another structure"):
+        tf_ops.while_loop(lambda a: a < 10.0, lambda a: (a, a), (1.0,))

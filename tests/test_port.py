@@ -243,7 +243,7 @@ def test_imports_it_cannot_place_are_flagged_and_tf_function_removed() -> None:
         from tensorflow import io
 
 
-        @tf.function(jit_compile=True)
+        @tf.function(jit_compile=True, input_signature=[tf.TensorSpec(None, tf.float32)])
         def f(x):
             import tensorflow as tf2
             return tf.exp(x)

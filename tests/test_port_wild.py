@@ -50,9 +50,6 @@ NOT_YET: dict[str, str] = {
         "tf.device"
     ),
     "mttf_floor.py": "`tf.keras.layers.Layer.call.__doc__` read in the class body",
-    "tf_docs_module_clip.py": (
-        "`@tf.function(input_signature=[tf.TensorSpec(None)])`: tf.TensorSpec as a value"
-    ),
     "tfc_perturb_and_apply.py": (
         "a tf.GradientTape recorded in f and read in grad_fn (`tape.gradient(y, (args, "
         "variables), output_gradients=...)`); tf.random.uniform"

@@ -208,11 +208,9 @@ class _Porter(_Classes):
             return all(arg.keyword is not None for arg in decorator.args)
         return self.tf_name(called) in _REMOVED_DECORATORS
 
-    def visit_Decorator(self, node: cst.Decorator) -> None:
-        if self.removed_decorator(node.decorator):
-            self.skip.add(id(node.decorator))
-            self.skip.add(id(getattr(node.decorator, "attr", None)))
-            self.removed.add(id(node.decorator))
+    def visit_Decorator(self, node: cst.Decorator) -> bool:
+        """A removed decorator's arguments go with it (`input_signature=[tf.TensorSpec(...)]`)."""
+        return not self.removed_decorator(node.decorator)
 
     def leave_Decorator(
         self, original_node: cst.Decorator, updated_node: cst.Decorator

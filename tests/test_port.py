@@ -778,3 +778,40 @@ def test_while_loop_runs_as_tensorflow_runs_it_eagerly() -> None:
     assert (a.dtype, a.item()) == (torch.float32, 27.0)
     with pytest.raises(ValueError, match="another structure"):
         tf_ops.while_loop(lambda a: a < 10.0, lambda a: (a, a), (1.0,))
+
+
+AUGMENTED = """\
+import tensorflow as tf
+
+
+def f(x, acc):
+    d = tf.sqrt(x)
+    d += 1e-6
+    d *= 2.0 - x
+    acc += x
+    items = [x]
+    items += [d]
+    n = 0
+    for i in range(2):
+        n += 1
+    return d, acc, items, n
+"""
+
+
+def test_augmented_assignment_on_a_tensor_makes_a_new_tensor() -> None:
+    """TF's `d += eps` binds a new tensor; torch's would write into sqrt's output, which its
+    backward needs. A parameter, a list or a loop-bound name keeps its augmented assignment."""
+    result = port_source(AUGMENTED)
+    assert "    d = d + 1e-6\n    d = d * (2.0 - x)\n" in result.code
+    assert "    acc += x\n" in result.code and "    items += [d]\n" in result.code
+    assert "        n += 1\n" in result.code
+    namespace: dict[str, Any] = {}
+    exec(result.code, namespace)
+    x = torch.tensor([0.25, 4.0], dtype=torch.float64, requires_grad=True)
+    d = namespace["f"](x, torch.zeros(2, dtype=torch.float64))[0]
+    (g,) = torch.autograd.grad(d.sum(), x, create_graph=True)
+    (h,) = torch.autograd.grad(g.sum(), x)  # sqrt's output was not modified in place
+    want_d = (torch.sqrt(x) + 1e-6) * (2.0 - x)
+    (want_g,) = torch.autograd.grad(want_d.sum(), x, create_graph=True)
+    (want_h,) = torch.autograd.grad(want_g.sum(), x)
+    torch.testing.assert_close((d, g, h), (want_d, want_g, want_h))

@@ -69,11 +69,6 @@ class NotTranslated(Exception):
 # (file, function) -> (what the translation raises today, why): translations that run but are
 # wrong. Each is a strict xfail on that exception, so a fix shows up as a pass to take off here.
 WRONG: dict[tuple[str, str], tuple[type[BaseException], str]] = {
-    ("nerfactor_safe_math.py", "safe_acos"): (
-        RuntimeError,
-        "`denom += eps` in grad_fn stays `+=`: in torch an in-place add on sqrt's output, which "
-        "its backward needs (second order fails); TF's `+=` on a tensor makes a new tensor",
-    ),
     ("tf_nn_impl_swish.py", "swish"): (
         AssertionError,
         "beta's gradient: TF hands back grad_fn's 0-d gradient for the shape-[1] beta as it is; "

@@ -79,7 +79,7 @@ class _PorterState(cst.CSTTransformer):
 
     def leave_AugAssign(
         self, original_node: cst.AugAssign, updated_node: cst.AugAssign
-    ) -> cst.AugAssign:
+    ) -> cst.AugAssign | cst.Assign:
         if isinstance(updated_node.target, cst.Name):  # rebound: not known to be an int
             self.assigned[-1][updated_node.target.value] = False
         return updated_node

@@ -25,9 +25,9 @@ from ._arguments import _SHAPE_ARGUMENT, _choose, _simple, _Untranslated
 from ._classes import _Classes
 from ._report import KEPT, MARK, Entry, PortResult
 from ._rule import _PLACEHOLDER, Rule, placeholders
-from ._syntax import _code, _comments, _dotted, _Rename
+from ._syntax import _CONTAINERS, _OPERATORS, _assigned_values, _code, _comments, _dotted, _Rename
 from ._table import MODE_SWITCHES, TABLE
-from ._template import _ATOMS, _Fill, _parsed, _roots, _wrapped
+from ._template import _ATOMS, _OPERANDS, _Fill, _parsed, _roots, _wrapped
 
 # Decorators without effect in torch, removed with their arguments.
 _REMOVED_DECORATORS = (
@@ -195,6 +195,42 @@ class _Porter(_Classes):
         self.translated(original_node, shown, value)
         self.needed |= _roots(value)
         return _parsed(value)
+
+    def leave_AugAssign(
+        self, original_node: cst.AugAssign, updated_node: cst.AugAssign
+    ) -> cst.AugAssign | cst.Assign:
+        """`x += v` -> `x = x + v` where x holds a tensor (or a number): every value the function
+        assigns it is an operation's or a TF op's result. In TF that makes a new tensor; in
+        torch `+=` would write into x, which a backward may still need (sqrt's output)."""
+        super().leave_AugAssign(original_node, updated_node)  # x: no longer known to be an int
+        target = original_node.target
+        if (
+            not isinstance(target, cst.Name)
+            or not self.functions
+            or isinstance(original_node.value, _CONTAINERS)
+        ):
+            return updated_node
+        values = _assigned_values(self.functions[-1], target.value)
+        if not values or not all(self.tensor_valued(v) for v in values):
+            return updated_node
+        operator = _OPERATORS[type(original_node.operator)]()
+        value = _wrapped(updated_node.value, _OPERANDS)
+        result = cst.Assign(
+            [cst.AssignTarget(updated_node.target)],
+            cst.BinaryOperation(updated_node.target, operator, value),
+        )
+        self.translated(original_node, _code(original_node), _code(result))
+        return result
+
+    def tensor_valued(self, value: cst.BaseExpression) -> bool:
+        """An arithmetic operation's result or a TF op's: a tensor or a number, not a list."""
+        if isinstance(value, cst.BinaryOperation):
+            return not isinstance(value.left, _CONTAINERS) and not isinstance(
+                value.right, _CONTAINERS
+            )
+        if isinstance(value, cst.UnaryOperation):
+            return not isinstance(value.operator, cst.Not)
+        return isinstance(value, cst.Call) and self.tf_name(value.func) is not None
 
     # --- @tf.function and TF-only tensor methods
 

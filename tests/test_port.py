@@ -815,3 +815,14 @@ def test_augmented_assignment_on_a_tensor_makes_a_new_tensor() -> None:
     (want_g,) = torch.autograd.grad(want_d.sum(), x, create_graph=True)
     (want_h,) = torch.autograd.grad(want_g.sum(), x)
     torch.testing.assert_close((d, g, h), (want_d, want_g, want_h))
+
+
+def test_a_docstring_copied_from_tensorflow_is_removed() -> None:
+    source = (
+        "import tensorflow as tf\n\n\nclass Floor(tf.keras.layers.Layer):\n"
+        "    def call(self, x):\n        return tf.floor(x)\n\n"
+        "    call.__doc__ = tf.keras.layers.Layer.call.__doc__\n"
+    )
+    result = port_source(source)
+    assert "__doc__" not in result.code and not result.flagged
+    assert (8, "(removed: TensorFlow's docstring)") in {(e.line, e.torch) for e in result.entries}

@@ -49,7 +49,6 @@ NOT_YET: dict[str, str] = {
         "tf.linalg.svd, slogdet, set_diag, exclusive/reverse tf.cumsum with a computed axis, "
         "tf.device"
     ),
-    "mttf_floor.py": "`tf.keras.layers.Layer.call.__doc__` read in the class body",
     "tfc_perturb_and_apply.py": (
         "a tf.GradientTape recorded in f and read in grad_fn (`tape.gradient(y, (args, "
         "variables), output_gradients=...)`); tf.random.uniform"

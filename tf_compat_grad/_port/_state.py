@@ -67,7 +67,9 @@ class _PorterState(cst.CSTTransformer):
             found.update(scope)
         return frozenset(name for name, is_int in found.items() if is_int)
 
-    def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
+    def leave_Assign(
+        self, original_node: cst.Assign, updated_node: cst.Assign
+    ) -> cst.Assign | cst.RemovalSentinel:
         is_int = _intlike(updated_node.value, self.ints())
         for target in updated_node.targets:
             names = [target.target] if isinstance(target.target, cst.Name) else []

@@ -460,8 +460,9 @@ class _Porter(_Classes):
             self.skip.add(id(node.keyword))
         self.whole.add(id(node.value))
 
-    def visit_Assign(self, node: cst.Assign) -> None:
+    def visit_Assign(self, node: cst.Assign) -> bool:
         self.whole.add(id(node.value))
+        return not self.docstring_copy(node)
 
     def visit_Return(self, node: cst.Return) -> None:
         if node.value is not None:

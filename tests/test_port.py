@@ -826,3 +826,33 @@ def test_a_docstring_copied_from_tensorflow_is_removed() -> None:
     result = port_source(source)
     assert "__doc__" not in result.code and not result.flagged
     assert (8, "(removed: TensorFlow's docstring)") in {(e.line, e.torch) for e in result.entries}
+
+
+# tf.math.bincount in TF 2.21: (arguments) -> counts
+BINCOUNT_TF = [
+    (
+        ([[2, 0], [2, 5]],),
+        {"minlength": 4, "maxlength": 5, "dtype": torch.float64},
+        [1, 0, 2, 0, 0],
+    ),
+    (([0.5, 3.9, 3.0],), {}, [1, 0, 0, 2]),  # a float arr is cast to int32
+    ((torch.zeros(0, dtype=torch.int32),), {"minlength": 2}, [0, 0]),
+]
+
+
+@pytest.mark.parametrize(("args", "kwargs", "expected"), BINCOUNT_TF)
+def test_bincount_counts_as_tensorflow(args: Any, kwargs: Any, expected: list[int]) -> None:
+    counts = tf_ops.bincount(*args, **kwargs)
+    assert counts.dtype == kwargs.get("dtype", torch.int32) and counts.tolist() == expected
+
+
+def test_bincount_translates_without_weights_and_refuses_negative_values() -> None:
+    source = (
+        "import tensorflow as tf\n\n\ndef f(i, w):\n"
+        "    return tf.math.bincount(i, minlength=3), tf.math.bincount(i, weights=w)\n"
+    )
+    result = port_source(source)
+    assert "tf_ops.bincount(i, minlength=3)" in result.code
+    assert [e.tf for e in result.flagged][-1:] == ["tf.math.bincount"]  # weights=
+    with pytest.raises(ValueError, match="non-negative"):
+        tf_ops.bincount(torch.tensor([-1, 2]))

@@ -53,7 +53,6 @@ NOT_YET: dict[str, str] = {
         "a tf.GradientTape recorded in f and read in grad_fn (`tape.gradient(y, (args, "
         "variables), output_gradients=...)`); tf.random.uniform"
     ),
-    "tfmot_clustering.py": "tf.math.bincount",
     "xplique_relu_policies.py": (
         "the built-in Keras layer `tf.keras.layers.ReLU(max_value=, threshold=)` called inside "
         "a custom gradient"

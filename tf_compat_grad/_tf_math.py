@@ -1,5 +1,6 @@
 """The math part of `tf_ops` (re-exported there): TF's dtype rules for Python values,
-division, reductions over axes known at run time only, elementwise ops with TF's ties, norms.
+division, reductions over axes known at run time only, elementwise ops with TF's ties, norms,
+counts.
 """
 
 from __future__ import annotations
@@ -237,6 +238,34 @@ def divide_no_nan(x: Any, y: Any) -> torch.Tensor:
     """
     x, y = _operands(x, y)
     return torch.where(y == 0, 0.0, x / torch.where(y == 0, 1.0, y))
+
+
+def bincount(
+    arr: Any, minlength: Any = None, maxlength: Any = None, dtype: torch.dtype = torch.int32
+) -> torch.Tensor:
+    """`tf.math.bincount` without weights: how often each value 0, 1, ... occurs in `arr`
+    (flattened; a float `arr` is cast to int32 first), at least `minlength` and at most
+    `maxlength` counts (larger values are not counted), as `dtype` (int32 unless given).
+    A negative value raises, as in TF.
+
+    >>> bincount(torch.tensor([1, 1, 3]), minlength=5)
+    tensor([0, 2, 0, 1, 0], dtype=torch.int32)
+    >>> bincount(torch.tensor([1, 1, 3]), maxlength=2, dtype=torch.float64)
+    tensor([0., 2.], dtype=torch.float64)
+    """
+    flat = convert_to_tensor(arr).reshape(-1)
+    if flat.is_floating_point() or flat.dtype == torch.bool:
+        flat = flat.to(torch.int32)
+    if flat.numel() and int(flat.min()) < 0:
+        raise ValueError(
+            f"tf_compat_grad.tf_ops.bincount: arr holds {int(flat.min())}; TF's bincount counts "
+            "non-negative values only (InvalidArgumentError: Input arr must be non-negative)"
+        )
+    size = int(flat.max()) + 1 if flat.numel() else 0
+    size = max(size, 0 if minlength is None else int(minlength))
+    if maxlength is not None:
+        size = min(size, int(maxlength))
+    return torch.bincount(flat[flat < size].long(), minlength=size).to(dtype)
 
 
 def _variance(x: torch.Tensor, dim: list[int], keepdim: bool) -> torch.Tensor:

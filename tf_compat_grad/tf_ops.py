@@ -14,6 +14,9 @@ tensor([0.6000, 0.8000])
 (torch.int32, torch.float32)
 """
 
+from ._tf_control import control_dependencies as control_dependencies
+from ._tf_control import while_loop as while_loop
+from ._tf_math import bincount as bincount
 from ._tf_math import clip_by_norm as clip_by_norm
 from ._tf_math import clip_by_value as clip_by_value
 from ._tf_math import convert_to_tensor as convert_to_tensor
@@ -49,8 +52,10 @@ from ._tf_nn import (
 __all__ = [
     "avg_pool2d",
     "batch_normalization",
+    "bincount",
     "clip_by_norm",
     "clip_by_value",
+    "control_dependencies",
     "conv2d",
     "convert_to_tensor",
     "divide",
@@ -76,4 +81,5 @@ __all__ = [
     "sigmoid_cross_entropy_with_logits",
     "sparse_softmax_cross_entropy_with_logits",
     "where_v1",
+    "while_loop",
 ]

@@ -2,7 +2,8 @@
 or of `tf.Module` gets its base from `tf_compat_grad.layers` (through the table's value rules,
 `_table_keras`), `call` (a `tf.Module`'s `__call__`) becomes `forward`, and `assign`,
 `assign_add`, `assign_sub` on the class's weights become in-place updates outside autograd.
-A class of the module derived from such a class is one too."""
+A class of the module derived from such a class is one too. A docstring copied from TensorFlow
+(`call.__doc__ = tf.keras.layers.Layer.call.__doc__`) is removed: it documents TF's API."""
 
 from __future__ import annotations
 
@@ -19,6 +20,33 @@ class _Classes(_Imports):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.skip.add(id(node.name))
         self.owners.append("")
+
+    def docstring_copy(self, node: cst.Assign) -> bool:
+        """`NAME.__doc__ = tf.SOMETHING.__doc__` (marked to be removed)."""
+        value, targets = node.value, node.targets
+        if not (
+            len(targets) == 1
+            and isinstance(targets[0].target, cst.Attribute)
+            and targets[0].target.attr.value == "__doc__"
+            and isinstance(value, cst.Attribute)
+            and value.attr.value == "__doc__"
+        ):
+            return False
+        root = value.value
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if not (isinstance(root, cst.Name) and root.value in {*self.aliases, *self.direct}):
+            return False
+        self.removed.add(id(node))
+        return True
+
+    def leave_Assign(
+        self, original_node: cst.Assign, updated_node: cst.Assign
+    ) -> cst.Assign | cst.RemovalSentinel:
+        if id(original_node) not in self.removed:
+            return super().leave_Assign(original_node, updated_node)
+        self.translated(original_node, _code(original_node), "(removed: TensorFlow's docstring)")
+        return cst.RemoveFromParent()
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.skip.add(id(node.name))

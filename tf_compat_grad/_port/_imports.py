@@ -118,6 +118,21 @@ class _Imports(_PorterState):
                 self.names.add(name.value)
 
         node.visit(Names())
+
+        class Uses(cst.CSTVisitor):  # the names read outside the import statements
+            def visit_Import(inner, node: cst.Import) -> bool:
+                return False
+
+            def visit_ImportFrom(inner, node: cst.ImportFrom) -> bool:
+                return False
+
+            def visit_Name(inner, name: cst.Name) -> None:
+                self.uses.add(name.value)
+
+            def visit_SimpleString(inner, string: cst.SimpleString) -> None:
+                self.uses.add(str(string.evaluated_value))  # `__all__ = ["Adam"]`
+
+        node.visit(Uses())
         for statement in node.body:
             if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
                 bindings = _bindings(statement.body[0])
@@ -184,6 +199,10 @@ class _Imports(_PorterState):
     ) -> cst.SimpleStatementLine:
         if any(original_node is s for s in self.tf_imports):
             return updated_node  # replaced in leave_Module
+        if self.unused_import(original_node):
+            self.unused.add(id(original_node))  # removed in leave_Module
+            self.unused.add(id(updated_node))
+            return updated_node
         for small in original_node.body:
             if isinstance(small, cst.Import) and any(
                 _tensorflow_module(_dotted(a.name)).split(".")[0] == "tensorflow"
@@ -198,13 +217,39 @@ class _Imports(_PorterState):
                 self.flag(original_node, f"from {_dotted(small.module)} import ...", _IMPORTS_WHY)
         return updated_node
 
+    def unused_import(self, statement: cst.SimpleStatementLine) -> bool:
+        """A module-level tensorflow import none of whose names the module reads is removed
+        (reported)."""
+        if (
+            len(statement.body) != 1
+            or not isinstance(statement.body[0], (cst.Import, cst.ImportFrom))
+            or not any(statement is s for s in self.module.body)
+        ):
+            return False
+        small = statement.body[0]
+        if isinstance(small, cst.ImportFrom):
+            if small.relative or isinstance(small.names, cst.ImportStar):
+                return False
+            module = _dotted(small.module)
+        else:
+            module = _dotted(small.names[0].name)
+        if _tensorflow_module(module).split(".")[0] != "tensorflow" or _bound(small) & self.uses:
+            return False
+        shown = f"from {module} import ..." if isinstance(small, cst.ImportFrom) else _code(small)
+        self.translated(statement, shown, "(removed: its names are not used)")
+        return True
+
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         """The tensorflow imports replaced by the torch ones the translations need; an import
         whose names the untranslated uses still read is kept, under a comment saying so."""
+        updated_node = updated_node.with_changes(
+            body=[s for s in updated_node.body if id(s) not in self.unused]
+        )
         if not self.tf_imports:
             return updated_node
+        originals = [s for s in original_node.body if id(s) not in self.unused]
         indices = [
-            next(i for i, s in enumerate(original_node.body) if s is statement)
+            next(i for i, s in enumerate(originals) if s is statement)
             for statement in self.tf_imports
         ]
         body = list(updated_node.body)

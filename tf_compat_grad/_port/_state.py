@@ -39,6 +39,8 @@ class _PorterState(cst.CSTTransformer):
         self.skip: set[int] = set()  # ids of tf.* nodes handled by their parent
         self.subscripted: set[int] = set()
         self.names: set[str] = set()  # every name the module uses
+        self.uses: set[str] = set()  # the names (and strings) read outside import statements
+        self.unused: set[int] = set()  # ids of the tensorflow imports removed as unused
         self.whole: set[int] = set()  # ids of expressions that need no parentheses
         self.assigned: list[dict[str, bool]] = [{}]  # per scope: name -> only ints assigned
         self.bound_once: list[set[str]] = [set()]  # per function: names bound exactly once
@@ -65,7 +67,9 @@ class _PorterState(cst.CSTTransformer):
             found.update(scope)
         return frozenset(name for name, is_int in found.items() if is_int)
 
-    def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
+    def leave_Assign(
+        self, original_node: cst.Assign, updated_node: cst.Assign
+    ) -> cst.Assign | cst.RemovalSentinel:
         is_int = _intlike(updated_node.value, self.ints())
         for target in updated_node.targets:
             names = [target.target] if isinstance(target.target, cst.Name) else []
@@ -77,7 +81,7 @@ class _PorterState(cst.CSTTransformer):
 
     def leave_AugAssign(
         self, original_node: cst.AugAssign, updated_node: cst.AugAssign
-    ) -> cst.AugAssign:
+    ) -> cst.AugAssign | cst.Assign:
         if isinstance(updated_node.target, cst.Name):  # rebound: not known to be an int
             self.assigned[-1][updated_node.target.value] = False
         return updated_node

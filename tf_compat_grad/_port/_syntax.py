@@ -1,9 +1,37 @@
 """Small LibCST helpers of the translator: dotted names, an expression's code on one line,
-the comments under a node, the names a function body binds once, renaming reads of names."""
+the comments under a node, the names a function body binds once, the values it assigns a name,
+renaming reads of names."""
 
 from __future__ import annotations
 
 import libcst as cst
+
+# `x op= v` -> `x = x op v`: TF's augmented assignment on a tensor makes a new tensor.
+_OPERATORS: dict[type[cst.BaseAugOp], type[cst.BaseBinaryOp]] = {
+    cst.AddAssign: cst.Add,
+    cst.SubtractAssign: cst.Subtract,
+    cst.MultiplyAssign: cst.Multiply,
+    cst.DivideAssign: cst.Divide,
+    cst.FloorDivideAssign: cst.FloorDivide,
+    cst.ModuloAssign: cst.Modulo,
+    cst.PowerAssign: cst.Power,
+    cst.MatrixMultiplyAssign: cst.MatrixMultiply,
+    cst.BitAndAssign: cst.BitAnd,
+    cst.BitOrAssign: cst.BitOr,
+    cst.BitXorAssign: cst.BitXor,
+    cst.LeftShiftAssign: cst.LeftShift,
+    cst.RightShiftAssign: cst.RightShift,
+}
+_CONTAINERS = (
+    cst.List,
+    cst.Tuple,
+    cst.Set,
+    cst.Dict,
+    cst.ListComp,
+    cst.SetComp,
+    cst.DictComp,
+    cst.GeneratorExp,
+)
 
 
 def _code(node: cst.CSTNode, limit: int = 80) -> str:
@@ -65,6 +93,64 @@ def _bound_once(body: cst.CSTNode) -> set[str]:
 
     body.visit(Counter())
     return {name for name, count in counts.items() if count == 1}
+
+
+def _assigned_values(function: cst.FunctionDef, name: str) -> list[cst.BaseExpression] | None:
+    """The values `name = VALUE` assigns in the function (nested functions included), or None
+    if it is bound otherwise too: a parameter, a loop or `with` target, an unpacking, an
+    annotated, walrus, global, nonlocal or imported name."""
+    params = function.params
+    every = [*params.params, *params.posonly_params, *params.kwonly_params]
+    every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+    if any(p.name.value == name for p in every):
+        return None
+    values: list[cst.BaseExpression] = []
+    other = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            nonlocal other
+            for target in node.targets:
+                if isinstance(target.target, cst.Name) and target.target.value == name:
+                    values.append(node.value)
+                elif name in _names(target.target):
+                    other = True
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            self.other(node.target)
+
+        def visit_For(self, node: cst.For) -> None:
+            self.other(node.target)
+
+        def visit_AsName(self, node: cst.AsName) -> None:
+            self.other(node.name)
+
+        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+            self.other(node.target)
+
+        def visit_Global(self, node: cst.Global) -> None:
+            self.other(*(n.name for n in node.names))
+
+        def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+            self.other(*(n.name for n in node.names))
+
+        def other(self, *targets: cst.BaseExpression) -> None:
+            nonlocal other
+            other = other or any(name in _names(t) for t in targets)
+
+    function.body.visit(Finder())
+    return None if other else values
+
+
+def _names(target: cst.CSTNode) -> set[str]:
+    found: set[str] = set()
+
+    class Names(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            found.add(node.value)
+
+    target.visit(Names())
+    return found
 
 
 class _Rename(cst.CSTTransformer):

@@ -1,7 +1,8 @@
 """The translation table of `python -m tf_compat_grad port`: one `Rule` per TensorFlow name
 (see `_rule` for what a rule says), assembled from its families (`_table_tensors`,
 `_table_math`, `_table_nn`, `_table_shapes`, `_table_keras`, `_table_untranslated`) in the order the guide shows
-them, with the imports its templates need.
+them, with the imports its templates need; `tf.compat.v1` (`_table_v1`) and TensorFlow's internal
+modules (`_table_internal`) add their names.
 
 `guide_table()` renders the table for docs/migrating_from_tensorflow.md (see
 `.ci/port_table.py`; `tests/test_port.py` checks that the guide holds this rendering).
@@ -10,6 +11,7 @@ them, with the imports its templates need.
 from __future__ import annotations
 
 from ._rule import _PLACEHOLDER, Rule, Variant
+from ._table_internal import internal_rules
 from ._table_keras import KERAS_RULES
 from ._table_math import MATH_RULES
 from ._table_nn import NN_RULES
@@ -34,6 +36,8 @@ TABLE: dict[str, Rule] = {name: rule for rule in RULES for name in rule.names}
 # are a table name's (looked up through `V1_ALIASES`, see `_imports.tf_name`).
 TABLE.update((name, rule) for rule in v1_rules(TABLE) for name in rule.names)
 V1_ALIASES: dict[str, str] = v1_aliases(TABLE)
+# TensorFlow's internal modules: `python.ops.math_ops.sigmoid` is `sigmoid` (`_table_internal`).
+TABLE.update((name, rule) for rule in internal_rules(TABLE, V1_ALIASES) for name in rule.names)
 
 # The names a template may use and the import each one needs.
 IMPORTS: dict[str, str] = {

@@ -104,6 +104,33 @@ MATH_RULES: tuple[Rule, ...] = (
         "all-zero t stays zero.",
     ),
     Rule(
+        ("math.bincount",),
+        ("arr", "weights", "minlength", "maxlength", "dtype", "name", "axis", "binary_output"),
+        tuple(
+            _v(
+                "tf_ops.bincount({arr}"
+                + "".join(
+                    f", {p}={{{p}}}" for p in ("minlength", "maxlength", "dtype") if p in given
+                )
+                + ")"
+            )
+            for given in (
+                {"minlength", "maxlength", "dtype"},
+                {"minlength", "maxlength"},
+                {"minlength", "dtype"},
+                {"maxlength", "dtype"},
+                {"minlength"},
+                {"maxlength"},
+                {"dtype"},
+                set(),
+            )
+        ),
+        flags={"binary_output": False},
+        note="Counts without `weights`, `axis` or `binary_output` (those are not translated); "
+        "int32 unless `dtype=`, as in TF.",
+        otherwise="`weights=`, `axis=` and `binary_output=True` are not translated",
+    ),
+    Rule(
         ("math.divide_no_nan", "div_no_nan"),
         ("x", "y", "name"),
         (_v("tf_ops.divide_no_nan({x}, {y})"),),

@@ -161,6 +161,20 @@ TENSOR_RULES: tuple[Rule, ...] = (
     ),
     Rule(("Tensor",), value="torch.Tensor", note="In annotations and `isinstance`."),
     Rule(("newaxis",), value="None", note="`x[:, tf.newaxis]` -> `x[:, None]`."),
+    # --- control flow, as TF runs it eagerly -------------------------------------------
+    Rule(
+        ("while_loop",),
+        value="tf_ops.while_loop",
+        note="A Python loop: `loop_vars = body(*loop_vars)` while `cond(*loop_vars)`, then "
+        "Python numbers become tensors with TF's dtypes. TF1's `while_loop` (another return "
+        "structure) is not translated.",
+    ),
+    Rule(
+        ("control_dependencies",),
+        value="tf_ops.control_dependencies",
+        note="A context that adds nothing (eager ops run in order), calling the callables in "
+        "`control_inputs`, as in TF's eager mode.",
+    ),
     # --- dtypes -------------------------------------------------------------------------
     *(_dtype(name) for name in DTYPES),
     _dtype("half", "float16"),

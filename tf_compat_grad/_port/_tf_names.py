@@ -1,7 +1,10 @@
 """TensorFlow 2.21's public op names (`PUBLIC_OPS`: `tf.math`, `tf.nn`, the array and
-reduction ops) and `tf.compat.v1`'s functions (`V1_NAMES`: v1 name -> the v2 name of the same
-function or of the same name, whether it is the same function, the v1 parameters), data read
-from TensorFlow by .ci/port_tf_names.py into tf_names.json."""
+reduction ops), `tf.compat.v1`'s functions (`V1_NAMES`: v1 name -> the v2 name of the same
+function or of the same name, whether it is the same function, the v1 parameters) and the
+public functions and dtypes of TensorFlow's internal modules (`INTERNAL_NAMES`:
+`python.ops.math_ops.sigmoid` -> `sigmoid`, and the internal parameters where the internal
+function is not the public one but what it calls), data read from TensorFlow by
+.ci/port_tf_names.py into tf_names.json."""
 
 from __future__ import annotations
 
@@ -14,4 +17,8 @@ PUBLIC_OPS: tuple[str, ...] = tuple(_DATA["public_ops"])
 V1_NAMES: dict[str, tuple[str, bool, tuple[str, ...]]] = {
     name: (target, same, tuple(params))
     for name, (target, same, params) in _DATA["v1_names"].items()
+}
+INTERNAL_NAMES: dict[str, tuple[str, tuple[str, ...] | None]] = {
+    name: (target, None if params is None else tuple(params))
+    for name, (target, params) in _DATA["internal_names"].items()
 }

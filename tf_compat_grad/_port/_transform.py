@@ -24,10 +24,10 @@ from . import _tape
 from ._arguments import _SHAPE_ARGUMENT, _choose, _simple, _Untranslated
 from ._classes import _Classes
 from ._report import KEPT, MARK, Entry, PortResult
-from ._rule import placeholders
-from ._syntax import _code, _comments, _dotted, _Rename
+from ._rule import _PLACEHOLDER, Rule, placeholders
+from ._syntax import _CONTAINERS, _OPERATORS, _assigned_values, _code, _comments, _dotted, _Rename
 from ._table import MODE_SWITCHES, TABLE
-from ._template import _ATOMS, _Fill, _parsed, _roots, _wrapped
+from ._template import _ATOMS, _OPERANDS, _Fill, _parsed, _roots, _wrapped
 
 # Decorators without effect in torch, removed with their arguments.
 _REMOVED_DECORATORS = (
@@ -46,6 +46,20 @@ def _unknown(name: str) -> str:
             "and defaults"
         )
     return "not in the translation table"
+
+
+def _as_lambda(rule: Rule) -> str:
+    """A function-valued name used as a value (`act = tf.nn.softplus`): a lambda taking its
+    first parameters, whose body is the translation a call with just those arguments gets (the
+    first variant that needs no fact about them); a call of it with other arguments fails with
+    a TypeError. "" if no variant takes its leading parameters alone."""
+    params = [p for p in rule.params or () if p not in rule.drop]
+    for count in range(1, len(params) + 1):
+        for variant in rule.variants:
+            if not variant.when and set(placeholders(variant.template)) == set(params[:count]):
+                body = _PLACEHOLDER.sub(r"\1", variant.template)
+                return f"(lambda {', '.join(params[:count])}: {body})"
+    return ""
 
 
 class PortSyntaxError(ValueError):
@@ -165,18 +179,58 @@ class _Porter(_Classes):
             return updated_node
         shown = _dotted(updated_node)
         rule = TABLE.get(name)
-        if rule is None or not rule.value:
+        value = (rule.value or _as_lambda(rule)) if rule is not None else ""
+        if rule is None or not value:
             if rule is None:
                 why = _unknown(name)
             elif rule.variants:
-                why = "used as a value, not called: only its calls are translated"
+                why = (
+                    "used as a value, not called: only its calls are translated (no variant "
+                    "takes its leading arguments alone)"
+                )
             else:
                 why = rule.otherwise
             self.untranslated(original_node, shown, why)
             return updated_node
-        self.translated(original_node, shown, rule.value)
-        self.needed |= _roots(rule.value)
-        return _parsed(rule.value)
+        self.translated(original_node, shown, value)
+        self.needed |= _roots(value)
+        return _parsed(value)
+
+    def leave_AugAssign(
+        self, original_node: cst.AugAssign, updated_node: cst.AugAssign
+    ) -> cst.AugAssign | cst.Assign:
+        """`x += v` -> `x = x + v` where x holds a tensor (or a number): every value the function
+        assigns it is an operation's or a TF op's result. In TF that makes a new tensor; in
+        torch `+=` would write into x, which a backward may still need (sqrt's output)."""
+        super().leave_AugAssign(original_node, updated_node)  # x: no longer known to be an int
+        target = original_node.target
+        if (
+            not isinstance(target, cst.Name)
+            or not self.functions
+            or isinstance(original_node.value, _CONTAINERS)
+        ):
+            return updated_node
+        values = _assigned_values(self.functions[-1], target.value)
+        if not values or not all(self.tensor_valued(v) for v in values):
+            return updated_node
+        operator = _OPERATORS[type(original_node.operator)]()
+        value = _wrapped(updated_node.value, _OPERANDS)
+        result = cst.Assign(
+            [cst.AssignTarget(updated_node.target)],
+            cst.BinaryOperation(updated_node.target, operator, value),
+        )
+        self.translated(original_node, _code(original_node), _code(result))
+        return result
+
+    def tensor_valued(self, value: cst.BaseExpression) -> bool:
+        """An arithmetic operation's result or a TF op's: a tensor or a number, not a list."""
+        if isinstance(value, cst.BinaryOperation):
+            return not isinstance(value.left, _CONTAINERS) and not isinstance(
+                value.right, _CONTAINERS
+            )
+        if isinstance(value, cst.UnaryOperation):
+            return not isinstance(value.operator, cst.Not)
+        return isinstance(value, cst.Call) and self.tf_name(value.func) is not None
 
     # --- @tf.function and TF-only tensor methods
 
@@ -190,11 +244,9 @@ class _Porter(_Classes):
             return all(arg.keyword is not None for arg in decorator.args)
         return self.tf_name(called) in _REMOVED_DECORATORS
 
-    def visit_Decorator(self, node: cst.Decorator) -> None:
-        if self.removed_decorator(node.decorator):
-            self.skip.add(id(node.decorator))
-            self.skip.add(id(getattr(node.decorator, "attr", None)))
-            self.removed.add(id(node.decorator))
+    def visit_Decorator(self, node: cst.Decorator) -> bool:
+        """A removed decorator's arguments go with it (`input_signature=[tf.TensorSpec(...)]`)."""
+        return not self.removed_decorator(node.decorator)
 
     def leave_Decorator(
         self, original_node: cst.Decorator, updated_node: cst.Decorator
@@ -408,8 +460,9 @@ class _Porter(_Classes):
             self.skip.add(id(node.keyword))
         self.whole.add(id(node.value))
 
-    def visit_Assign(self, node: cst.Assign) -> None:
+    def visit_Assign(self, node: cst.Assign) -> bool:
         self.whole.add(id(node.value))
+        return not self.docstring_copy(node)
 
     def visit_Return(self, node: cst.Return) -> None:
         if node.value is not None:

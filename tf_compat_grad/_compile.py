@@ -46,10 +46,10 @@ import torch
 
 from . import _run, _structure
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
-from ._parameters import run_watched
 from ._record import Record, node_class
 from ._run import Layout
 from ._torch_internals import is_exporting
+from ._watcher import run_watched
 
 # The call's `Layout` and variables as plain constants, the only kind of non-tensor argument
 # Dynamo passes through `apply` on every supported torch (Note [compile]): (bound, spec,

@@ -211,13 +211,15 @@ def _maker(n: int, kind: str) -> Callable[..., Call]:
         proof = ""
         run = f"""\
         watcher = Watcher()
+        own = holds()  # Note [Parameters of f's own]: no gradient can be lost
         push(watcher)
-        open_cache()
+        if not own:
+            open_cache()
         try:
             out = f({passed})
         finally:
             pop()
-            watcher.places = close_cache()
+            watcher.places = None if own else close_cache()
         found = watcher.found
         if not found or watcher.places:
             return unplanned(out, args, watcher)
@@ -226,7 +228,7 @@ def _maker(n: int, kind: str) -> Callable[..., Call]:
             variables = [v for v in variables if {" and ".join(f"v is not {a}" for a in args)}]
         if variables and type(out) is tuple and len(out) == 2:
             result, grad_fn = out
-            if not holds():  # Note [Parameters of f's own]
+            if not own:
                 variables = settle(f, UNBOUND, {{}}, result, args, variables)
             if (type(result) is Tensor and type(grad_fn) is FunctionType
                     and (grad_fn.__code__ is accepted[0] or accepts(grad_fn, accepted))):

@@ -32,7 +32,7 @@ function; that is refused too.
 
 The walk runs only when a tensor that f can reach outside its arguments requires grad: the
 reach proof lists the plain tensors f's code can name and its per-call check looks at their
-`requires_grad` (Note [watching only when needed]); a keyword argument or a watched call (which
+`requires_grad` (Note [watching only when needed] in `_reach.py`); a keyword argument or a watched call (which
 can read anything) always walks.
 
 Item numbers refer to docs/tensorflow_semantics.md.

@@ -59,10 +59,10 @@ import torch
 
 from . import _run, _structure
 from ._errors import PREFIX, CustomGradientNotImplementedError, CustomGradientTypeError, describe
-from ._parameters import run_watched
 from ._record import Record, node_class, upstreams_refusal_of_code
 from ._run import Layout
 from ._torch_internals import graph_break, is_exporting, run_while_tracing
+from ._watcher import run_watched
 
 # The call's `Layout` and variables as plain constants, the only kind of non-tensor argument
 # Dynamo passes through `apply` on every supported torch (Note [compile]): (bound, spec,

@@ -88,7 +88,7 @@ class CustomGradient(Generic[P, R]):
         self._method = _in_place_of(f, method)
 
     def __tf_compat_grad_calls__(self) -> Callable[..., Any]:
-        """The function a call runs, for the proof that it reads no Parameter (`_parameters.py`)."""
+        """The function a call runs, for the proof that it reads no Parameter (`_reach.py`)."""
         return self._f
 
     # Note [where f runs] (in _eager.py) explains the order of the steps of an eager call.

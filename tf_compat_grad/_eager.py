@@ -27,7 +27,7 @@ import torch
 from . import _functorch, _plan, _run, _structure
 from ._closure import EXACT_TENSOR_TYPES, Captured, capture
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
-from ._parameters import ParameterReach, ParameterWatcher, run_watched, watched_result
+from ._reach import ParameterReach
 from ._record import InputMeta, Record, check_upstreams, node_class
 from ._run import UNBOUND, Layout
 from ._torch_internals import (
@@ -39,6 +39,7 @@ from ._torch_internals import (
     jit_tracing_state,
     plain_autograd,
 )
+from ._watcher import ParameterWatcher, run_watched, watched_result
 
 _Tensor = torch.Tensor
 _grad_enabled = torch.is_grad_enabled
@@ -145,15 +146,11 @@ class EagerPath:
                 self._planned.add(n)
                 reach = self.reach
                 if not reach.possible(()):
-                    kind, holds, known = "none", reach.reads_none, []
-                elif reach.known:
-                    kind, holds, known = "known", reach.reads_known, reach.known
+                    kind, holds = "none", reach.reads_none
                 else:
-                    kind, holds, known = "watched", reach.reads_none, []
+                    kind, holds = "watched", reach.reads_own
                 apply = _plan.make_node(f, n, kind != "none", self._checked_gradients)
-                self.entry = _plan.make_call(
-                    n, kind, f, holds, known, apply, self.entry, self._unplanned
-                )
+                self.entry = _plan.make_call(n, kind, f, holds, apply, self.entry, self._unplanned)
                 return self.entry(bound, args, kwargs)
             result, grad_fn, variables = run_watched(f, bound, args, kwargs, args, self.reach)
             self._checked = True

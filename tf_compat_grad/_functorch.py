@@ -52,11 +52,12 @@ import torch
 from . import _autocast, _run, _structure
 from ._captures import Slot, Taint, in_slots, transformed_slots
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe, fn_name
-from ._parameters import check_accepts, parameter_names, run_watched
 from ._record import Record, check_upstreams, node_class
 from ._rng import RngState
 from ._run import Layout
 from ._torch_internals import any_dual, differentiated_further, never_compiled, primals
+from ._variables import check_accepts, parameter_names
+from ._watcher import run_watched
 
 
 class _Call:

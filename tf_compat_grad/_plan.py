@@ -13,14 +13,13 @@ assigned to the function object after `def` is not kept) and compares each gradi
 noted metadata, held flat; a variable's gradient is compared with its Parameter's metadata as
 it is then (a Parameter outlives the call).
 
-A plan is made on the first such call for each n, of one of three kinds. When the proof says
-f reads no Parameter (Note [watching only when needed]), f is called directly while the
-proof's per-call check holds. When f's code shows exactly which Parameters it reads (Note
-[reads read off the code]), f is called directly too, and those that need a gradient are the
-variables (a "known" plan). Otherwise f runs under the Parameter watcher, pushed and popped
+A plan is made on the first such call for each n, of one of two kinds. When the proof says
+f reads no Parameter (Note [watching only when needed] in `_reach.py`), f is called directly while the
+proof's per-call check holds. Otherwise f runs under the Parameter watcher, pushed and popped
 without `TorchFunctionMode`'s Python frames, and the Parameters it read, less those passed to
 it, are the call's variables (the watcher always gives the right answer, so a watched plan
-stays one). Whatever does not fit the plan goes to the general code: before f
+stays one); while the check of Note [Parameters of f's own] holds, no gradient can be lost and
+the walk of Note [lost gradients] is skipped. Whatever does not fit the plan goes to the general code: before f
 runs, the whole call (`general`); after f runs, what f returned (`unplanned`), so that f still
 runs once. Both give the same results as the plan; the plan only skips work that the shape of
 the call makes unnecessary.
@@ -35,7 +34,6 @@ general checks (`checked`), which repair or reject them.
 from __future__ import annotations
 
 import functools
-import operator
 import types
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -45,7 +43,6 @@ from torch.autograd import forward_ad
 
 from ._captures import close_cache, open_cache, settle
 from ._closure import EXACT_TENSOR_TYPES, plain
-from ._parameters import ParameterWatcher, accepts_variables
 from ._record import InputMeta, input_meta, node_class
 from ._run import UNBOUND
 from ._torch_internals import (
@@ -58,6 +55,8 @@ from ._torch_internals import (
     pop_function_mode,
     push_function_mode,
 )
+from ._variables import accepts_variables
+from ._watcher import ParameterWatcher
 
 _Tensor = torch.Tensor
 _FunctionType = types.FunctionType
@@ -180,20 +179,19 @@ def make_call(
     kind: str,
     f: Callable[..., Any],
     holds: Callable[[], bool],
-    known: Sequence[torch.nn.Parameter],
     apply: Callable[..., Any],
     general: Call,
     unplanned: Callable[[Any, tuple[Any, ...], ParameterWatcher | None], Any],
 ) -> Call:
     """The call of f's plan for n positional tensor arguments (Note [plans]) of one `kind`:
-    "none" when f provably reads no Parameter, "known" when it provably reads the `known` ones,
-    each while the per-call check `holds`; "watched" when it runs under the watcher."""
+    "none" when f provably reads no Parameter, while the per-call check `holds`; "watched" when
+    it runs under the watcher, skipping the walk of Note [lost gradients] while `holds`."""
     return _maker(n, kind)(
-        f, holds, known, apply, general, unplanned, UNBOUND, torch.is_grad_enabled,
+        f, holds, apply, general, unplanned, UNBOUND, torch.is_grad_enabled,
         jit_tracing_state, functorch_transforms_active, forward_ad, is_functorch_wrapped,
         any_autocast_enabled, EXACT_TENSOR_TYPES, _Tensor, _FunctionType, plain,
-        ParameterWatcher, push_function_mode, pop_function_mode, _accepts, _seen,
-        operator.attrgetter("requires_grad"), open_cache, close_cache, settle,
+        ParameterWatcher, push_function_mode, pop_function_mode, _accepts, open_cache,
+        close_cache, settle,
     )  # fmt: skip
 
 
@@ -211,46 +209,32 @@ def _maker(n: int, kind: str) -> Callable[..., Call]:
         # f runs under the watcher; the Parameters it read, less those passed to it, are
         # variables, and then the node is needed whatever the inputs need.
         proof = ""
-        watch = f"""\
+        run = f"""\
         watcher = Watcher()
+        own = holds()  # Note [Parameters of f's own]: no gradient can be lost
         push(watcher)
-        open_cache()
+        if not own:
+            open_cache()
         try:
             out = f({passed})
         finally:
             pop()
-            watcher.places = close_cache()
+            watcher.places = None if own else close_cache()
         found = watcher.found
         if not found or watcher.places:
             return unplanned(out, args, watcher)
         variables = [*found.values()]
-"""
-        settled = "            variables = settle(f, UNBOUND, {}, result, args, variables)\n"
-        rest = "args, watcher"
-    elif kind == "known":
-        # The Parameters the watcher would see, read off f's code: those that need a gradient.
-        proof = "not holds() or "
-        watch = f"""\
-        out = f({passed})
-        variables = list(filter(needs_grad, known))
-        if not variables:
-            return unplanned(out, args, seen(variables))
-"""
-        rest = "args, seen(variables)"
-        settled = ""
-    if kind != "none":
-        run = f"""\
-{watch}\
         if {" or ".join(f"type({a}) is not Tensor" for a in args)}:  # a Parameter argument
             variables = [v for v in variables if {" and ".join(f"v is not {a}" for a in args)}]
         if variables and type(out) is tuple and len(out) == 2:
             result, grad_fn = out
-{settled}\
+            if not own:
+                variables = settle(f, UNBOUND, {{}}, result, args, variables)
             if (type(result) is Tensor and type(grad_fn) is FunctionType
                     and (grad_fn.__code__ is accepted[0] or accepts(grad_fn, accepted))):
 """
         plan_head = "defaults, variables, "
-        more_inputs = ", *variables"
+        more_inputs, rest = ", *variables", "args, watcher"
     else:
         proof = "not holds() or "
         run = f"""\
@@ -266,10 +250,9 @@ def _maker(n: int, kind: str) -> Callable[..., Call]:
         _cells_branch(k, f"{passed}{more_inputs}") for k in range(1, _UNROLLED_CELLS + 1)
     )
     source = f"""\
-def make(f, holds, known, apply, general, unplanned, UNBOUND, grad_enabled, jit_tracing_state,
+def make(f, holds, apply, general, unplanned, UNBOUND, grad_enabled, jit_tracing_state,
          transforms_active, forward_ad, is_wrapped, any_autocast, EXACT, Tensor, FunctionType,
-         plain, Watcher, push, pop, accepts, seen, needs_grad, open_cache, close_cache,
-         settle):
+         plain, Watcher, push, pop, accepts, open_cache, close_cache, settle):
     accepted = [None]  # the code of the last grad_fn that accepted `variables=`
 
     def call(bound, args, kwargs):
@@ -298,15 +281,6 @@ def make(f, holds, known, apply, general, unplanned, UNBOUND, grad_enabled, jit_
     name = "" if kind == "none" else f"{kind} "
     exec(compile(source, f"<tf_compat_grad {name}plan of {n} arguments>", "exec"), namespace)
     return namespace["make"]  # type: ignore[no-any-return]
-
-
-def _seen(variables: list[torch.nn.Parameter]) -> ParameterWatcher:
-    """A watcher that has seen `variables`: what the general code takes from a call of a "known"
-    plan."""
-    watcher = ParameterWatcher()
-    watcher.found = {id(v): v for v in variables}
-    watcher.places = None  # the plan's check held: no tensor f can name requires grad
-    return watcher
 
 
 def _accepts(grad_fn: types.FunctionType, accepted: list[types.CodeType | None]) -> bool:

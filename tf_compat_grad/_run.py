@@ -1,6 +1,6 @@
 """Calling the user's f: checking its inputs, calling it, splitting what it returns into
 outputs and grad_fn (items 5-7, 10-13). Running it watched for the Parameters it reads is
-`_parameters.run_watched`.
+`_watcher.run_watched`.
 
 Everything here takes the user's function itself, not the decorator object, so the nodes that
 `torch.func` and `torch.compile` trace reach only plain functions and constants.

@@ -9,8 +9,8 @@ import math
 import torch
 
 from .. import _run, _structure
-from .._parameters import ParameterWatcher, run_watched
 from .._record import Record
+from .._watcher import ParameterWatcher, run_watched
 from .finite_difference_checks import _check_numerical
 from .numerics import (
     F64,

@@ -1,6 +1,9 @@
-"""Parameters read off f's code (Note [reads read off the code] in `_parameters.py`): where the
-analysis answers, it must give exactly the Parameters the watcher records, in its order, and
-the plan built on it must follow every change the watcher would see."""
+"""A function whose only Parameters are its own closure cells' and globals' (Note [Parameters
+of f's own] in `_reach.py`): the proof answers "own" and never "none" for it, the watcher still
+says which it reads, and its plan skips the lost-gradient walk only while nothing else f can
+name requires grad."""
+
+import contextlib
 
 import pytest
 import torch
@@ -8,7 +11,8 @@ import torch.nn.functional as F
 from helpers import D
 
 from tf_compat_grad import custom_gradient
-from tf_compat_grad._parameters import ParameterWatcher, exact_reads
+from tf_compat_grad._reach import prove
+from tf_compat_grad._watcher import ParameterWatcher
 
 G = torch.nn.Parameter(torch.randn(4, dtype=D))  # a module-level Parameter
 
@@ -147,47 +151,23 @@ def refused(w, b):
 
 
 def watched(f, x):
+    """The Parameters the watcher sees f read (up to where f fails, if it does)."""
     watcher = ParameterWatcher()
-    with watcher:
+    with watcher, contextlib.suppress(Exception):
         f(x)
     return watcher.variables(exclude=[x])
 
 
-@pytest.mark.parametrize("index", range(12))
-def test_the_parameters_read_off_the_code_are_the_watchers(index):
+@pytest.mark.parametrize("index", range(28))
+def test_the_proof_never_says_none_for_a_function_that_reads_its_own_parameters(index):
     w, b = parameters()
-    f = forms(w, b)[index]
+    f = [*forms(w, b), *refused(w, b)][index]
     x = torch.randn(2, 3, dtype=D, requires_grad=True)
-    reads, _ = exact_reads(f)
-    assert reads is not None, f.__name__
-    expected = watched(f, x)
-    assert len(reads) == len(expected) and all(
-        r is e for r, e in zip(reads, expected, strict=True)
-    ), (f.__name__, [tuple(p.shape) for p in reads], [tuple(p.shape) for p in expected])
-
-
-@pytest.mark.parametrize("index", range(16))
-def test_code_whose_reads_depend_on_more_is_not_answered(index):
-    w, b = parameters()
-    f = refused(w, b)[index]
-    assert exact_reads(f)[0] is None, f.__name__
-
-
-def test_a_method_shadowed_on_the_parameter_is_refused_then_and_noticed_later():
-    w, b = parameters()
-    forms_ = forms(w, b)
-    operators = forms_[1]  # x @ w.t() + b
-    w.t = lambda: b  # an instance attribute: `w.t()` no longer reaches torch with w
-    assert exact_reads(operators)[0] is None
-    del w.t
-    reads, deps = exact_reads(operators)
-    assert reads is not None
-    from tf_compat_grad._parameters import _unchanged_check
-
-    unchanged = _unchanged_check(deps)
-    assert unchanged()
-    w.t = lambda: b  # set after the analysis: its per-call check fails
-    assert not unchanged()
+    answer, _ = prove(f)
+    assert answer in ("own", None), f.__name__
+    if answer == "own":
+        # nothing but its own Parameters: whatever the watcher sees is among them
+        assert all(p is w or p is b or p is G for p in watched(f, x)), f.__name__
 
 
 def closure_layer(w, b):
@@ -207,22 +187,21 @@ def grads(y, *inputs):
     return torch.autograd.grad(y.sum(), inputs, allow_unused=True)
 
 
-def test_a_layer_with_closure_parameters_takes_a_known_plan_without_the_watcher():
+def test_a_layer_with_closure_parameters_takes_a_watched_plan_that_does_not_walk(monkeypatch):
     w, b = parameters()
     layer = closure_layer(w, b)
     x = torch.randn(2, 3, dtype=D, requires_grad=True)
     for _ in range(2):
         y = layer(x)
         assert y.grad_fn.plan[3] == [w, b]
-    assert "known plan" in layer._eager.entry.__code__.co_filename
-    pushed = []
-    original = ParameterWatcher.__torch_function__
-    ParameterWatcher.__torch_function__ = lambda *a, **k: pushed.append(1) or original(*a, **k)
-    try:
-        y = layer(x)
-    finally:
-        ParameterWatcher.__torch_function__ = original
-    assert not pushed, "the watcher ran"
+    assert "watched plan" in layer._eager.entry.__code__.co_filename
+    assert layer._eager.reach.reads_own()
+    walked = []
+    import tf_compat_grad._captures as captures
+
+    monkeypatch.setattr(captures, "_walk", lambda *a: walked.append(1) or ([], set()))
+    y = layer(x)
+    assert not walked, "the lost-gradient walk ran"
     gx, gw, gb = grads(y, x, w, b)
     dy = torch.ones(2, 4, dtype=D)
     torch.testing.assert_close(gx, dy @ w)
@@ -230,7 +209,28 @@ def test_a_layer_with_closure_parameters_takes_a_known_plan_without_the_watcher(
     torch.testing.assert_close(gb, dy.sum(0))
 
 
-def test_a_frozen_parameter_is_not_a_variable_of_a_known_plan():
+def test_a_closure_tensor_that_comes_to_require_grad_is_still_refused_by_the_plan():
+    w, _ = parameters()
+    u = torch.randn(4, dtype=D)
+
+    @custom_gradient
+    def layer(x):
+        def grad(dy, variables=None):
+            return dy @ w, [dy.t() @ x]
+
+        return F.linear(x, w) + u, grad
+
+    x = torch.randn(2, 3, dtype=D, requires_grad=True)
+    layer(x)  # the plan, which does not walk
+    assert layer._eager.reach.reads_own()
+    u.requires_grad_()  # now the outputs would lose u's gradient
+    assert not layer._eager.reach.reads_own()
+    with pytest.raises(ValueError, match="gradient") as caught:
+        layer(x)
+    assert "layer" in str(caught.value)
+
+
+def test_a_frozen_parameter_is_not_a_variable_of_a_watched_plan():
     w, b = parameters()
     layer = closure_layer(w, b)
     x = torch.randn(2, 3, dtype=D, requires_grad=True)

@@ -1,0 +1,395 @@
+"""The reach proof: whether a decorated function can read an `nn.Parameter` at all, read from
+what its code names, and the per-call check, generated once per analysis, that what the proof
+read still holds (items 32-37).
+
+# Note [watching only when needed]
+The watcher sees every torch call inside f, which costs a Python call per op:
+for a small op that is most of the decorator's overhead. Most custom gradients are pure
+functions of their arguments, and whether f can reach a Parameter at all can be read from what
+its code names: its globals, its closure, the attributes it looks up on modules, and the same
+for the functions it calls. `ParameterReach.possible` answers "maybe" unless every object f's
+code can name is known to hold no Parameter: numbers, strings, plain tensors, torch's and the
+standard library's modules and functions, tuples of those, and Python functions that name only
+such things. Anything else (an `nn.Module`, a list or dict, an object of a user class, a bound
+method of one, a name like `Parameter` or `getattr` that can reach anything) answers "maybe",
+and then f is watched. The answer is cached with the objects it was based on and recomputed as
+soon as a global, a module attribute or a closure cell it read is rebound, or a function it read
+gets new code, new default values or new attributes. Relative imports, introspection (`__dict__`,
+`__globals__`, `inspect.getmodule`, frames) and numpy arrays of Python objects answer "maybe".
+The plain tensors the analysis met are listed too: the plans' per-call check also asks that
+none of them requires grad, since f's outputs may then depend on a tensor whose gradient would
+be lost (Note [lost gradients] in `_captures.py`), which only the general code checks.
+
+# Note [Parameters of f's own]
+When the proof fails only because f's own closure cells or globals hold Parameters (a layer
+`F.linear(x, w, b)` with w and b in its closure), f still runs under the watcher, which says
+which of them it read. But nothing else f can name holds a Parameter, and the per-call check
+(`ParameterReach.reads_own`) tells that none of the plain tensors it can name requires grad:
+the only tensors that require grad and that f's outputs can depend on outside its arguments
+are then those Parameters, which reach the outputs only through torch ops the watcher sees.
+No gradient can be lost, and the plan skips the walk of Note [lost gradients] (in
+`_captures.py`). An earlier version read the Parameters off f's bytecode instead of watching;
+with the walk skipped it bought too little to keep (benchmarks/README.md, "Known plans").
+
+Not seen, on purpose: a Parameter stored as a Python attribute of a plain tensor, put into
+`builtins`, or set as a new attribute of torch or of a standard-library module. Those modules
+and tensors are trusted as they come.
+
+Item numbers refer to docs/tensorflow_semantics.md.
+"""
+
+from __future__ import annotations
+
+import dis
+import functools
+import types
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch.nn import Parameter
+
+_SAFE_MODULES = frozenset(
+    {"torch", "math", "cmath", "numpy", "operator", "functools", "itertools", "builtins",
+     "typing", "typing_extensions", "collections", "abc", "numbers", "enum", "dataclasses",
+     "tf_compat_grad"}
+)  # fmt: skip
+# Names that reach objects by name or through introspection, or create or list Parameters.
+_UNSAFE_NAMES = frozenset(
+    {"globals", "locals", "vars", "eval", "exec", "getattr", "__import__", "import_module",
+     "Parameter", "UninitializedParameter", "parameters", "named_parameters",
+     "register_parameter", "get_parameter", "state_dict", "modules", "children", "get_objects",
+     "getmodule", "getmembers", "get_type_hints", "_getframe", "f_globals", "f_locals",
+     "f_back", "__dict__", "__globals__", "__closure__", "cell_contents", "__builtins__",
+     "_base"}
+)  # fmt: skip
+_SAFE_TYPES = (
+    type(None), bool, int, float, complex, str, bytes, range, slice, torch.dtype, torch.device,
+    torch.Size, torch.layout, torch.memory_format, types.BuiltinFunctionType,
+    types.BuiltinMethodType, types.MethodWrapperType, types.WrapperDescriptorType,
+    types.MethodDescriptorType, types.GetSetDescriptorType, type(Ellipsis),
+)  # fmt: skip
+_MISSING = object()
+_MAX_ITEMS = 64
+
+
+class _Unsafe(Exception):
+    """f may reach a Parameter."""
+
+
+class ParameterReach:
+    """Whether one decorated function can read a Parameter; see Note [watching only when
+    needed]."""
+
+    __slots__ = ("_f", "_unchanged", "calm", "proof", "reads_none", "reads_own")
+
+    def __init__(self, f: Any) -> None:
+        self._f = f
+        # The last analysis's answer (`prove`): "none", "own" or None; `reads_own` is the
+        # per-call check that an "own" answer still holds (Note [Parameters of f's own]), as
+        # `reads_none` is for "none".
+        self.proof: str | None = None
+        self.reads_own: Callable[[], bool] = _never
+        # Whether every name, closure cell and function the last analysis read still holds
+        # what it held then (`_unchanged_check`); no analysis yet: never.
+        self._unchanged: Callable[[], bool] = _never
+        # The fast question of a call with no bound instance and no keyword arguments: True
+        # when the last analysis proved that f reads no Parameter and is still valid. Asked
+        # before any analysis, it makes the first.
+        self.reads_none: Callable[[], bool] = self._first_answer
+        # Whether the last analysis still holds and no plain tensor it found f can name
+        # requires grad (Note [lost gradients] in `_captures.py`); both fast questions include it.
+        self.calm: Callable[[], bool] = _never
+
+    def possible(self, extra: Iterable[Any]) -> bool:
+        """False only when f provably reads no Parameter, called with the `extra` objects it
+        can also reach (the bound instance of a method call, the keyword arguments)."""
+        for value in extra:
+            try:
+                _check_value(value, _Deps(), set())
+            except _Unsafe:
+                return True
+        if not self._unchanged():
+            self._analyse()
+        return self.proof != "none"
+
+    def _first_answer(self) -> bool:
+        self._analyse()
+        return self.reads_none()
+
+    def _analyse(self) -> None:
+        self.proof, deps = prove(self._f)
+        self._unchanged = _unchanged_check(deps)
+        self.calm = _unchanged_check(deps, quiet=True) if deps.tensors else self._unchanged
+        self.reads_none = self.calm if self.proof == "none" else _never
+        self.reads_own = self.calm if self.proof == "own" else _never
+
+
+def _never() -> bool:
+    return False
+
+
+# A function an analysis read: the function, its code, its defaults, its keyword defaults and
+# its attributes (the last two as `_items` gives them); each can be rebound after the analysis.
+_Function = tuple[types.FunctionType, types.CodeType, Any, Any, Any]
+
+
+class _Deps:
+    """The names, closure cells and functions an analysis read, with what it found there."""
+
+    __slots__ = ("cells", "functions", "names", "tensors")
+
+    def __init__(self) -> None:
+        self.names: list[tuple[dict[str, Any], str, Any]] = []
+        self.cells: list[tuple[types.CellType, Any]] = []
+        self.functions: list[_Function] = []
+        self.tensors: list[
+            torch.Tensor
+        ] = []  # the plain tensors f can name (Note [lost gradients])
+
+
+def _items(mapping: dict[str, Any] | None) -> tuple[tuple[str, Any], ...] | None:
+    """A dict's (name, value) pairs, kept apart: the dict can change in place."""
+    return tuple(mapping.items()) if mapping else None
+
+
+def _same_items(then: tuple[tuple[str, Any], ...] | None, now: dict[str, Any] | None) -> bool:
+    """`now` holds the very values `then` (from `_items`) lists, and nothing else."""
+    if not then or not now or len(now) != len(then):
+        return not then and not now
+    return all(now.get(name, _MISSING) is value for name, value in then)
+
+
+def _contents(cell: types.CellType) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell
+        return _MISSING
+
+
+def _unchanged_check(deps: _Deps, quiet: bool = False) -> Callable[[], bool]:
+    """A function that tells whether everything `deps` lists still holds what it held (and,
+    when `quiet`, that none of the plain tensors it lists requires grad).
+
+    It runs on every call, so it is generated as one expression with each comparison written
+    out (`ns0.get('torch', MISSING) is v0 and fn0.__code__ is code0 and ...`), over the objects
+    bound as closure variables, and without a loop or a call of its own.
+    """
+    env: dict[str, Any] = {"MISSING": _MISSING, "contents": _contents, "same": _same_items}
+    terms: list[str] = []
+    seen: set[tuple[int, str]] = set()
+    for k, (namespace, name, value) in enumerate(deps.names):
+        if (id(namespace), name) in seen:
+            continue
+        seen.add((id(namespace), name))
+        env[f"ns{k}"], env[f"v{k}"] = namespace, value
+        # A name deleted since raises KeyError: the check then answers False.
+        read = f"ns{k}.get({name!r}, MISSING)" if value is _MISSING else f"ns{k}[{name!r}]"
+        terms.append(f"{read} is v{k}")
+    for k, (cell, value) in enumerate(deps.cells):
+        env[f"cell{k}"], env[f"c{k}"] = cell, value
+        # A cell emptied since raises ValueError: the check then answers False.
+        read = f"contents(cell{k})" if value is _MISSING else f"cell{k}.cell_contents"
+        terms.append(f"{read} is c{k}")
+    for k, (fn, code, defaults, kwdefaults, attributes) in enumerate(deps.functions):
+        env[f"fn{k}"], env[f"code{k}"], env[f"d{k}"] = fn, code, defaults
+        terms.append(f"fn{k}.__code__ is code{k}")
+        empty = []  # the attributes that held nothing: one test for all of them
+        for attribute, items, key in (
+            ("__defaults__", defaults, f"d{k}"),
+            ("__kwdefaults__", kwdefaults, f"kw{k}"),
+            ("__dict__", attributes, f"attrs{k}"),
+        ):
+            if not items:
+                empty.append(f"fn{k}.{attribute}")
+            elif attribute == "__defaults__":
+                terms.append(f"fn{k}.__defaults__ is d{k}")
+            else:
+                env[key] = items
+                terms.append(f"same({key}, fn{k}.{attribute})")
+        if empty:
+            terms.append(f"not ({' or '.join(empty)})")
+    if quiet:
+        for k, tensor in enumerate(deps.tensors):
+            env[f"t{k}"] = tensor
+            terms.append(f"not t{k}.requires_grad")
+    return _check_maker(", ".join(env), " and ".join(terms) or "True")(**env)
+
+
+@functools.lru_cache(maxsize=256)
+def _check_maker(names: str, expression: str) -> Callable[..., Callable[[], bool]]:
+    """The function that makes a check of `expression` over the objects `names` names,
+    compiled once per form: when f reads a name that is rebound on every call, each call costs
+    an analysis but no compilation."""
+    source = (
+        f"def make({names}):\n"
+        "    def unchanged():\n"
+        "        try:\n"
+        f"            return {expression}\n"
+        "        except (KeyError, ValueError):\n"
+        "            return False\n"
+        "    return unchanged\n"
+    )
+    made: dict[str, Any] = {}
+    exec(compile(source, "<tf_compat_grad reach check>", "exec"), made)
+    maker: Callable[..., Callable[[], bool]] = made["make"]
+    return maker
+
+
+def _check_value(
+    value: Any, deps: _Deps, seen: set[int], direct: dict[tuple[str, str], Parameter] | None = None
+) -> None:
+    """Raise `_Unsafe` unless value provably reads no Parameter; `direct` (for f itself) as
+    `_check_function` takes it."""
+    if isinstance(value, _SAFE_TYPES):
+        return
+    if isinstance(value, torch.Tensor):
+        if isinstance(value, torch.nn.Parameter):
+            raise _Unsafe
+        deps.tensors.append(value)
+        return
+    if id(value) in seen:
+        return
+    seen.add(id(value))
+    if isinstance(value, types.ModuleType):
+        if value.__name__.partition(".")[0] not in _SAFE_MODULES:
+            raise _Unsafe  # a user module: its attributes are checked where they are named
+        return
+    if isinstance(value, types.FunctionType):
+        # Where the code was defined, not `__module__`: `functools.wraps` copies that from what a
+        # wrapper wraps (a `recompute_grad` of an `nn.Module` would pass as torch's own code).
+        if value.__globals__.get("__name__", "").partition(".")[0] in (
+            _SAFE_MODULES - {"tf_compat_grad"}
+        ):
+            return  # torch's and the standard library's own functions
+        _check_function(value, deps, seen, direct)
+        return
+    if isinstance(value, types.MethodType):
+        _check_value(value.__self__, deps, seen)
+        _check_value(value.__func__, deps, seen)
+        return
+    if isinstance(value, (tuple, frozenset)) and len(value) <= _MAX_ITEMS:
+        for item in value:
+            _check_value(item, deps, seen)
+        return
+    calls = getattr(type(value), "__tf_compat_grad_calls__", None)
+    if calls is not None:  # a decorated function: what it runs is what it reads
+        _check_value(calls(value), deps, seen)
+        return
+    if isinstance(value, type):
+        if _package(value) in _SAFE_MODULES and not issubclass(
+            value, (torch.nn.Module, torch.nn.Parameter)
+        ):
+            return
+        raise _Unsafe
+    if (
+        _package(type(value)) == "numpy"
+        and getattr(getattr(value, "dtype", None), "kind", "") != "O"
+    ):
+        return  # numpy arrays, scalars, ufuncs; not arrays of Python objects
+    raise _Unsafe
+
+
+def _package(value: Any) -> str:
+    """The top-level package a function or class was defined in ('' when unknown)."""
+    module = getattr(value, "__module__", None)
+    return module.partition(".")[0] if isinstance(module, str) else ""
+
+
+def _check_function(
+    fn: types.FunctionType,
+    deps: _Deps,
+    seen: set[int],
+    direct: dict[tuple[str, str], Parameter] | None = None,
+) -> None:
+    """Raise `_Unsafe` unless fn provably reads no Parameter; with `direct`, the Parameters its
+    own closure cells and globals hold are put there, keyed `("cell" | "global", name)`, instead
+    (Note [Parameters of f's own])."""
+    deps.functions.append(
+        (fn, fn.__code__, fn.__defaults__, _items(fn.__kwdefaults__), _items(fn.__dict__))
+    )
+    code = _read(fn.__code__)
+    if code.names & _UNSAFE_NAMES or any(
+        module.partition(".")[0] not in _SAFE_MODULES for module in code.imports
+    ):
+        raise _Unsafe  # an `import` inside f binds a module the globals do not show
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
+        contents = _contents(cell)
+        deps.cells.append((cell, contents))
+        if direct is not None and type(contents) is Parameter:
+            direct["cell", name] = contents
+        elif contents is not _MISSING:
+            _check_value(contents, deps, seen)
+    namespace = fn.__globals__
+    for name in code.globals:
+        value = namespace.get(name, _MISSING)
+        deps.names.append((namespace, name, value))  # also when missing: it may be defined later
+        if value is _MISSING:
+            continue  # a builtin, or a global not yet defined
+        if direct is not None and type(value) is Parameter:
+            direct["global", name] = value
+            continue
+        if isinstance(value, types.ModuleType) and value.__name__.partition(".")[0] not in (
+            _SAFE_MODULES
+        ):
+            for attribute in code.names:  # a user module: the attributes f may look up on it
+                member = value.__dict__.get(attribute, _MISSING)
+                deps.names.append((value.__dict__, attribute, member))  # also when missing
+                if member is not _MISSING:
+                    _check_value(member, deps, seen)
+            continue
+        _check_value(value, deps, seen)
+    for value in (*(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values()):
+        _check_value(value, deps, seen)
+    for value in fn.__dict__.values():  # attributes set on the function (`h.w = ...`)
+        _check_value(value, deps, seen)
+
+
+class _Code:
+    """What a code object and the code nested in it name."""
+
+    __slots__ = ("globals", "imports", "names")
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()  # every global and attribute name
+        self.globals: set[str] = set()  # the names looked up in the globals (or builtins)
+        self.imports: list[str] = []  # the modules imported
+
+
+def _read(code: types.CodeType, into: _Code | None = None) -> _Code:
+    """Only the names of `globals` are read from f's globals: `exp` in `torch.exp` is an
+    attribute of `torch`, and rebinding a global `exp` cannot change what f reads."""
+    found = _Code() if into is None else into
+    found.names.update(code.co_names)
+    instructions = list(dis.get_instructions(code))
+    for i, instruction in enumerate(instructions):
+        op = instruction.opname
+        if op == "IMPORT_NAME":  # after LOAD_CONST level, LOAD_CONST fromlist
+            level = instructions[i - 2] if i >= 2 else None
+            relative = level is None or level.opname != "LOAD_CONST" or level.argval != 0
+            # A relative import (`from .x import w`), or one whose level cannot be read,
+            # reaches the user's own package.
+            found.imports.append("." + instruction.argval if relative else instruction.argval)
+        elif "GLOBAL" in op or op.endswith("_NAME"):  # LOAD_GLOBAL, LOAD_NAME, STORE_GLOBAL, ...
+            found.globals.add(instruction.argval)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _read(const, found)
+    return found
+
+
+# --- the proof's answer ------------------------------------------------------------------
+
+
+def prove(f: Any) -> tuple[str | None, _Deps]:
+    """The proof's answer for f: "none" when f provably reads no Parameter (Note [watching only
+    when needed]), "own" when the proof fails only on Parameters f's own closure cells and
+    globals hold (Note [Parameters of f's own]), else None; and what the analysis read, for the
+    per-call check that it still holds."""
+    deps = _Deps()
+    direct: dict[tuple[str, str], Parameter] = {}
+    try:
+        _check_value(f, deps, set(), direct)
+    except _Unsafe:
+        return None, deps
+    return ("own" if direct else "none"), deps

@@ -1,0 +1,153 @@
+"""`variables=`: the `nn.Parameter`s that f reads without being passed them (items 32-37),
+found by a watcher while f runs, unless the reach proof (`_reach.py`) shows that it reads none.
+
+# Note [the Parameter watcher]
+TensorFlow's `VariableWatcher` records every trainable variable accessed while f runs. The torch
+analogue is a `TorchFunctionMode` that sees every torch call made inside f and keeps the
+`nn.Parameter`s with `requires_grad=True` among its arguments, in order of first use. An autograd
+graph walk would miss a Parameter that is read but does not reach the output.
+
+Torch keeps the mode stack per thread, so two threads running decorated functions at once never
+see each other's Parameters.
+
+Item numbers refer to docs/tensorflow_semantics.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.nn import Parameter
+from torch.overrides import TorchFunctionMode
+
+from . import _structure
+from ._captures import any_needs_grad, close_cache, open_cache, settle
+from ._run import UNBOUND, call_f, split
+from ._variables import check_accepts
+
+if TYPE_CHECKING:
+    from ._reach import ParameterReach
+
+_Tensor = torch.Tensor
+
+
+def run_watched(
+    f: Callable[..., Any],
+    bound: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    flat_args: Sequence[Any],
+    reach: ParameterReach | None = None,
+    captures: bool = True,
+) -> tuple[Any, Callable[..., Any], list[torch.nn.Parameter]]:
+    """Call f once, watching for Parameters unless `reach` proves f reads none (Note [watching
+    only when needed] in `_reach.py`): its outputs, grad_fn and variables; with `captures`, the tensors f's
+    outputs reach outside its arguments are settled too (Note [lost gradients])."""
+    if reach is not None and not reach.possible(
+        kwargs.values() if bound is UNBOUND else (*kwargs.values(), bound)
+    ):
+        result, grad_fn = split(f, call_f(f, bound, args, kwargs))
+        if not captures or (reach.calm() and not (kwargs and any_needs_grad(kwargs))):
+            return result, grad_fn, []
+        variables = settle(f, bound, kwargs, result, flat_args, [])
+        check_accepts(f, bound, grad_fn, variables)
+        return result, grad_fn, variables
+    watcher = ParameterWatcher()
+    if not captures:
+        watcher.places = None
+        with watcher:
+            out = call_f(f, bound, args, kwargs)
+    else:
+        with watcher:
+            open_cache()
+            try:
+                out = call_f(f, bound, args, kwargs)
+            finally:
+                watcher.places = close_cache()
+    return watched_result(f, bound, out, watcher, flat_args, kwargs)
+
+
+def watched_result(
+    f: Callable[..., Any],
+    bound: Any,
+    out: Any,
+    watcher: ParameterWatcher,
+    flat_args: Sequence[Any],
+    kwargs: dict[str, Any] | None = None,
+) -> tuple[Any, Callable[..., Any], list[torch.nn.Parameter]]:
+    """What a watched call of f returned (`out`), as outputs, grad_fn and the Parameters f read
+    that are not among the values passed to it (`flat_args`, `kwargs`), with the tensors in
+    Parameter places its outputs reach (Note [lost gradients]; not when `watcher.places` is
+    None)."""
+    result, grad_fn = split(f, out)
+    variables: list[Any] = watcher.variables(
+        exclude=[*flat_args, *_structure.leaves(kwargs)] if kwargs else flat_args
+    )
+    check_accepts(f, bound, grad_fn, variables)  # at call time, as TensorFlow (item 33)
+    if watcher.places is not None:
+        settled = settle(f, bound, kwargs or {}, result, flat_args, variables, watcher.places)
+        if settled is not variables:
+            check_accepts(f, bound, grad_fn, settled)
+            variables = settled
+    return result, grad_fn, variables
+
+
+# Reading a Parameter's metadata is not reading the Parameter (TF: `v.shape` is no read).
+_METADATA_PROPERTIES = (
+    "shape", "dtype", "device", "requires_grad", "grad", "grad_fn", "is_leaf", "ndim",
+    "layout", "is_cuda", "is_sparse", "is_quantized", "is_meta", "_version",
+)  # fmt: skip
+_METADATA_METHODS = (
+    "size", "dim", "numel", "stride", "element_size", "is_contiguous", "is_floating_point",
+    "is_complex", "data_ptr", "__len__", "__hash__", "requires_grad_",
+)  # fmt: skip
+_METADATA: frozenset[Any] = frozenset(
+    [getattr(_Tensor, name).__get__ for name in _METADATA_PROPERTIES if hasattr(_Tensor, name)]
+    + [getattr(_Tensor, name) for name in _METADATA_METHODS]
+)
+
+
+class ParameterWatcher(TorchFunctionMode):
+    """Records the trainable Parameters used by torch calls made while the mode is active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: dict[int, Parameter] = {}
+        # The parametrized weights cached while it watched (Note [lost gradients] in
+        # `_captures.py`); None: the tensors f's outputs reach are not to be settled.
+        self.places: list[torch.Tensor] | None = []
+
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        if kwargs is None:
+            kwargs = {}
+        if func not in _METADATA:
+            self._scan(args)
+            if kwargs:
+                self._scan(kwargs.values())
+        return func(*args, **kwargs)
+
+    def _scan(self, values: Iterable[Any]) -> None:
+        for value in values:
+            kind = type(value)
+            if kind is _Tensor:  # the common case; Parameter's isinstance check is slow
+                continue
+            if kind is Parameter or isinstance(value, Parameter):
+                if value.requires_grad:
+                    self.found.setdefault(id(value), value)
+            elif kind is list or kind is tuple:
+                self._scan(value)
+
+    def variables(self, exclude: Iterable[Any]) -> list[Parameter]:
+        """The Parameters found, first use first, less those passed as arguments."""
+        if not self.found:
+            return []
+        passed = {id(x) for x in exclude if type(x) is not _Tensor and isinstance(x, Parameter)}
+        return [p for key, p in self.found.items() if key not in passed]

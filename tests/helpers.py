@@ -1,6 +1,7 @@
 """What many test files share: the dtype they compute in, how the library's messages name a
 user's function (one place, so a change of that format is one edit), the links of a Markdown
-page, and how TF flattens outputs (the port tests compare with TF's flat lists)."""
+page, how TF flattens outputs (the port tests compare with TF's flat lists), and the settings
+of the derandomized property tests."""
 
 import os
 import re
@@ -8,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from hypothesis import HealthCheck, settings
 
 D = torch.float64
 
@@ -44,3 +46,15 @@ def flatten(value: Any) -> list[Any]:
     if isinstance(value, (list, tuple)):
         return [leaf for item in value for leaf in flatten(item)]
     return [value]
+
+
+def derandomized(max_examples: int) -> settings:
+    """Hypothesis settings for a property test that checks the same cases on every run:
+    derandomized, no example database, no deadline (CI machines are slow and uneven)."""
+    return settings(
+        max_examples=max_examples,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )

@@ -19,8 +19,8 @@ import dataclasses
 
 import pytest
 import torch
-from helpers import D
-from hypothesis import HealthCheck, given, settings
+from helpers import D, derandomized
+from hypothesis import given
 from hypothesis import strategies as st
 from torch.func import functional_call, grad, vmap
 from torch.nn.utils import parametrize
@@ -29,13 +29,7 @@ from tf_compat_grad import CustomGradientValueError, custom_gradient
 
 pytestmark = pytest.mark.slow
 
-SETTINGS = settings(
-    max_examples=150,
-    derandomize=True,
-    database=None,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+SETTINGS = derandomized(150)
 # What a term can be; `bound` ones are attributes of `self`, so they need a module.
 UNBOUND_TERMS = ["closure_leaf", "closure_derived", "closure_from_input", "keyword", "global"]
 BOUND_TERMS = ["attribute", "parameter", "parametrized", "slot"]

@@ -19,7 +19,8 @@ import types
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from helpers import derandomized
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tf_compat_grad._reach import ParameterReach, prove
@@ -27,13 +28,7 @@ from tf_compat_grad._watcher import ParameterWatcher
 
 pytestmark = pytest.mark.slow
 
-SETTINGS = settings(
-    max_examples=300,
-    derandomize=True,
-    database=None,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+SETTINGS = derandomized(300)
 
 # Where a tensor is reached from (the innermost part of a term).
 PLACES = ["cell", "global", "module", "list", "tuple", "dict", "default"]

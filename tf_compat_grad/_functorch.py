@@ -55,7 +55,13 @@ from ._errors import PREFIX, CustomGradientNotImplementedError, describe, fn_nam
 from ._record import Record, check_upstreams, node_class
 from ._rng import RngState
 from ._run import Layout
-from ._torch_internals import any_dual, differentiated_further, never_compiled, primals
+from ._torch_internals import (
+    any_dual,
+    differentiated_further,
+    has_tangent_space,
+    never_compiled,
+    primals,
+)
 from ._variables import check_accepts, parameter_names
 from ._watcher import run_watched
 
@@ -247,8 +253,8 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         n_inputs = ctx.call.n_tensors()
         inputs, outputs = saved[:n_inputs], saved[n_inputs:]
         grad_fn = grad_fn_for(ctx, inputs, forward_mode=True)
-        needs = [_has_tangent_space(x) for x in inputs]
-        varying = [_has_tangent_space(o) for o in outputs]
+        needs = [has_tangent_space(x) for x in inputs]
+        varying = [has_tangent_space(o) for o in outputs]
         if not any(needs) or not any(varying):
             return (
                 *(
@@ -322,8 +328,3 @@ def _jvp_reentered(f: Callable[..., Any]) -> str:
         "left to fail with a RecursionError. Use reverse mode for the inner derivative: "
         "`torch.func.hessian` or `jacrev(jacrev(f))` instead of `jacrev(jacfwd(f))`."
     )
-
-
-def _has_tangent_space(tensor: torch.Tensor) -> bool:
-    """Integer and bool tensors (indices, masks) have no tangents: constants of the rule."""
-    return tensor.is_floating_point() or tensor.is_complex()

@@ -237,7 +237,21 @@ def any_dual(tensors: Sequence[torch.Tensor]) -> bool:
     if forward_ad._current_level < 0:  # no dual level: the usual case, decided without a call
         return False
     unpack = forward_ad.unpack_dual
-    return any(unpack(t).tangent is not None for t in tensors)  # type: ignore[no-untyped-call]
+    for tensor in tensors:
+        # An integer or bool tensor has no tangent. A tensor of a `torch.func` transform has
+        # its tangents in its wrappers' levels, which `differentiated_further` reads; torch
+        # cannot unpack one that is batched (no batching rule for `_unpack_dual`: hessian of a
+        # rule whose grad_fn calls a decorated function on an index tensor).
+        if not has_tangent_space(tensor) or is_functorch_wrapped(tensor):
+            continue
+        if unpack(tensor).tangent is not None:  # type: ignore[no-untyped-call]
+            return True
+    return False
+
+
+def has_tangent_space(tensor: torch.Tensor) -> bool:
+    """Integer and bool tensors (indices, masks) have no tangents: constants of a rule."""
+    return tensor.is_floating_point() or tensor.is_complex()
 
 
 def primals(tensors: Sequence[torch.Tensor]) -> Sequence[torch.Tensor]:
@@ -249,8 +263,14 @@ def primals(tensors: Sequence[torch.Tensor]) -> Sequence[torch.Tensor]:
     if forward_ad._current_level < 0:
         return tensors
     with forward_ad._set_fwd_grad_enabled(True):
-        unpacked = [forward_ad.unpack_dual(t) for t in tensors]  # type: ignore[no-untyped-call]
-    return [t if u.tangent is None else u.primal for t, u in zip(tensors, unpacked, strict=True)]
+        unpacked = [
+            forward_ad.unpack_dual(t) if has_tangent_space(t) else None  # type: ignore[no-untyped-call]
+            for t in tensors
+        ]
+    return [
+        t if u is None or u.tangent is None else u.primal
+        for t, u in zip(tensors, unpacked, strict=True)
+    ]
 
 
 def differentiated_further(inputs: Sequence[torch.Tensor]) -> str | None:

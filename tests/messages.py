@@ -115,6 +115,17 @@ def unusable_output(f: Callable[..., Any], got: str, path: str) -> str:
     )
 
 
+def edited_in_place(f: Callable[..., Any], path: str) -> str:
+    """f edited its argument `path`, which requires grad, in place."""
+    return (
+        f"{PREFIX}{where(f)} edited its argument `{path}` in place (an in-place op such as "
+        "`mul_`, an indexed assignment or `out=`). Its gradient would then go through that edit "
+        "as well as through grad_fn, which gives the gradient with respect to the argument as "
+        "it was passed: a wrong gradient. Edit a copy (`.clone()` it in f first), or compute a "
+        "new tensor."
+    )
+
+
 def variables_keyword(f: Callable[..., Any], count: int, names: str) -> str:
     """f read `count` Parameters it was not passed (`names`: as the code reaches them)."""
     return (

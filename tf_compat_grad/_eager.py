@@ -152,9 +152,11 @@ class EagerPath:
                 apply = _plan.make_node(f, n, kind != "none", self._checked_gradients)
                 self.entry = _plan.make_call(n, kind, f, holds, apply, self.entry, self._unplanned)
                 return self.entry(bound, args, kwargs)
+            versions = [arg._version for arg in args]
             result, grad_fn, variables = run_watched(f, bound, args, kwargs, args, self.reach)
             self._checked = True
             layout = self._layouts[n if bound is UNBOUND else ~n]
+            _run.check_unedited(f, layout, args, versions)
             apply = self._c_apply
         else:
             if jit_tracing_state() is not None:
@@ -168,8 +170,10 @@ class EagerPath:
                 )
             if not _grad_enabled():
                 return self._call_without_grad(bound, args, kwargs, flat_args)
+            versions = [tensor._version for tensor in inputs]
             result, grad_fn, variables = run_watched(f, bound, args, kwargs, flat_args, self.reach)
             self._checked = True
+            _run.check_unedited(f, layout, inputs, versions)
             # `Function.apply` first unwraps tensors left over from a finished transform.
             wrapped = any(map(is_functorch_wrapped, inputs))
             apply = self._node.apply if wrapped else self._c_apply
@@ -217,11 +221,11 @@ class EagerPath:
             else:
                 return _run.fresh(f, result)  # nothing to record: f's own autodiff (item 39)
         record = Record.of_call(layout, inputs, variables)
+        sources = (*inputs, *variables)
         if type(result) is _Tensor:  # one output: the node returns it as it is
-            return apply(
-                record, (result.detach(), *capture(grad_fn, self._inside)), *inputs, *variables
-            )
-        outputs, out_spec = _run.outputs(f, result)
+            output = _run.detached(result, sources)
+            return apply(record, (output, *capture(grad_fn, self._inside)), *inputs, *variables)
+        outputs, out_spec = _run.outputs(f, result, sources)
         check_upstreams(f, grad_fn, len(outputs), variables)
         handoff = (outputs, *capture(grad_fn, self._inside))
         return _structure.unflatten(out_spec, apply(record, handoff, *inputs, *variables))

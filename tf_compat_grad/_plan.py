@@ -44,7 +44,7 @@ from torch.autograd import forward_ad
 from ._captures import close_cache, open_cache, settle
 from ._closure import EXACT_TENSOR_TYPES, plain
 from ._record import InputMeta, input_meta, node_class
-from ._run import UNBOUND
+from ._run import UNBOUND, Layout, aliases, check_unedited
 from ._torch_internals import (
     any_autocast_enabled,
     call_backward_directly,
@@ -191,7 +191,7 @@ def make_call(
         jit_tracing_state, functorch_transforms_active, forward_ad, is_functorch_wrapped,
         any_autocast_enabled, EXACT_TENSOR_TYPES, _Tensor, _FunctionType, plain,
         ParameterWatcher, push_function_mode, pop_function_mode, _accepts, open_cache,
-        close_cache, settle,
+        close_cache, settle, aliases, _unedited,
     )  # fmt: skip
 
 
@@ -205,6 +205,12 @@ def _maker(n: int, kind: str) -> Callable[..., Call]:
         f"type({a}) not in EXACT or {a}.is_nested or is_wrapped({a}) or " for a in args
     )
     metas = ", ".join(f"{a}.shape, {a}.dtype, {a}.device" for a in args)
+    # The inputs' version counters before f runs, and the check that f edited none in place.
+    versions = "; ".join(f"e{i} = {a}._version" for i, a in enumerate(args))
+    edited = " or ".join(f"{a}._version != e{i}" for i, a in enumerate(args))
+    before = ", ".join(f"e{i}" for i in range(n)) + ("," if n == 1 else "")
+    # Note [outputs that alias an input] (`_run.py`): such an output goes to the general code.
+    not_an_input = " and ".join(f"result is not {a}" for a in args)
     if kind == "watched":
         # f runs under the watcher; the Parameters it read, less those passed to it, are
         # variables, and then the node is needed whatever the inputs need.
@@ -212,6 +218,7 @@ def _maker(n: int, kind: str) -> Callable[..., Call]:
         run = f"""\
         watcher = Watcher()
         own = holds()  # Note [Parameters of f's own]: no gradient can be lost
+        {versions}
         push(watcher)
         if not own:
             open_cache()
@@ -220,6 +227,8 @@ def _maker(n: int, kind: str) -> Callable[..., Call]:
         finally:
             pop()
             watcher.places = None if own else close_cache()
+        if {edited}:
+            unedited(f, args, ({before}))
         found = watcher.found
         if not found or watcher.places:
             return unplanned(out, args, watcher)
@@ -231,18 +240,24 @@ def _maker(n: int, kind: str) -> Callable[..., Call]:
             if not own:
                 variables = settle(f, UNBOUND, {{}}, result, args, variables)
             if (type(result) is Tensor and type(grad_fn) is FunctionType
-                    and (grad_fn.__code__ is accepted[0] or accepts(grad_fn, accepted))):
+                    and (grad_fn.__code__ is accepted[0] or accepts(grad_fn, accepted))
+                    and {not_an_input}
+                    and (result._base is None and own or not aliases(result, (*args, *variables)))):
 """
         plan_head = "defaults, variables, "
         more_inputs, rest = ", *variables", "args, watcher"
     else:
         proof = "not holds() or "
         run = f"""\
+        {versions}
         out = f({passed})
+        if {edited}:
+            unedited(f, args, ({before}))
         if type(out) is tuple and len(out) == 2:
             result, grad_fn = out
             if (type(result) is Tensor and type(grad_fn) is FunctionType
-                    and ({" or ".join(f"{a}.requires_grad" for a in args)})):
+                    and ({" or ".join(f"{a}.requires_grad" for a in args)})
+                    and {not_an_input} and (result._base is None or not aliases(result, args))):
 """
         plan_head = "defaults, "
         more_inputs, rest = "", "args, None"
@@ -252,7 +267,7 @@ def _maker(n: int, kind: str) -> Callable[..., Call]:
     source = f"""\
 def make(f, holds, apply, general, unplanned, UNBOUND, grad_enabled, jit_tracing_state,
          transforms_active, forward_ad, is_wrapped, any_autocast, EXACT, Tensor, FunctionType,
-         plain, Watcher, push, pop, accepts, open_cache, close_cache, settle):
+         plain, Watcher, push, pop, accepts, open_cache, close_cache, settle, aliases, unedited):
     accepted = [None]  # the code of the last grad_fn that accepted `variables=`
 
     def call(bound, args, kwargs):
@@ -290,6 +305,11 @@ def _accepts(grad_fn: types.FunctionType, accepted: list[types.CodeType | None])
         accepted[0] = grad_fn.__code__
         return True
     return False
+
+
+def _unedited(f: Callable[..., Any], args: tuple[Any, ...], versions: tuple[int, ...]) -> None:
+    """Refuse the call if f edited an argument that requires grad in place (`_run.py`)."""
+    check_unedited(f, Layout.of_tensors(f, False, len(args)), args, versions)
 
 
 def _cells_branch(k: int, inputs: str) -> str:

@@ -155,12 +155,58 @@ def split(f: Callable[..., Any], out: Any) -> tuple[Any, Callable[..., Any]]:
     return result, grad_fn
 
 
-def outputs(f: Callable[..., Any], result: Any) -> tuple[tuple[_Tensor, ...], Any]:
-    """f's flattened outputs as new tensors with no graph (items 10 and 38), and their spec."""
+def outputs(
+    f: Callable[..., Any], result: Any, sources: Sequence[_Tensor] = ()
+) -> tuple[tuple[_Tensor, ...], Any]:
+    """f's flattened outputs as new tensors with no graph (items 10 and 38), and their spec;
+    copies of those that alias one of `sources` (Note [outputs that alias an input])."""
     if type(result) is _Tensor:
-        return (result.detach(),), _structure.LEAF
+        return (detached(result, sources),), _structure.LEAF
     flat_out, out_spec = _structure.flatten(result)
-    return tuple(as_output(f, o, i, out_spec).detach() for i, o in enumerate(flat_out)), out_spec
+    flat = (as_output(f, o, i, out_spec) for i, o in enumerate(flat_out))
+    return tuple(detached(o, sources) for o in flat), out_spec
+
+
+def detached(output: _Tensor, sources: Sequence[_Tensor]) -> _Tensor:
+    """An output of f without its graph, copied if it aliases one of `sources`.
+
+    # Note [outputs that alias an input]
+    f may return an input, or a view of one (`return x, grad_fn`, `x[:2]`). Detached, the
+    output would share the input's memory outside autograd: an in-place edit of the output
+    (`y.mul_(2)`, `y[0] = 0`) would change the input with no record of it, and every later use
+    of the input would get a wrong gradient. TensorFlow's outputs are new tensors (item 10), so
+    such an output is a copy of it. `sources` are the call's inputs and variables.
+    """
+    if aliases(output, sources):
+        return output.detach().clone()
+    return output.detach()
+
+
+def aliases(tensor: _Tensor, sources: Sequence[_Tensor]) -> bool:
+    """Whether tensor is one of sources or a view of one (or of the tensor one is a view of)."""
+    base = tensor._base
+    for source in sources:
+        if tensor is source or (base is not None and (base is source or base is source._base)):
+            return True
+    return False
+
+
+def check_unedited(
+    f: Callable[..., Any], layout: Layout, inputs: Sequence[_Tensor], versions: Sequence[int]
+) -> None:
+    """Refuse a call whose f edited in place an input that requires grad (`versions`: the
+    inputs' version counters before f ran). autograd moves the input's history onto the edit,
+    so the gradient grad_fn gives for the argument as passed would also go through the edit."""
+    for i, (tensor, version) in enumerate(zip(inputs, versions, strict=True)):
+        if tensor._version != version and tensor.requires_grad:
+            path = layout.paths()[layout.positions[i]]
+            raise CustomGradientValueError(
+                f"{PREFIX}{describe(f)} edited its argument `{path}` in place (an in-place op "
+                "such as `mul_`, an indexed assignment or `out=`). Its gradient would then go "
+                "through that edit as well as through grad_fn, which gives the gradient with "
+                "respect to the argument as it was passed: a wrong gradient. Edit a copy "
+                "(`.clone()` it in f first), or compute a new tensor."
+            ) from None
 
 
 def fresh(f: Callable[..., Any], result: Any) -> Any:

@@ -169,14 +169,6 @@ def test_channels_last_keeps_the_gradients_memory_format():
 # --- in-place edits ------------------------------------------------------------------------
 
 
-def _edit_output(edit):
-    def edited(y):
-        edit(y)
-        return y
-
-    return edited
-
-
 EDITS = {
     "add_": lambda y: y.add_(1),
     "setitem": lambda y: y.__setitem__(0, 0.0),
@@ -202,24 +194,31 @@ OUTPUTS = {
 }
 
 
+def _edited_then_input_used(fn, edit):
+    def computed(x):
+        x = x * 1  # not a leaf, so that plain autograd allows the edit of a view of it
+        y = fn(x)
+        EDITS[edit](y)
+        return y, torch.sin(x)
+
+    return computed
+
+
 @pytest.mark.parametrize("edit", EDITS)
 @pytest.mark.parametrize("output", OUTPUTS)
 def test_in_place_edit_of_an_output(output, edit):
     """An output that is an input, or a view of one, is a new tensor (item 10): editing it in
-    place leaves the input as it was, and later uses of the input get the true gradient."""
-    decorated, plain = OUTPUTS[output]
-
-    def use(fn):
-        def computed(x):
-            x = x * 1  # not a leaf, so that plain autograd allows the edit of a view of it
-            y = _edit_output(EDITS[edit])(fn(x))
-            return y, torch.sin(x)
-
-        return computed
-
+    place leaves the input as it was, and later uses of the input get the true gradient. Under
+    `torch.func.grad` too, where editing any output is allowed, as plain autograd allows it."""
+    decorated, plain = (_edited_then_input_used(fn, edit) for fn in OUTPUTS[output])
     x = _seeded(4).requires_grad_()
     for _ in range(2):  # the first call and the fast path
-        _assert_same_gradients(use(decorated), use(plain), x)
+        _assert_same_gradients(decorated, plain, x)
+
+    def loss(fn):
+        return lambda x: sum((o * o).sum() for o in fn(x))
+
+    torch.testing.assert_close(grad(loss(decorated))(x.detach()), grad(loss(plain))(x.detach()))
 
 
 @custom_gradient

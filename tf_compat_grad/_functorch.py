@@ -185,8 +185,9 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
             # f runs on the primals of dual inputs, so that the decorated functions its grad_fn
             # calls in jvp see no tangent: they would compute theirs, through their own
             # grad_fn, without end (two functions whose grad_fns call each other).
-            result, grad_fn, variables = call.run_f(f, primals(inputs) if call.dual else inputs)
-        outputs, out_spec = _run.outputs(f, result)
+            args = primals(inputs) if call.dual else inputs
+            result, grad_fn, variables = call.run_f(f, args)
+        outputs, out_spec = _run.outputs(f, result, (*args, *variables))
         check_upstreams(f, grad_fn, len(outputs), variables)
         return (*outputs, _Aux(grad_fn, out_spec, variables, rng))
 
@@ -199,8 +200,11 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         n = len(call.layout.positions)
         ctx.record = Record.of_call(call.layout, tensors[:n], aux.variables)
         # The same tensors for both: torch's generated vmap rule keeps the batch dims of one.
-        ctx.save_for_backward(*tensors, *output[:-1])
-        ctx.save_for_forward(*tensors, *output[:-1])
+        # Not the outputs: saved, an in-place edit of one (`y.mul_(2)`) would be refused with
+        # torch's version error, where plain autograd allows it; jvp needs only their metadata.
+        ctx.save_for_backward(*tensors)
+        ctx.save_for_forward(*tensors)
+        ctx.outputs = [(o.shape, o.dtype, o.device) for o in output[:-1]]
 
     def grad_fn_for(
         ctx: Any, inputs: Sequence[torch.Tensor], forward_mode: bool = False
@@ -250,26 +254,20 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         saved = ctx.saved_tensors
         if ctx.call.dual:  # the rule is applied at the primals, as in forward
             saved = primals(saved)
-        n_inputs = ctx.call.n_tensors()
-        inputs, outputs = saved[:n_inputs], saved[n_inputs:]
+        inputs = saved[: ctx.call.n_tensors()]
         grad_fn = grad_fn_for(ctx, inputs, forward_mode=True)
         needs = [has_tangent_space(x) for x in inputs]
-        varying = [has_tangent_space(o) for o in outputs]
+        outputs = ctx.outputs
+        varying = [dtype.is_floating_point or dtype.is_complex for _, dtype, _ in outputs]
         if not any(needs) or not any(varying):
             return (
-                *(
-                    torch.zeros_like(o) if v else None
-                    for o, v in zip(outputs, varying, strict=True)
-                ),
+                *(_zeros(o) if v else None for o, v in zip(outputs, varying, strict=True)),
                 None,
             )
 
         def vjp(*upstream: torch.Tensor) -> tuple[torch.Tensor, ...]:
             given = iter(upstream)
-            full = [
-                next(given) if v else torch.zeros_like(o)
-                for o, v in zip(outputs, varying, strict=True)
-            ]
+            full = [next(given) if v else _zeros(o) for o, v in zip(outputs, varying, strict=True)]
             grads = input_grads(ctx, grad_fn, full, needs)
             return tuple(
                 torch.zeros_like(x) if g is None else g
@@ -277,7 +275,7 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
                 if need
             )
 
-        zeros = [torch.zeros_like(o) for o, v in zip(outputs, varying, strict=True) if v]
+        zeros = [_zeros(o) for o, v in zip(outputs, varying, strict=True) if v]
         input_tangents = tuple(
             torch.zeros_like(x) if t is None else t
             for t, x, need in zip(tangents[1:], inputs, needs, strict=True)
@@ -310,6 +308,12 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         jvp=staticmethod(jvp),
         generate_vmap_rule=True,
     )
+
+
+def _zeros(meta: tuple[torch.Size, torch.dtype, torch.device]) -> torch.Tensor:
+    """Zeros of an output's shape, dtype and device (its metadata kept in `setup_context`)."""
+    shape, dtype, device = meta
+    return torch.zeros(shape, dtype=dtype, device=device)
 
 
 def _with_variables(

@@ -360,6 +360,64 @@ def test_gradcheck_and_gradgradcheck():
     assert torch.autograd.gradgradcheck(outer, (x,))
 
 
+# --- functional_call, with a grad_fn that reads the module's weight --------------------------
+
+
+class Affine(nn.Module):
+    """grad_fn reads `self.weight` when the gradient is computed (TensorFlow ports do): under
+    `functional_call` that must be the tensor f computed with, not the module's own Parameter
+    that `functional_call` has put back by then."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(_seeded(3, 3, seed=4))
+        self.bias = nn.Parameter(_seeded(3, seed=5))
+
+    @custom_gradient
+    def forward(self, x):
+        def grad_fn(dy, variables=None):
+            return dy @ self.weight, [dy.t() @ x, dy.sum(0)]
+
+        return x @ self.weight.t() + self.bias, grad_fn
+
+
+class PlainAffine(Affine):
+    def forward(self, x):
+        return x @ self.weight.t() + self.bias
+
+
+XS = _seeded(4, 2, 3, seed=6)
+OTHER = {"weight": _seeded(3, 3, seed=7), "bias": _seeded(3, seed=8)}
+
+
+def _loss(module):
+    return lambda params, x: (torch.func.functional_call(module, params, (x,)) ** 2).sum()
+
+
+FUNCTIONAL = {
+    "grad, the module's own Parameters": lambda m: grad(_loss(m))(dict(m.named_parameters()), XS[0]),
+    "grad, other tensors": lambda m: grad(_loss(m), argnums=(0, 1))(OTHER, XS[0]),
+    "vmap grad, per-sample": lambda m: vmap(grad(_loss(m)), in_dims=(None, 0))(dict(m.named_parameters()), XS),
+    "hessian": lambda m: hessian(_loss(m))(OTHER, XS[0]),
+    "ensemble": lambda m: vmap(_loss(m), in_dims=(0, None))(torch.func.stack_module_state([m, m])[0], XS[0]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", FUNCTIONAL)
+def test_functional_call(case):
+    torch.testing.assert_close(FUNCTIONAL[case](Affine()), FUNCTIONAL[case](PlainAffine()))
+
+
+def test_functional_call_eager_with_other_tensors():
+    results = []
+    for module in (Affine(), PlainAffine()):
+        params = {k: v.clone().requires_grad_() for k, v in OTHER.items()}
+        x = XS[0].clone().requires_grad_()
+        _loss(module)(params, x).backward()
+        results.append((x.grad, params["weight"].grad, params["bias"].grad))
+    torch.testing.assert_close(*results)
+
+
 # --- what backward is asked, and what f is given and returns -------------------------------
 
 

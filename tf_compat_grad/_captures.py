@@ -104,16 +104,34 @@ def settle(
         variables = _in_place_of_originals(variables, hit_places)
         lost, _ = _walk(roots, [*inputs, *variables])
     if lost:
-        slots = [t for t in _parameter_slots(f, bound) if not _among(t, (*inputs, *variables))]
-        lost, hit = _walk(roots, [*inputs, *variables, *slots])
+        located = [
+            (slot, t)
+            for slot, t in _parameter_slots(f, bound)
+            if not _among(t, (*inputs, *variables))
+        ]
+        lost, hit = _walk(roots, [*inputs, *variables, *(t for _, t in located)])
         first = len(inputs) + len(variables)
-        variables = [*variables, *(slots[i - first] for i in sorted(hit) if i >= first)]
+        found = [located[i - first] for i in sorted(hit) if i >= first]
+        if found:
+            variables = SlotVariables([*variables, *(t for _, t in found)])
+            variables.slots = [slot for slot, _ in found]
+            variables.placed = [t for _, t in found]
     if lost:
         raise _lost_error(f, bound, kwargs, lost[0])
     return variables
 
 
 Slot = tuple[torch.nn.Module, str, str]  # a module, "_parameters" or "_buffers", a name
+
+
+class SlotVariables(list[Any]):
+    """A call's variables, some of them tensors f read in module slots (`functional_call`):
+    `slots`, where those `placed` tensors sat. grad_fn runs with them put back, so that a
+    grad_fn reading `self.weight` when the gradient is computed, after `functional_call` has
+    restored the module's own Parameter, reads the tensor f computed with."""
+
+    slots: list[Slot]
+    placed: list[_Tensor]
 
 
 def transformed_slots(f: Callable[..., Any], bound: Any) -> tuple[list[Slot], list[_Tensor]]:
@@ -296,15 +314,16 @@ def _in_place_of_originals(variables: list[Any], weights: Sequence[_Tensor]) -> 
     return [*kept, *extra]
 
 
-def _parameter_slots(f: Callable[..., Any], bound: Any) -> list[_Tensor]:
-    """The tensors that require grad in the parameter slots of the modules f can reach: the
-    bound instance, and modules in f's closure cells and globals (with their submodules)."""
+def _parameter_slots(f: Callable[..., Any], bound: Any) -> list[tuple[Slot, _Tensor]]:
+    """The tensors that require grad in the parameter slots of the modules f can reach (the
+    bound instance, and modules in f's closure cells and globals, with their submodules), each
+    with its slot."""
     modules = [m for _, m in _reachable(f, bound) if isinstance(m, torch.nn.Module)]
     seen: set[int] = set()
-    slots: list[_Tensor] = []
+    slots: list[tuple[Slot, _Tensor]] = []
     for module in modules:
         for sub in module.modules():
-            for tensor in sub._parameters.values():
+            for name, tensor in sub._parameters.items():
                 if (
                     tensor is not None
                     and type(tensor) is not Parameter  # one f reads is already a variable
@@ -312,7 +331,7 @@ def _parameter_slots(f: Callable[..., Any], bound: Any) -> list[_Tensor]:
                     and id(tensor) not in seen
                 ):
                     seen.add(id(tensor))
-                    slots.append(tensor)
+                    slots.append(((sub, "_parameters", name), tensor))
     return slots
 
 

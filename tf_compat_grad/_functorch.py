@@ -121,7 +121,11 @@ class _Call:
         variables: list[Any] = found
         taint.check(result)
         if self.n_parameters:
-            variables = [*placed[: self.n_parameters], *variables]
+            # A slot's tensor, unwrapped, is the module's own Parameter when the transform was
+            # given the module's Parameters (`dict(model.named_parameters())`): the watcher
+            # found it too.
+            own = placed[: self.n_parameters]
+            variables = [*own, *(v for v in variables if not any(v is p for p in own))]
             check_accepts(f, self.bound, grad_fn, variables)
         return result, grad_fn, variables
 
@@ -233,7 +237,11 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         return aux.grad_fn
 
     def input_grads(
-        ctx: Any, grad_fn: Callable[..., Any], upstream: Sequence[Any], needs: Sequence[bool]
+        ctx: Any,
+        grad_fn: Callable[..., Any],
+        upstream: Sequence[Any],
+        needs: Sequence[bool],
+        tensors: Sequence[torch.Tensor],
     ) -> list[torch.Tensor | None]:
         record: Record = ctx.record
         call: _Call = ctx.call
@@ -242,13 +250,18 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         # slots: their gradients are dropped.
         given = len(record.layout.positions) + call.n_parameters
         needs = [*needs[:given], *(False for _ in record.variables[call.n_parameters :])]
-        gradients = record.gradients(grad_fn, upstream, needs)[:given]
+        # The slots' tensors as this level sees them (after the inputs among `tensors`), put
+        # back while grad_fn runs: one that reads `self.weight` then reads the tensor f
+        # computed with, not the Parameter that `functional_call` has put back since.
+        with in_slots(call.slots, tensors[len(record.layout.positions) :]):
+            gradients = record.gradients(grad_fn, upstream, needs)[:given]
         return [*gradients, *(None for _ in range(call.n_tensors() - given))]
 
     def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
         inputs = ctx.saved_tensors[: ctx.call.n_tensors()]
         grad_fn = grad_fn_for(ctx, inputs)
-        return (None, *input_grads(ctx, grad_fn, upstream[:-1], ctx.needs_input_grad[1:]))
+        upstream = upstream[:-1]
+        return (None, *input_grads(ctx, grad_fn, upstream, ctx.needs_input_grad[1:], inputs))
 
     def jvp(ctx: Any, *tangents: Any) -> tuple[Any, ...]:
         saved = ctx.saved_tensors
@@ -268,7 +281,7 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         def vjp(*upstream: torch.Tensor) -> tuple[torch.Tensor, ...]:
             given = iter(upstream)
             full = [next(given) if v else _zeros(o) for o, v in zip(outputs, varying, strict=True)]
-            grads = input_grads(ctx, grad_fn, full, needs)
+            grads = input_grads(ctx, grad_fn, full, needs, inputs)
             return tuple(
                 torch.zeros_like(x) if g is None else g
                 for g, x, need in zip(grads, inputs, needs, strict=True)

@@ -241,7 +241,7 @@ def _maker(n: int, kind: str) -> Callable[..., Call]:
                 variables = settle(f, UNBOUND, {{}}, result, args, variables)
             if (type(result) is Tensor and type(grad_fn) is FunctionType
                     and (grad_fn.__code__ is accepted[0] or accepts(grad_fn, accepted))
-                    and {not_an_input}
+                    and {not_an_input} and type(variables) is list  # no slot's tensor
                     and (result._base is None and own or not aliases(result, (*args, *variables)))):
 """
         plan_head = "defaults, variables, "

@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 import torch
 
 from . import _autocast, _structure
+from ._captures import SlotVariables, in_slots
 from ._errors import (
     PREFIX,
     CustomGradientTypeError,
@@ -334,6 +335,9 @@ class Record:
         variables = self.variables
         if not variables:
             return grad_fn(*upstream)
+        if type(variables) is SlotVariables:
+            with in_slots(variables.slots, variables.placed):
+                return grad_fn(*upstream, variables=list(variables))
         return grad_fn(*upstream, variables=list(variables))
 
     def _repair(self, grad: Any, i: int, needs: Sequence[bool], first: int) -> torch.Tensor | None:

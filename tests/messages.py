@@ -119,10 +119,11 @@ def edited_in_place(f: Callable[..., Any], path: str) -> str:
     """f edited its argument `path`, which requires grad, in place."""
     return (
         f"{PREFIX}{where(f)} edited its argument `{path}` in place (an in-place op such as "
-        "`mul_`, an indexed assignment or `out=`). Its gradient would then go through that edit "
-        "as well as through grad_fn, which gives the gradient with respect to the argument as "
-        "it was passed: a wrong gradient. Edit a copy (`.clone()` it in f first), or compute a "
-        "new tensor."
+        "`mul_`, an indexed assignment or `out=`). The caller's tensor would change under "
+        "autograd: the gradient through the edit would join the one grad_fn gives for the "
+        "argument as it was passed, or, for an edit under `torch.no_grad()`, later uses of the "
+        "tensor would be differentiated as if it had not changed. Edit a copy (`.clone()` it in "
+        "f first), or compute a new tensor."
     )
 
 

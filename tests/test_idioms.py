@@ -222,6 +222,24 @@ def test_in_place_edit_of_an_output(output, edit):
 
 
 @custom_gradient
+def twice(x):
+    y = torch.exp(x)
+    return (y, y[:2]), lambda d1, d2: (d1 + torch.cat([d2, d2.new_zeros(1)])) * torch.exp(x)
+
+
+def test_in_place_edit_of_an_output_leaves_the_others_as_they_were():
+    """Outputs that share memory in f (`(y, y[:2])`) are separate new tensors (item 10)."""
+    x = _seeded(3).requires_grad_()
+    first, second = twice(x)
+    first.mul_(2)
+    torch.testing.assert_close(second, torch.exp(x[:2]).detach())
+    (first.sum() + (second**2).sum()).backward()
+    torch.testing.assert_close(
+        x.grad, (2 + torch.cat([2 * torch.exp(x[:2]), torch.zeros(1)])) * torch.exp(x).detach()
+    )
+
+
+@custom_gradient
 def exp_in_place(x):
     x.exp_()
     return x, lambda dy: dy * x

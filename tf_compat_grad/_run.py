@@ -163,8 +163,22 @@ def outputs(
     if type(result) is _Tensor:
         return (detached(result, sources),), _structure.LEAF
     flat_out, out_spec = _structure.flatten(result)
-    flat = (as_output(f, o, i, out_spec) for i, o in enumerate(flat_out))
-    return tuple(detached(o, sources) for o in flat), out_spec
+    flat = [as_output(f, o, i, out_spec) for i, o in enumerate(flat_out)]
+    return tuple(
+        o.detach().clone() if _repeats(o, flat[:i]) else detached(o, sources)
+        for i, o in enumerate(flat)
+    ), out_spec
+
+
+def _repeats(output: _Tensor, earlier: Sequence[_Tensor]) -> bool:
+    """Whether an output is an earlier one, a view of one, or the tensor one is a view of
+    (`(y, y)`, `(y, y[0])`): as outputs of the node they would share memory, and an in-place
+    edit of one would change the other (Note [outputs that alias an input])."""
+    base = output._base
+    for other in earlier:
+        if output is other or (base is not None and base is other) or other._base is output:
+            return True
+    return False
 
 
 def detached(output: _Tensor, sources: Sequence[_Tensor]) -> _Tensor:
@@ -175,7 +189,8 @@ def detached(output: _Tensor, sources: Sequence[_Tensor]) -> _Tensor:
     output would share the input's memory outside autograd: an in-place edit of the output
     (`y.mul_(2)`, `y[0] = 0`) would change the input with no record of it, and every later use
     of the input would get a wrong gradient. TensorFlow's outputs are new tensors (item 10), so
-    such an output is a copy of it. `sources` are the call's inputs and variables.
+    such an output is a copy of it. `sources` are the call's inputs and variables; an output
+    that repeats an earlier one (`(y, y)`) is a copy too.
     """
     if aliases(output, sources):
         return output.detach().clone()
@@ -195,17 +210,20 @@ def check_unedited(
     f: Callable[..., Any], layout: Layout, inputs: Sequence[_Tensor], versions: Sequence[int]
 ) -> None:
     """Refuse a call whose f edited in place an input that requires grad (`versions`: the
-    inputs' version counters before f ran). autograd moves the input's history onto the edit,
-    so the gradient grad_fn gives for the argument as passed would also go through the edit."""
+    inputs' version counters before f ran). Under grad mode autograd moves the input's history
+    onto the edit, so the gradient grad_fn gives for the argument as passed would also go
+    through the edit; under `no_grad` later uses of the input would not see it."""
     for i, (tensor, version) in enumerate(zip(inputs, versions, strict=True)):
         if tensor._version != version and tensor.requires_grad:
             path = layout.paths()[layout.positions[i]]
             raise CustomGradientValueError(
                 f"{PREFIX}{describe(f)} edited its argument `{path}` in place (an in-place op "
-                "such as `mul_`, an indexed assignment or `out=`). Its gradient would then go "
-                "through that edit as well as through grad_fn, which gives the gradient with "
-                "respect to the argument as it was passed: a wrong gradient. Edit a copy "
-                "(`.clone()` it in f first), or compute a new tensor."
+                "such as `mul_`, an indexed assignment or `out=`). The caller's tensor would "
+                "change under autograd: the gradient through the edit would join the one grad_fn "
+                "gives for the argument as it was passed, or, for an edit under "
+                "`torch.no_grad()`, later uses of the tensor would be differentiated as if it "
+                "had not changed. Edit a copy (`.clone()` it in f first), or compute a new "
+                "tensor."
             ) from None
 
 

@@ -163,22 +163,22 @@ def outputs(
     if type(result) is _Tensor:
         return (detached(result, sources),), _structure.LEAF
     flat_out, out_spec = _structure.flatten(result)
-    flat = [as_output(f, o, i, out_spec) for i, o in enumerate(flat_out)]
-    return tuple(
-        o.detach().clone() if _repeats(o, flat[:i]) else detached(o, sources)
-        for i, o in enumerate(flat)
-    ), out_spec
-
-
-def _repeats(output: _Tensor, earlier: Sequence[_Tensor]) -> bool:
-    """Whether an output is an earlier one, a view of one, or the tensor one is a view of
-    (`(y, y)`, `(y, y[0])`): as outputs of the node they would share memory, and an in-place
-    edit of one would change the other (Note [outputs that alias an input])."""
-    base = output._base
-    for other in earlier:
-        if output is other or (base is not None and base is other) or other._base is output:
-            return True
-    return False
+    outputs = []
+    seen: set[int] = set()  # the earlier outputs
+    bases: set[int] = set()  # the tensors they are views of
+    for i, o in enumerate(flat_out):
+        o = as_output(f, o, i, out_spec)
+        base = o._base
+        # An output that is an earlier one, a view of one, or the tensor one is a view of
+        # (`(y, y)`, `(y, y[0])`) would share its memory: a copy too.
+        if id(o) in seen or id(o) in bases or (base is not None and id(base) in seen):
+            outputs.append(o.detach().clone())
+        else:
+            outputs.append(detached(o, sources))
+        seen.add(id(o))
+        if base is not None:
+            bases.add(id(base))
+    return tuple(outputs), out_spec
 
 
 def detached(output: _Tensor, sources: Sequence[_Tensor]) -> _Tensor:

@@ -47,6 +47,12 @@ def edits_its_input(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
 
 
 @custom_gradient
+def edits_its_index(x: torch.Tensor, i: torch.Tensor) -> tuple[torch.Tensor, Grad]:
+    i.add_(1)  # an integer input: no gradient, so the library lets the call through
+    return x * 2, lambda dy: (2 * dy, None)
+
+
+@custom_gradient
 def wrong_count(x: torch.Tensor) -> tuple[torch.Tensor, Grad]:
     return x * 2, lambda dy: (dy * 2, dy)
 
@@ -265,6 +271,14 @@ BROKEN = [
         Status.FAIL,
         "edited its argument `x` in place",  # the library refuses the call
         id="forward-edits-input",
+    ),
+    pytest.param(
+        edits_its_index,
+        (_x(), torch.tensor([0, 1])),
+        "forward",
+        Status.FAIL,
+        "f edits its argument `i` in place",
+        id="forward-edits-index",
     ),
     pytest.param(
         wrong_count, (_x(),), "gradients", Status.FAIL, "returned 2 gradients", id="gradients-count"

@@ -122,3 +122,14 @@ def test_an_empty_axis_reduces_nothing_as_in_tf() -> None:
 def test_where_v1_refuses_what_tf1_refuses() -> None:
     with pytest.raises(ValueError, match="TF1's where needs x and y of one shape"):
         tf_ops.where_v1(torch.tensor([True, False]), torch.ones(3), torch.zeros(3))
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_over_an_axis_known_at_run_time_is_tf_s(op: str) -> None:
+    x = torch.tensor([[0.5, -1.0, 2.0], [3.0, 0.25, -0.5]], dtype=torch.float64)
+    helper, reference = getattr(tf_ops, op), getattr(torch, op)
+    assert torch.equal(helper(x, None), reference(x, dim=-1))  # None: the last axis, as in TF
+    assert torch.equal(helper(x, 0), reference(x, dim=0))
+    assert torch.equal(helper(x, torch.tensor([0])), reference(x, dim=0))
+    with pytest.raises(ValueError, match="TF takes one axis"):
+        helper(x, [0, 1])

@@ -40,11 +40,13 @@ from ._tf_nn import avg_pool2d as avg_pool2d
 from ._tf_nn import batch_normalization as batch_normalization
 from ._tf_nn import conv2d as conv2d
 from ._tf_nn import gelu as gelu
+from ._tf_nn import log_softmax as log_softmax
 from ._tf_nn import max_pool2d as max_pool2d
 from ._tf_nn import moments as moments
 from ._tf_nn import same_padding as same_padding
 from ._tf_nn import selu as selu
 from ._tf_nn import sigmoid_cross_entropy_with_logits as sigmoid_cross_entropy_with_logits
+from ._tf_nn import softmax as softmax
 from ._tf_nn import (
     sparse_softmax_cross_entropy_with_logits as sparse_softmax_cross_entropy_with_logits,
 )
@@ -62,6 +64,7 @@ __all__ = [
     "divide_no_nan",
     "gelu",
     "l2_normalize",
+    "log_softmax",
     "max_pool2d",
     "maximum",
     "minimum",
@@ -79,6 +82,7 @@ __all__ = [
     "same_padding",
     "selu",
     "sigmoid_cross_entropy_with_logits",
+    "softmax",
     "sparse_softmax_cross_entropy_with_logits",
     "where_v1",
     "while_loop",

@@ -22,9 +22,11 @@ _KERAS_PACKAGES = ("keras", "tf_keras")  # Keras 3 and Keras 2 on their own: `te
 
 
 def _tensorflow_module(module: str) -> str:
-    """The module's name under tensorflow: `keras.layers` is `tensorflow.keras.layers`."""
+    """The module's name under tensorflow: `keras.layers` is `tensorflow.keras.layers`, and
+    Keras 3's implementation package `keras.src.saving` is its public `keras.saving`."""
     root, _, rest = module.partition(".")
     if root in _KERAS_PACKAGES:
+        rest = "" if rest == "src" else rest.removeprefix("src.")
         return "tensorflow.keras" + ("." + rest if rest else "")
     return module
 

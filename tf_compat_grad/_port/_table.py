@@ -19,6 +19,7 @@ from ._table_shapes import SHAPE_RULES
 from ._table_tensors import TENSOR_RULES
 from ._table_untranslated import UNTRANSLATED_RULES
 from ._table_v1 import MODE_SWITCHES as MODE_SWITCHES
+from ._table_v1 import NAME_SCOPES as NAME_SCOPES
 from ._table_v1 import v1_aliases, v1_rules
 from ._tf_names import PUBLIC_OPS
 

@@ -96,7 +96,7 @@ KERAS_RULES: tuple[Rule, ...] = (
     # --- initialisers and activations -------------------------------------------------------
     *(
         Rule(
-            (f"keras.initializers.{name}", *((v1,) if v1 else ())),
+            (f"keras.initializers.{name}", f"initializers.{name}", *((v1,) if v1 else ())),
             value=f"layers.{name}",
             note="The same distribution, torch's random numbers.",
         )

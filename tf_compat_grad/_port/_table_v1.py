@@ -95,6 +95,13 @@ MODE_SWITCHES = frozenset(
 )
 
 
+# Context managers that only name the ops built inside them: a `with` of one (without `as`) is
+# replaced by its body. A `tf.compat.v1.get_variable` inside a variable scope stays flagged.
+NAME_SCOPES = frozenset(
+    {"name_scope", "compat.v1.name_scope", "compat.v1.variable_scope", "keras.backend.name_scope"}
+)
+
+
 def v1_aliases(table: Mapping[str, Rule]) -> dict[str, str]:
     """TF1 name -> the table name of the same function or value."""
     found = {name: name for name in (*_SAME_VALUES, *DTYPES) if name in table}

@@ -42,8 +42,8 @@ def test_a_layer_that_is_not_trainable_makes_buffers() -> None:
 
 def test_what_is_not_translated_raises_with_the_fix() -> None:
     layer = layers.Layer()
-    with pytest.raises(NotImplementedError, match=re.escape("add_weight(regularizer=...)")):
-        layer.add_weight(shape=(2,), regularizer=lambda w: w.sum())
+    with pytest.raises(NotImplementedError, match=re.escape("add_weight(constraint=...)")):
+        layer.add_weight(shape=(2,), constraint=lambda w: w.clamp(0, 1))
     with pytest.raises(ValueError, match="unknown initializer 'orthogonal'"):
         layer.add_weight(shape=(2,), initializer="orthogonal")
     with pytest.raises(TypeError, match="unexpected keyword argument 'units'"):
@@ -133,3 +133,20 @@ def test_softmax_over_an_axis_known_at_run_time_is_tf_s(op: str) -> None:
     assert torch.equal(helper(x, torch.tensor([0])), reference(x, dim=0))
     with pytest.raises(ValueError, match="TF takes one axis"):
         helper(x, [0, 1])
+
+
+def test_regularized_weights_put_keras_s_penalties_in_losses() -> None:
+    outer, inner = layers.Layer(dtype=torch.float64), layers.Layer()
+    outer.inner = inner
+    w = outer.add_weight(shape=(2,), initializer=layers.Constant(2.0), regularizer="l1_l2")
+    v = inner.add_weight(shape=(2,), initializer="ones", regularizer=layers.L2(0.1))
+    inner.add_weight(shape=(2,), initializer="ones", trainable=False, regularizer="l1")
+    inner.add_loss(torch.tensor(7.0))
+    assert outer.losses[0].item() == 7.0 and outer.losses[1].item() == 0.0  # L1L2: 0 and 0
+    assert outer.losses[2].dtype == torch.float32  # the factor in the weight's dtype, as Keras
+    assert outer.losses[2] == torch.tensor(0.1, dtype=torch.float32) * 2 and len(outer.losses) == 3
+    with torch.no_grad():
+        v.mul_(3.0)  # recomputed from the current value
+    (penalty,) = torch.autograd.grad(outer.losses[2], v)
+    assert torch.equal(penalty, torch.tensor(0.1) * 2 * v) and w.dtype == torch.float64
+    assert layers.L1(0.5)(torch.tensor([-1.0, 3.0])).item() == 2.0

@@ -49,9 +49,6 @@ NOT_YET: dict[str, str] = {
         "tf.linalg.svd, slogdet, set_diag, exclusive/reverse tf.cumsum with a computed axis, "
         "tf.device"
     ),
-    "riptide_anneal_funcs.py": (
-        "`tf.keras.regularizers.l2` given to `add_weight(regularizer=...)` (the PACT layer's alpha)"
-    ),
     "tfc_perturb_and_apply.py": (
         "a tf.GradientTape recorded in f and read in grad_fn (`tape.gradient(y, (args, "
         "variables), output_gradients=...)`); tf.random.uniform"

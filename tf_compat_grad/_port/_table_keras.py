@@ -104,6 +104,15 @@ KERAS_RULES: tuple[Rule, ...] = (
     ),
     *(
         Rule(
+            (f"keras.regularizers.{name}", f"keras.regularizers.{alias}"),
+            value=f"layers.{name}",
+            note="Keras 3's factors and defaults; the penalty of a weight created with "
+            "`add_weight(regularizer=...)` is in `layer.losses`, computed from its current value.",
+        )
+        for name, alias in (("L1", "l1"), ("L2", "l2"), ("L1L2", "l1_l2"))
+    ),
+    *(
+        Rule(
             (f"keras.activations.{name}",),
             ("x",),
             (_v(f"{target}({{x}})"),),

@@ -264,6 +264,29 @@ def test_name_scopes_and_summaries_are_removed_and_a_scoped_get_variable_stays_f
     assert [e.tf for e in port_source(scoped, "v.py").flagged][1:] == ["tf.get_variable"]
 
 
+def test_keras_backend_functions_and_tf1_parameter_spellings_translate() -> None:
+    source = textwrap.dedent(
+        """\
+        import tensorflow.compat.v1 as tf
+        from tensorflow.keras import backend as K
+
+
+        def f(x):
+            n = tf.reduce_sum(K.square(x), reduction_indices=1, keep_dims=True)
+            return K.clip(K.sign(x), 0.0, None) * K.mean(n, axis=0) + K.clip(x, 1.0, 0.5)
+        """
+    )
+    result = port_source(source, "k.py")
+    assert not result.flagged, result.text("k.py")
+    namespace: dict[str, Any] = {}
+    exec(result.code, namespace)
+    x = torch.tensor([[1.0, -2.0], [0.5, 0.0]])
+    n = torch.sum(x * x, dim=1, keepdim=True)
+    clipped = torch.full_like(x, 1.0)  # Keras: a max_value below min_value becomes min_value
+    expected = torch.clamp(torch.sign(x), min=0.0) * torch.mean(n, dim=0) + clipped
+    assert torch.equal(namespace["f"](x), expected)
+
+
 def test_imports_it_cannot_place_are_flagged_and_tf_function_removed() -> None:
     source = textwrap.dedent(
         """\

@@ -5,6 +5,7 @@ counts.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -69,6 +70,21 @@ def convert_to_tensor(
             "(TF refuses to truncate Python floats); cast the tensor instead"
         )
     return torch.as_tensor(value, dtype=dtype or inferred)
+
+
+def keras_clip(x: Any, min_value: Any, max_value: Any) -> torch.Tensor:
+    """`tf.keras.backend.clip`: `clip_by_value`, with Keras's fixes first: a number `max_value`
+    below a number `min_value` becomes `min_value`, None is unbounded.
+
+    >>> keras_clip(torch.tensor([-2.0, 0.5, 3.0]), 0.0, None)
+    tensor([0.0000, 0.5000, 3.0000])
+    """
+    numbers = isinstance(min_value, (int, float)) and isinstance(max_value, (int, float))
+    if numbers and max_value < min_value:
+        max_value = min_value
+    lower = -math.inf if min_value is None else min_value
+    upper = math.inf if max_value is None else max_value
+    return clip_by_value(x, lower, upper)
 
 
 def divide(x: Any, y: Any) -> torch.Tensor:

@@ -22,6 +22,7 @@ from ._tf_math import clip_by_value as clip_by_value
 from ._tf_math import convert_to_tensor as convert_to_tensor
 from ._tf_math import divide as divide
 from ._tf_math import divide_no_nan as divide_no_nan
+from ._tf_math import keras_clip as keras_clip
 from ._tf_math import l2_normalize as l2_normalize
 from ._tf_math import maximum as maximum
 from ._tf_math import minimum as minimum
@@ -63,6 +64,7 @@ __all__ = [
     "divide",
     "divide_no_nan",
     "gelu",
+    "keras_clip",
     "l2_normalize",
     "log_softmax",
     "max_pool2d",

@@ -4,6 +4,9 @@ whose formulas `tf_compat_grad.layers` keeps, initialisers and activations."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
+
 from ._rule import Rule, _v
 
 _KERAS = ("keras.", "keras.layers.")
@@ -148,3 +151,60 @@ KERAS_RULES: tuple[Rule, ...] = (
         "counterpart (torch saves `state_dict`s).",
     ),
 )
+
+
+# `tf.keras.backend` functions that are the TensorFlow function of the same semantics (Keras's
+# legacy backend calls it): each takes that function's rule, under `keras.backend.NAME`.
+_BACKEND_SAME = {
+    "abs": "abs",
+    "sign": "sign",
+    "round": "round",
+    "cast": "cast",
+    "exp": "exp",
+    "log": "math.log",
+    "square": "square",
+    "pow": "pow",
+    "sin": "sin",
+    "cos": "cos",
+    "sigmoid": "sigmoid",
+    "tanh": "tanh",
+    "softplus": "nn.softplus",
+    "softsign": "math.softsign",
+    "equal": "equal",
+    "not_equal": "not_equal",
+    "greater": "greater",
+    "greater_equal": "greater_equal",
+    "less": "less",
+    "less_equal": "less_equal",
+    "maximum": "maximum",
+    "minimum": "minimum",
+    "stop_gradient": "stop_gradient",
+    "ones_like": "ones_like",
+    "zeros_like": "zeros_like",
+    "reshape": "reshape",
+    "transpose": "transpose",
+    "sum": "reduce_sum",
+    "mean": "reduce_mean",
+    "max": "reduce_max",
+    "min": "reduce_min",
+    "prod": "reduce_prod",
+    "std": "math.reduce_std",
+    "var": "math.reduce_variance",
+    "l2_normalize": "linalg.l2_normalize",
+}
+
+
+def keras_backend_rules(table: Mapping[str, Rule]) -> list[Rule]:
+    """`tf.keras.backend.NAME` for the functions of `_BACKEND_SAME`, and `clip` (Keras's own:
+    a `max_value` below `min_value` becomes `min_value`, None is unbounded)."""
+    rules = [
+        dataclasses.replace(table[target], names=("keras.backend." + name,))
+        for name, target in _BACKEND_SAME.items()
+        if target in table
+    ]
+    clip = Rule(
+        ("keras.backend.clip",),
+        ("x", "min_value", "max_value"),
+        (_v("tf_ops.keras_clip({x}, {min_value}, {max_value})"),),
+    )
+    return [*rules, clip]

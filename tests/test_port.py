@@ -273,7 +273,8 @@ def test_keras_backend_functions_and_tf1_parameter_spellings_translate() -> None
 
         def f(x):
             n = tf.reduce_sum(K.square(x), reduction_indices=1, keep_dims=True)
-            return K.clip(K.sign(x), 0.0, None) * K.mean(n, axis=0) + K.clip(x, 1.0, 0.5)
+            y = K.clip(K.sign(x), 0.0, None) * K.mean(n, axis=0) + K.clip(x, 1.0, 0.5)
+            return K.cast(y, K.floatx()), tf.to_double(y), tf.div(tf.to_int32(y), 2)
         """
     )
     result = port_source(source, "k.py")
@@ -284,7 +285,9 @@ def test_keras_backend_functions_and_tf1_parameter_spellings_translate() -> None
     n = torch.sum(x * x, dim=1, keepdim=True)
     clipped = torch.full_like(x, 1.0)  # Keras: a max_value below min_value becomes min_value
     expected = torch.clamp(torch.sign(x), min=0.0) * torch.mean(n, dim=0) + clipped
-    assert torch.equal(namespace["f"](x), expected)
+    y, double, halved = namespace["f"](x)
+    assert torch.equal(y, expected) and torch.equal(double, expected.double())
+    assert torch.equal(halved, torch.tensor([[1, 0], [1, 0]], dtype=torch.int32))  # 3 // 2, 1 // 2
 
 
 def test_imports_it_cannot_place_are_flagged_and_tf_function_removed() -> None:

@@ -150,3 +150,10 @@ def test_regularized_weights_put_keras_s_penalties_in_losses() -> None:
     (penalty,) = torch.autograd.grad(outer.losses[2], v)
     assert torch.equal(penalty, torch.tensor(0.1) * 2 * v) and w.dtype == torch.float64
     assert layers.L1(0.5)(torch.tensor([-1.0, 3.0])).item() == 2.0
+
+
+def test_tf1_div_floors_integers_and_divides_floats() -> None:
+    ints = tf_ops.div_v1(torch.tensor([7, -7], dtype=torch.int32), 2)
+    assert ints.dtype == torch.int32 and ints.tolist() == [3, -4]
+    assert tf_ops.div_v1(torch.tensor([-7.0], dtype=torch.float64), 2).tolist() == [-3.5]
+    assert tf_ops.keras_clip(torch.tensor([0.0, 2.0]), 1.0, 0.5).tolist() == [1.0, 1.0]

@@ -213,6 +213,19 @@ def _operands(x: Any, y: Any) -> tuple[torch.Tensor, torch.Tensor]:
     return convert_to_tensor(x), convert_to_tensor(y)
 
 
+def div_v1(x: Any, y: Any) -> torch.Tensor:
+    """`tf.compat.v1.div`, Python 2's `/`: floor division of integers, true division otherwise
+    (a Python number takes the other operand's dtype, as in TF).
+
+    >>> div_v1(torch.tensor([7, -7], dtype=torch.int32), 2), div_v1(torch.tensor([7.0]), 2)
+    (tensor([ 3, -4], dtype=torch.int32), tensor([3.5000]))
+    """
+    x, y = _operands(x, y)
+    if x.dtype.is_floating_point or x.dtype.is_complex:
+        return torch.div(x, y)
+    return torch.floor_divide(x, y)
+
+
 def maximum(x: Any, y: Any) -> torch.Tensor:
     """`tf.maximum`: on ties the whole gradient goes to x (`torch.maximum` splits it); a NaN
     in x or y gives NaN, as in TF (the gradient at a NaN x goes to x here, to y in TF).

@@ -20,6 +20,7 @@ from ._tf_math import bincount as bincount
 from ._tf_math import clip_by_norm as clip_by_norm
 from ._tf_math import clip_by_value as clip_by_value
 from ._tf_math import convert_to_tensor as convert_to_tensor
+from ._tf_math import div_v1 as div_v1
 from ._tf_math import divide as divide
 from ._tf_math import divide_no_nan as divide_no_nan
 from ._tf_math import keras_clip as keras_clip
@@ -61,6 +62,7 @@ __all__ = [
     "control_dependencies",
     "conv2d",
     "convert_to_tensor",
+    "div_v1",
     "divide",
     "divide_no_nan",
     "gelu",

@@ -7,7 +7,8 @@ from __future__ import annotations
 import libcst as cst
 
 from ._rule import Rule, Variant, placeholders
-from ._syntax import _dotted
+from ._syntax import _code, _dotted
+from ._table_keras import FLOATX
 from ._table_tensors import DTYPES
 
 
@@ -149,6 +150,8 @@ def _choose(
         if old in given and new in rule.params and new not in given:
             given[new] = given.pop(old)
     dtype = given.get("dtype")
+    if dtype is not None and _code(dtype) == FLOATX:  # `dtype=K.floatx()`
+        given["dtype"] = cst.parse_expression("torch.get_default_dtype()")
     if isinstance(dtype, cst.SimpleString):  # TF takes a dtype's name too
         name = dtype.evaluated_value
         if name not in DTYPES:

@@ -309,7 +309,8 @@ class _Imports(_PorterState):
             v1 = name.removeprefix("compat.v1.")
             if v1 != name and name not in TABLE:  # tf.compat.v1.NAME: the same as tf.NAME?
                 first = v1.split(".")[0]
-                return V1_ALIASES.get(v1, v1 if first in V1_ALIASES else name)
+                same = first in V1_ALIASES or first == "keras"  # tf.compat.v1.keras is tf.keras
+                return V1_ALIASES.get(v1, v1 if same else name)
             return name
         if node.value in self.direct and not parts:
             return self.direct[node.value]

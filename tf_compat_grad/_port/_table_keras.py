@@ -10,6 +10,9 @@ from collections.abc import Mapping
 from ._rule import Rule, _v
 
 _KERAS = ("keras.", "keras.layers.")
+# `tf.keras.backend.floatx()`: a dtype's name, as in TF (passed as a dtype, it is
+# `torch.get_default_dtype()`: see `_arguments`).
+FLOATX = "str(torch.get_default_dtype()).removeprefix('torch.')"
 
 
 def _keras(name: str, target: str, note: str = "", defaults: tuple[str, ...] = ()) -> Rule:
@@ -127,7 +130,7 @@ KERAS_RULES: tuple[Rule, ...] = (
     Rule(
         ("keras.backend.floatx",),
         (),
-        (_v("str(torch.get_default_dtype()).removeprefix('torch.')"),),
+        (_v(FLOATX),),
         note="Keras's global float type is torch's default dtype here.",
     ),
     Rule(

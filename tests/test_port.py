@@ -274,6 +274,8 @@ def test_keras_backend_functions_and_tf1_parameter_spellings_translate() -> None
         def f(x):
             n = tf.reduce_sum(K.square(x), reduction_indices=1, keep_dims=True)
             y = K.clip(K.sign(x), 0.0, None) * K.mean(n, axis=0) + K.clip(x, 1.0, 0.5)
+            shape = tf.shape(y)
+            y = tf.reshape(tf.reshape(y, [-1]), shape)
             return K.cast(y, K.floatx()), tf.to_double(y), tf.div(tf.to_int32(y), 2)
         """
     )

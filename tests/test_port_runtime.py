@@ -157,3 +157,17 @@ def test_tf1_div_floors_integers_and_divides_floats() -> None:
     assert ints.dtype == torch.int32 and ints.tolist() == [3, -4]
     assert tf_ops.div_v1(torch.tensor([-7.0], dtype=torch.float64), 2).tolist() == [-3.5]
     assert tf_ops.keras_clip(torch.tensor([0.0, 2.0]), 1.0, 0.5).tolist() == [1.0, 1.0]
+
+
+def test_top_k_orders_ties_as_tf_and_check_numerics_checks_the_gradient_too() -> None:
+    x = torch.tensor([[1.0, 3.0, 3.0, 2.0]], requires_grad=True)
+    values, indices = tf_ops.top_k(x, 3)
+    assert indices.tolist() == [[1, 2, 3]] and indices.dtype == torch.int32
+    (grad,) = torch.autograd.grad(values.sum(), x)
+    assert grad.tolist() == [[0.0, 1.0, 1.0, 1.0]]
+    with pytest.raises(ValueError, match="check_numerics: y: NaN or Inf"):
+        tf_ops.check_numerics(torch.tensor([float("nan")]), "y")
+    y = tf_ops.check_numerics(x, "x")
+    assert torch.equal(y, x)
+    with pytest.raises(ValueError, match="in the gradient: x"):
+        (y * torch.tensor([float("inf"), 1.0, 1.0, 1.0])).sum().backward()

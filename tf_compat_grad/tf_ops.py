@@ -16,7 +16,9 @@ tensor([0.6000, 0.8000])
 
 from ._tf_control import control_dependencies as control_dependencies
 from ._tf_control import while_loop as while_loop
+from ._tf_math import TopK as TopK
 from ._tf_math import bincount as bincount
+from ._tf_math import check_numerics as check_numerics
 from ._tf_math import clip_by_norm as clip_by_norm
 from ._tf_math import clip_by_value as clip_by_value
 from ._tf_math import convert_to_tensor as convert_to_tensor
@@ -37,6 +39,7 @@ from ._tf_math import reduce_prod as reduce_prod
 from ._tf_math import reduce_std as reduce_std
 from ._tf_math import reduce_sum as reduce_sum
 from ._tf_math import reduce_variance as reduce_variance
+from ._tf_math import top_k as top_k
 from ._tf_math import where_v1 as where_v1
 from ._tf_nn import avg_pool2d as avg_pool2d
 from ._tf_nn import batch_normalization as batch_normalization
@@ -54,9 +57,11 @@ from ._tf_nn import (
 )
 
 __all__ = [
+    "TopK",
     "avg_pool2d",
     "batch_normalization",
     "bincount",
+    "check_numerics",
     "clip_by_norm",
     "clip_by_value",
     "control_dependencies",
@@ -88,6 +93,7 @@ __all__ = [
     "sigmoid_cross_entropy_with_logits",
     "softmax",
     "sparse_softmax_cross_entropy_with_logits",
+    "top_k",
     "where_v1",
     "while_loop",
 ]

@@ -42,8 +42,8 @@ def test_a_layer_that_is_not_trainable_makes_buffers() -> None:
 
 def test_what_is_not_translated_raises_with_the_fix() -> None:
     layer = layers.Layer()
-    with pytest.raises(NotImplementedError, match=re.escape("add_weight(regularizer=...)")):
-        layer.add_weight(shape=(2,), regularizer=lambda w: w.sum())
+    with pytest.raises(NotImplementedError, match=re.escape("add_weight(constraint=...)")):
+        layer.add_weight(shape=(2,), constraint=lambda w: w.clamp(0, 1))
     with pytest.raises(ValueError, match="unknown initializer 'orthogonal'"):
         layer.add_weight(shape=(2,), initializer="orthogonal")
     with pytest.raises(TypeError, match="unexpected keyword argument 'units'"):
@@ -122,3 +122,52 @@ def test_an_empty_axis_reduces_nothing_as_in_tf() -> None:
 def test_where_v1_refuses_what_tf1_refuses() -> None:
     with pytest.raises(ValueError, match="TF1's where needs x and y of one shape"):
         tf_ops.where_v1(torch.tensor([True, False]), torch.ones(3), torch.zeros(3))
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_over_an_axis_known_at_run_time_is_tf_s(op: str) -> None:
+    x = torch.tensor([[0.5, -1.0, 2.0], [3.0, 0.25, -0.5]], dtype=torch.float64)
+    helper, reference = getattr(tf_ops, op), getattr(torch, op)
+    assert torch.equal(helper(x, None), reference(x, dim=-1))  # None: the last axis, as in TF
+    assert torch.equal(helper(x, 0), reference(x, dim=0))
+    assert torch.equal(helper(x, torch.tensor([0])), reference(x, dim=0))
+    with pytest.raises(ValueError, match="TF takes one axis"):
+        helper(x, [0, 1])
+
+
+def test_regularized_weights_put_keras_s_penalties_in_losses() -> None:
+    outer, inner = layers.Layer(dtype=torch.float64), layers.Layer()
+    outer.inner = inner
+    w = outer.add_weight(shape=(2,), initializer=layers.Constant(2.0), regularizer="l1_l2")
+    v = inner.add_weight(shape=(2,), initializer="ones", regularizer=layers.L2(0.1))
+    inner.add_weight(shape=(2,), initializer="ones", trainable=False, regularizer="l1")
+    inner.add_loss(torch.tensor(7.0))
+    assert outer.losses[0].item() == 7.0 and outer.losses[1].item() == 0.0  # L1L2: 0 and 0
+    assert outer.losses[2].dtype == torch.float32  # the factor in the weight's dtype, as Keras
+    assert outer.losses[2] == torch.tensor(0.1, dtype=torch.float32) * 2 and len(outer.losses) == 3
+    with torch.no_grad():
+        v.mul_(3.0)  # recomputed from the current value
+    (penalty,) = torch.autograd.grad(outer.losses[2], v)
+    assert torch.equal(penalty, torch.tensor(0.1) * 2 * v) and w.dtype == torch.float64
+    assert layers.L1(0.5)(torch.tensor([-1.0, 3.0])).item() == 2.0
+
+
+def test_tf1_div_floors_integers_and_divides_floats() -> None:
+    ints = tf_ops.div_v1(torch.tensor([7, -7], dtype=torch.int32), 2)
+    assert ints.dtype == torch.int32 and ints.tolist() == [3, -4]
+    assert tf_ops.div_v1(torch.tensor([-7.0], dtype=torch.float64), 2).tolist() == [-3.5]
+    assert tf_ops.keras_clip(torch.tensor([0.0, 2.0]), 1.0, 0.5).tolist() == [1.0, 1.0]
+
+
+def test_top_k_orders_ties_as_tf_and_check_numerics_checks_the_gradient_too() -> None:
+    x = torch.tensor([[1.0, 3.0, 3.0, 2.0]], requires_grad=True)
+    values, indices = tf_ops.top_k(x, 3)
+    assert indices.tolist() == [[1, 2, 3]] and indices.dtype == torch.int32
+    (grad,) = torch.autograd.grad(values.sum(), x)
+    assert grad.tolist() == [[0.0, 1.0, 1.0, 1.0]]
+    with pytest.raises(ValueError, match="check_numerics: y: NaN or Inf"):
+        tf_ops.check_numerics(torch.tensor([float("nan")]), "y")
+    y = tf_ops.check_numerics(x, "x")
+    assert torch.equal(y, x)
+    with pytest.raises(ValueError, match="in the gradient: x"):
+        (y * torch.tensor([float("inf"), 1.0, 1.0, 1.0])).sum().backward()

@@ -1,4 +1,5 @@
-"""Keras's initialisers and activations by name, for `layers` (re-exported there)."""
+"""Keras's initialisers, regularizers and activations by name, for `layers` (re-exported
+there)."""
 
 from __future__ import annotations
 
@@ -186,6 +187,49 @@ _ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "exponential": torch.exp,
     "relu6": F.relu6,
 }
+
+
+class L1L2:
+    """`tf.keras.regularizers.L1L2` (also `l1_l2`): `l1 * sum(|w|) + l2 * sum(w**2)`, the factors
+    in the weight's dtype, as Keras computes it."""
+
+    def __init__(self, l1: float = 0.0, l2: float = 0.0) -> None:
+        self.l1, self.l2 = l1, l2
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        penalty = torch.zeros((), dtype=x.dtype)
+        if self.l1 != 0.0:
+            penalty = penalty + torch.as_tensor(self.l1, dtype=x.dtype) * torch.sum(torch.abs(x))
+        if self.l2 != 0.0:
+            penalty = penalty + torch.as_tensor(self.l2, dtype=x.dtype) * torch.sum(torch.square(x))
+        return penalty
+
+
+class L1(L1L2):
+    """`tf.keras.regularizers.L1` (also `l1`): `l1 * sum(|w|)`."""
+
+    def __init__(self, l1: float = 0.01) -> None:
+        super().__init__(l1=l1)
+
+
+class L2(L1L2):
+    """`tf.keras.regularizers.L2` (also `l2`): `l2 * sum(w**2)`."""
+
+    def __init__(self, l2: float = 0.01) -> None:
+        super().__init__(l2=l2)
+
+
+def get_regularizer(
+    spec: str | Callable[[torch.Tensor], torch.Tensor] | None,
+) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """A regularizer by Keras's name (`"l1"`, `"l2"`, `"l1_l2"`, with Keras's defaults), a
+    callable, or None."""
+    if isinstance(spec, str):
+        named: dict[str, Callable[[], L1L2]] = {"l1": L1, "l2": L2, "l1_l2": L1L2}
+        if spec.lower() not in named:
+            raise ValueError(f"tf_compat_grad.layers: unknown regularizer {spec!r}")
+        return named[spec.lower()]()
+    return spec
 
 
 def get_activation(

@@ -5,8 +5,9 @@ counts.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -69,6 +70,21 @@ def convert_to_tensor(
             "(TF refuses to truncate Python floats); cast the tensor instead"
         )
     return torch.as_tensor(value, dtype=dtype or inferred)
+
+
+def keras_clip(x: Any, min_value: Any, max_value: Any) -> torch.Tensor:
+    """`tf.keras.backend.clip`: `clip_by_value`, with Keras's fixes first: a number `max_value`
+    below a number `min_value` becomes `min_value`, None is unbounded.
+
+    >>> keras_clip(torch.tensor([-2.0, 0.5, 3.0]), 0.0, None)
+    tensor([0.0000, 0.5000, 3.0000])
+    """
+    numbers = isinstance(min_value, (int, float)) and isinstance(max_value, (int, float))
+    if numbers and max_value < min_value:
+        max_value = min_value
+    lower = -math.inf if min_value is None else min_value
+    upper = math.inf if max_value is None else max_value
+    return clip_by_value(x, lower, upper)
 
 
 def divide(x: Any, y: Any) -> torch.Tensor:
@@ -197,6 +213,19 @@ def _operands(x: Any, y: Any) -> tuple[torch.Tensor, torch.Tensor]:
     return convert_to_tensor(x), convert_to_tensor(y)
 
 
+def div_v1(x: Any, y: Any) -> torch.Tensor:
+    """`tf.compat.v1.div`, Python 2's `/`: floor division of integers, true division otherwise
+    (a Python number takes the other operand's dtype, as in TF).
+
+    >>> div_v1(torch.tensor([7, -7], dtype=torch.int32), 2), div_v1(torch.tensor([7.0]), 2)
+    (tensor([ 3, -4], dtype=torch.int32), tensor([3.5000]))
+    """
+    x, y = _operands(x, y)
+    if x.dtype.is_floating_point or x.dtype.is_complex:
+        return torch.div(x, y)
+    return torch.floor_divide(x, y)
+
+
 def maximum(x: Any, y: Any) -> torch.Tensor:
     """`tf.maximum`: on ties the whole gradient goes to x (`torch.maximum` splits it); a NaN
     in x or y gives NaN, as in TF (the gradient at a NaN x goes to x here, to y in TF).
@@ -314,3 +343,42 @@ def where_v1(condition: Any, x: Any, y: Any) -> torch.Tensor:
     if condition.shape != x.shape:
         condition = condition.reshape(-1, *[1] * (x.dim() - 1))
     return torch.where(condition, x, y)
+
+
+class TopK(NamedTuple):
+    """`tf.math.top_k`'s result: `values` and `indices` (int32), as TF names them."""
+
+    values: torch.Tensor
+    indices: torch.Tensor
+
+
+def top_k(input: Any, k: int = 1, sorted: bool = True) -> TopK:
+    """`tf.math.top_k`: the `k` largest entries of the last axis, largest first, equal entries
+    in index order as TF orders them, with their int32 indices; the gradient goes to the
+    entries taken.
+
+    >>> top_k(torch.tensor([1.0, 3.0, 3.0, 2.0]), 2)
+    TopK(values=tensor([3., 3.]), indices=tensor([1, 2], dtype=torch.int32))
+    """
+    values, indices = torch.sort(convert_to_tensor(input), dim=-1, descending=True, stable=True)
+    return TopK(values[..., : int(k)], indices[..., : int(k)].to(torch.int32))
+
+
+def check_numerics(tensor: Any, message: str) -> torch.Tensor:
+    """`tf.debugging.check_numerics`: the tensor, after checking it has no NaN or infinity
+    (raising ValueError with `message`, as TF raises InvalidArgumentError); its gradient is
+    checked the same way, as TF checks it.
+
+    >>> check_numerics(torch.tensor([1.0]), "x")
+    tensor([1.])
+    """
+
+    def check(value: torch.Tensor, what: str) -> torch.Tensor:
+        if not bool(torch.isfinite(value).all()):
+            raise ValueError(f"tf_compat_grad.tf_ops.check_numerics: {what}{message}: NaN or Inf")
+        return value
+
+    result = check(convert_to_tensor(tensor), "").clone()
+    if result.requires_grad:
+        result.register_hook(lambda grad: check(grad, "in the gradient: "))  # type: ignore[no-untyped-call]
+    return result

@@ -40,6 +40,31 @@ def gelu(features: torch.Tensor, approximate: bool = False) -> torch.Tensor:
     return 0.5 * features * (1.0 + torch.erf(features * 0.7071067690849304))
 
 
+def softmax(logits: torch.Tensor, axis: Any = None) -> torch.Tensor:
+    """`tf.nn.softmax` over an axis known at run time only (an int, a 0-d or 1-element int
+    tensor); None is the last axis, as in TF.
+
+    >>> softmax(torch.zeros(2, 2), None)
+    tensor([[0.5000, 0.5000],
+            [0.5000, 0.5000]])
+    """
+    return torch.softmax(logits, dim=_one_axis(axis, "softmax"))
+
+
+def log_softmax(logits: torch.Tensor, axis: Any = None) -> torch.Tensor:
+    """`tf.nn.log_softmax` over an axis known at run time only, as `softmax`."""
+    return torch.log_softmax(logits, dim=_one_axis(axis, "log_softmax"))
+
+
+def _one_axis(axis: Any, op: str) -> int:
+    if axis is None:
+        return -1
+    dims = dims_of(axis)
+    if len(dims) != 1:
+        raise ValueError(f"tf_compat_grad.tf_ops.{op}: TF takes one axis, got {axis!r}")
+    return dims[0]
+
+
 def sigmoid_cross_entropy_with_logits(labels: Any, logits: torch.Tensor) -> torch.Tensor:
     """`tf.nn.sigmoid_cross_entropy_with_logits`: TF's formula, `max(x, 0) - x * z +
     log1p(exp(-abs(x)))` with its `where`s (at x = 0 the gradient is 0.5 - z), the labels

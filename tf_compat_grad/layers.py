@@ -3,7 +3,8 @@ from a `tf.keras.layers.Layer` or `tf.Module` subclass.
 
 `Layer` builds on the first call as Keras does (`build(input_shape)` then `call`, here
 `forward`), `add_weight` creates Parameters (buffers for `trainable=False`) with Keras's
-initialisers, and floating inputs are cast to the layer's dtype as Keras casts them. `Dense`,
+initialisers (a `regularizer=`'s penalty is in `layer.losses`, as in Keras), and floating inputs
+are cast to the layer's dtype as Keras casts them. `Dense`,
 `Conv2D` (channels-last by default, as in Keras), `BatchNormalization`, `Dropout`, `Flatten` and
 the activation layers keep Keras's weight layouts, defaults and formulas.
 
@@ -40,6 +41,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._layer_parts import (
+    L1,
+    L1L2,
+    L2,
     Constant,
     GlorotNormal,
     GlorotUniform,
@@ -56,10 +60,14 @@ from ._layer_parts import (
     as_dtype,
     get_activation,
     get_initializer,
+    get_regularizer,
 )
 from ._tf_nn import same_padding
 
 __all__ = [
+    "L1",
+    "L1L2",
+    "L2",
     "Activation",
     "BatchNormalization",
     "Constant",
@@ -83,6 +91,7 @@ __all__ = [
     "Zeros",
     "get_activation",
     "get_initializer",
+    "get_regularizer",
 ]
 
 # The keyword arguments Keras's `Layer.__init__` accepts; those without effect here are ignored.
@@ -143,7 +152,8 @@ class Layer(Module):
         self.dtype = as_dtype(dtype)
         self.built = False
         self._weight_count = 0
-        self.losses: list[torch.Tensor] = []
+        self._added_losses: list[torch.Tensor] = []
+        self._regularized: list[tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]] = []
         self.register_forward_pre_hook(_build_and_cast, with_kwargs=True)
 
     def build(self, input_shape: Any) -> None:
@@ -169,12 +179,12 @@ class Layer(Module):
                 dtype,
                 kwargs.pop("initializer", None),
             )
-        for key in ("regularizer", "constraint"):
-            if kwargs.pop(key, None) is not None:
-                raise NotImplementedError(
-                    f"tf_compat_grad.layers: add_weight({key}=...) is not translated: apply it "
-                    "in the training loop (a loss term, a clamp after each step)"
-                )
+        regularizer = get_regularizer(kwargs.pop("regularizer", None))
+        if kwargs.pop("constraint", None) is not None:
+            raise NotImplementedError(
+                "tf_compat_grad.layers: add_weight(constraint=...) is not translated: apply it "
+                "in the training loop (a clamp after each step)"
+            )
         kwargs.pop("aggregation", None), kwargs.pop("synchronization", None)
         kwargs.pop("use_resource", None), kwargs.pop("autocast", None)
         if kwargs:
@@ -191,6 +201,8 @@ class Layer(Module):
         if trainable and self.trainable:
             weight = nn.Parameter(value)
             self.register_parameter(key, weight)
+            if regularizer is not None:
+                self._regularized.append((weight, regularizer))
             return weight
         self.register_buffer(key, value)
         return value
@@ -198,7 +210,15 @@ class Layer(Module):
     def add_loss(self, loss: torch.Tensor) -> None:
         """Keep a loss term in `self.losses` (Keras adds them to the training loss; add them
         to yours)."""
-        self.losses.append(loss)
+        self._added_losses.append(loss)
+
+    @property
+    def losses(self) -> list[torch.Tensor]:
+        """The `add_loss` terms of the layer and its sublayers, then the penalties of their
+        regularized weights, computed from the weights' current values, as in Keras."""
+        layers = [m for m in self.modules() if isinstance(m, Layer)]
+        found = [loss for layer in layers for loss in layer._added_losses]
+        return found + [fn(w) for layer in layers for w, fn in layer._regularized]
 
     def get_config(self) -> dict[str, Any]:
         return {"name": self.name, "trainable": self.trainable, "dtype": str(self.dtype)[6:]}

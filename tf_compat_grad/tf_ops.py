@@ -16,12 +16,16 @@ tensor([0.6000, 0.8000])
 
 from ._tf_control import control_dependencies as control_dependencies
 from ._tf_control import while_loop as while_loop
+from ._tf_math import TopK as TopK
 from ._tf_math import bincount as bincount
+from ._tf_math import check_numerics as check_numerics
 from ._tf_math import clip_by_norm as clip_by_norm
 from ._tf_math import clip_by_value as clip_by_value
 from ._tf_math import convert_to_tensor as convert_to_tensor
+from ._tf_math import div_v1 as div_v1
 from ._tf_math import divide as divide
 from ._tf_math import divide_no_nan as divide_no_nan
+from ._tf_math import keras_clip as keras_clip
 from ._tf_math import l2_normalize as l2_normalize
 from ._tf_math import maximum as maximum
 from ._tf_math import minimum as minimum
@@ -35,33 +39,41 @@ from ._tf_math import reduce_prod as reduce_prod
 from ._tf_math import reduce_std as reduce_std
 from ._tf_math import reduce_sum as reduce_sum
 from ._tf_math import reduce_variance as reduce_variance
+from ._tf_math import top_k as top_k
 from ._tf_math import where_v1 as where_v1
 from ._tf_nn import avg_pool2d as avg_pool2d
 from ._tf_nn import batch_normalization as batch_normalization
 from ._tf_nn import conv2d as conv2d
 from ._tf_nn import gelu as gelu
+from ._tf_nn import log_softmax as log_softmax
 from ._tf_nn import max_pool2d as max_pool2d
 from ._tf_nn import moments as moments
 from ._tf_nn import same_padding as same_padding
 from ._tf_nn import selu as selu
 from ._tf_nn import sigmoid_cross_entropy_with_logits as sigmoid_cross_entropy_with_logits
+from ._tf_nn import softmax as softmax
 from ._tf_nn import (
     sparse_softmax_cross_entropy_with_logits as sparse_softmax_cross_entropy_with_logits,
 )
 
 __all__ = [
+    "TopK",
     "avg_pool2d",
     "batch_normalization",
     "bincount",
+    "check_numerics",
     "clip_by_norm",
     "clip_by_value",
     "control_dependencies",
     "conv2d",
     "convert_to_tensor",
+    "div_v1",
     "divide",
     "divide_no_nan",
     "gelu",
+    "keras_clip",
     "l2_normalize",
+    "log_softmax",
     "max_pool2d",
     "maximum",
     "minimum",
@@ -79,7 +91,9 @@ __all__ = [
     "same_padding",
     "selu",
     "sigmoid_cross_entropy_with_logits",
+    "softmax",
     "sparse_softmax_cross_entropy_with_logits",
+    "top_k",
     "where_v1",
     "while_loop",
 ]

@@ -21,9 +21,10 @@ A dict for a function, `{"call": (args,), "call_kwargs": {...}}`, calls it with 
 arguments (recorded as "kwargs").
 
 Keras layers compute in the layer's "floatx", else the file's `KERAS_FLOATX`, else float64. The
-layer is built by a first call, every tf.Variable it holds is then set to fixed values and
-recorded under its attribute path (`"kernel"`, `"dense._kernel"`: load the same values into the
-same attributes of the ported module), and the second call is recorded as a function's is, with
+layer is built by a first call, every variable it holds (a tf.Variable, or a Keras 3 variable
+from `add_weight`) is then set to fixed values and recorded under its attribute path
+(`"kernel"`, `"dense.kernel"` for Keras 3's `Dense._kernel`, read through its `kernel`
+property: load the same values into the same attributes of the ported module), and the second call is recorded as a function's is, with
 the layer's trainable weights, in attribute-path order, after the tensor inputs as sources.
 """
 
@@ -76,11 +77,14 @@ def argument(spec: Any) -> Any:
 
 
 def weights(obj: Any, prefix: str = "") -> dict[str, tf.Variable]:
-    """The tf.Variables `obj` holds, by attribute path, through nested layers and modules."""
+    """The tf.Variables and Keras 3 variables `obj` holds, by attribute path, through nested
+    layers and modules; `_kernel` is recorded as `kernel`, the public property reading it."""
     found: dict[str, tf.Variable] = {}
     for name, value in sorted(vars(obj).items()):
-        if isinstance(value, tf.Variable):
-            found.setdefault(prefix + name, value)
+        if isinstance(value, (tf.Variable, tf.keras.Variable)):
+            public = name.lstrip("_")
+            shown = public if isinstance(getattr(type(obj), public, None), property) else name
+            found.setdefault(prefix + shown, value)
         elif isinstance(value, (tf.keras.layers.Layer, tf.Module)) and name != "_parent":
             found.update(weights(value, f"{prefix}{name}."))
     return found
@@ -94,7 +98,8 @@ def record_layer(cls: Any, spec: dict[str, Any], floatx: str) -> dict[str, Any]:
     getattr(layer, spec.get("method", "__call__"))(*args, **call_kwargs)  # builds the weights
     held = weights(layer)
     for k, variable in enumerate(held.values()):
-        variable.assign(pattern(tuple(variable.shape), 20 + k).astype(variable.dtype.name))
+        dtype = getattr(variable.dtype, "name", variable.dtype)  # a Keras 3 dtype is a str
+        variable.assign(pattern(tuple(variable.shape), 20 + k).astype(dtype))
     trainable = [path for path, v in held.items() if v.trainable]
     method = getattr(layer, spec["method"]) if "method" in spec else layer
     case = record(

@@ -7,7 +7,8 @@ from __future__ import annotations
 import libcst as cst
 
 from ._rule import Rule, Variant, placeholders
-from ._syntax import _dotted
+from ._syntax import _code, _dotted
+from ._table_keras import FLOATX
 from ._table_tensors import DTYPES
 
 
@@ -114,6 +115,17 @@ def _simple(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) or _number(node) is not None
 
 
+# TF1's deprecated parameter names, each the same parameter as the name it maps to (in the
+# functions that have both: `tf.compat.v1.reduce_sum(x, keep_dims=True)`).
+_DEPRECATED_NAMES = {
+    "keep_dims": "keepdims",
+    "reduction_indices": "axis",
+    "dim": "axis",
+    "dimension": "axis",
+    "squeeze_dims": "axis",
+}
+
+
 def _choose(
     rule: Rule, call: cst.Call, subscripted: bool, ints: frozenset[str] = frozenset()
 ) -> tuple[Variant, dict[str, cst.BaseExpression]]:
@@ -134,7 +146,12 @@ def _choose(
         else:
             param = arg.keyword.value
         given[param] = arg.value
+    for old, new in _DEPRECATED_NAMES.items():  # TF1's spellings of the same parameter
+        if old in given and new in rule.params and new not in given:
+            given[new] = given.pop(old)
     dtype = given.get("dtype")
+    if dtype is not None and _code(dtype) == FLOATX:  # `dtype=K.floatx()`
+        given["dtype"] = cst.parse_expression("torch.get_default_dtype()")
     if isinstance(dtype, cst.SimpleString):  # TF takes a dtype's name too
         name = dtype.evaluated_value
         if name not in DTYPES:

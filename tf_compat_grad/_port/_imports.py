@@ -22,9 +22,11 @@ _KERAS_PACKAGES = ("keras", "tf_keras")  # Keras 3 and Keras 2 on their own: `te
 
 
 def _tensorflow_module(module: str) -> str:
-    """The module's name under tensorflow: `keras.layers` is `tensorflow.keras.layers`."""
+    """The module's name under tensorflow: `keras.layers` is `tensorflow.keras.layers`, and
+    Keras 3's implementation package `keras.src.saving` is its public `keras.saving`."""
     root, _, rest = module.partition(".")
     if root in _KERAS_PACKAGES:
+        rest = "" if rest == "src" else rest.removeprefix("src.")
         return "tensorflow.keras" + ("." + rest if rest else "")
     return module
 
@@ -307,7 +309,8 @@ class _Imports(_PorterState):
             v1 = name.removeprefix("compat.v1.")
             if v1 != name and name not in TABLE:  # tf.compat.v1.NAME: the same as tf.NAME?
                 first = v1.split(".")[0]
-                return V1_ALIASES.get(v1, v1 if first in V1_ALIASES else name)
+                same = first in V1_ALIASES or first == "keras"  # tf.compat.v1.keras is tf.keras
+                return V1_ALIASES.get(v1, v1 if same else name)
             return name
         if node.value in self.direct and not parts:
             return self.direct[node.value]

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from ._rule import _PLACEHOLDER, Rule, Variant
 from ._table_internal import internal_rules
-from ._table_keras import KERAS_RULES
+from ._table_keras import KERAS_RULES, keras_backend_rules
 from ._table_math import MATH_RULES
 from ._table_nn import NN_RULES
 from ._table_shapes import SHAPE_RULES
 from ._table_tensors import TENSOR_RULES
 from ._table_untranslated import UNTRANSLATED_RULES
 from ._table_v1 import MODE_SWITCHES as MODE_SWITCHES
+from ._table_v1 import NAME_SCOPES as NAME_SCOPES
 from ._table_v1 import v1_aliases, v1_rules
 from ._tf_names import PUBLIC_OPS
 
@@ -35,6 +36,7 @@ TABLE: dict[str, Rule] = {name: rule for rule in RULES for name in rule.names}
 # `tensorflow.compat.v1`: its own functions' rules under `compat.v1.NAME`, and its names that
 # are a table name's (looked up through `V1_ALIASES`, see `_imports.tf_name`).
 TABLE.update((name, rule) for rule in v1_rules(TABLE) for name in rule.names)
+TABLE.update((name, rule) for rule in keras_backend_rules(TABLE) for name in rule.names)
 V1_ALIASES: dict[str, str] = v1_aliases(TABLE)
 # TensorFlow's internal modules: `python.ops.math_ops.sigmoid` is `sigmoid` (`_table_internal`).
 TABLE.update((name, rule) for rule in internal_rules(TABLE, V1_ALIASES) for name in rule.names)

@@ -4,9 +4,15 @@ whose formulas `tf_compat_grad.layers` keeps, initialisers and activations."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
+
 from ._rule import Rule, _v
 
 _KERAS = ("keras.", "keras.layers.")
+# `tf.keras.backend.floatx()`: a dtype's name, as in TF (passed as a dtype, it is
+# `torch.get_default_dtype()`: see `_arguments`).
+FLOATX = "str(torch.get_default_dtype()).removeprefix('torch.')"
 
 
 def _keras(name: str, target: str, note: str = "", defaults: tuple[str, ...] = ()) -> Rule:
@@ -96,11 +102,20 @@ KERAS_RULES: tuple[Rule, ...] = (
     # --- initialisers and activations -------------------------------------------------------
     *(
         Rule(
-            (f"keras.initializers.{name}", *((v1,) if v1 else ())),
+            (f"keras.initializers.{name}", f"initializers.{name}", *((v1,) if v1 else ())),
             value=f"layers.{name}",
             note="The same distribution, torch's random numbers.",
         )
         for name, v1 in _INITIALIZERS
+    ),
+    *(
+        Rule(
+            (f"keras.regularizers.{name}", f"keras.regularizers.{alias}"),
+            value=f"layers.{name}",
+            note="Keras 3's factors and defaults; the penalty of a weight created with "
+            "`add_weight(regularizer=...)` is in `layer.losses`, computed from its current value.",
+        )
+        for name, alias in (("L1", "l1"), ("L2", "l2"), ("L1L2", "l1_l2"))
     ),
     *(
         Rule(
@@ -115,7 +130,7 @@ KERAS_RULES: tuple[Rule, ...] = (
     Rule(
         ("keras.backend.floatx",),
         (),
-        (_v("str(torch.get_default_dtype()).removeprefix('torch.')"),),
+        (_v(FLOATX),),
         note="Keras's global float type is torch's default dtype here.",
     ),
     Rule(
@@ -139,3 +154,60 @@ KERAS_RULES: tuple[Rule, ...] = (
         "counterpart (torch saves `state_dict`s).",
     ),
 )
+
+
+# `tf.keras.backend` functions that are the TensorFlow function of the same semantics (Keras's
+# legacy backend calls it): each takes that function's rule, under `keras.backend.NAME`.
+_BACKEND_SAME = {
+    "abs": "abs",
+    "sign": "sign",
+    "round": "round",
+    "cast": "cast",
+    "exp": "exp",
+    "log": "math.log",
+    "square": "square",
+    "pow": "pow",
+    "sin": "sin",
+    "cos": "cos",
+    "sigmoid": "sigmoid",
+    "tanh": "tanh",
+    "softplus": "nn.softplus",
+    "softsign": "math.softsign",
+    "equal": "equal",
+    "not_equal": "not_equal",
+    "greater": "greater",
+    "greater_equal": "greater_equal",
+    "less": "less",
+    "less_equal": "less_equal",
+    "maximum": "maximum",
+    "minimum": "minimum",
+    "stop_gradient": "stop_gradient",
+    "ones_like": "ones_like",
+    "zeros_like": "zeros_like",
+    "reshape": "reshape",
+    "transpose": "transpose",
+    "sum": "reduce_sum",
+    "mean": "reduce_mean",
+    "max": "reduce_max",
+    "min": "reduce_min",
+    "prod": "reduce_prod",
+    "std": "math.reduce_std",
+    "var": "math.reduce_variance",
+    "l2_normalize": "linalg.l2_normalize",
+}
+
+
+def keras_backend_rules(table: Mapping[str, Rule]) -> list[Rule]:
+    """`tf.keras.backend.NAME` for the functions of `_BACKEND_SAME`, and `clip` (Keras's own:
+    a `max_value` below `min_value` becomes `min_value`, None is unbounded)."""
+    rules = [
+        dataclasses.replace(table[target], names=("keras.backend." + name,))
+        for name, target in _BACKEND_SAME.items()
+        if target in table
+    ]
+    clip = Rule(
+        ("keras.backend.clip",),
+        ("x", "min_value", "max_value"),
+        (_v("tf_ops.keras_clip({x}, {min_value}, {max_value})"),),
+    )
+    return [*rules, clip]

@@ -185,6 +185,24 @@ MATH_RULES: tuple[Rule, ...] = (
         "second derivatives match too.",
     ),
     Rule(
+        ("math.top_k", "nn.top_k"),
+        ("input", "k", "sorted", "index_type", "name"),
+        (
+            _v("tf_ops.top_k({input}, {k})"),
+            _v("tf_ops.top_k({input})"),
+        ),
+        flags={"sorted": True},
+        note="`values` and int32 `indices`, largest first, equal entries in index order as "
+        "TF orders them (`torch.topk` does not promise an order for ties).",
+        otherwise="`sorted=False` and `index_type=` are not translated",
+    ),
+    Rule(
+        ("debugging.check_numerics",),
+        ("tensor", "message", "name"),
+        (_v("tf_ops.check_numerics({tensor}, {message})"),),
+        note="Raises on a NaN or an infinity, in the tensor and in its gradient, as TF does.",
+    ),
+    Rule(
         ("math.reduce_std",),
         ("input_tensor", "axis", "keepdims", "name"),
         (

@@ -12,9 +12,10 @@ NN_RULES: tuple[Rule, ...] = (
         (
             _v("torch.softmax({logits}, dim={axis})", "axis:axis"),
             _v("torch.softmax({logits}, dim=-1)"),
+            _v("tf_ops.softmax({logits}, {axis})"),
         ),
-        note="No axis: the last, in both.",
-        otherwise="`axis` must be a literal int",
+        note="No axis: the last, in both; an axis known at run time only (None is the last) "
+        "goes to `tf_ops.softmax`.",
     ),
     Rule(
         ("nn.log_softmax", "math.log_softmax"),
@@ -22,9 +23,10 @@ NN_RULES: tuple[Rule, ...] = (
         (
             _v("torch.log_softmax({logits}, dim={axis})", "axis:axis"),
             _v("torch.log_softmax({logits}, dim=-1)"),
+            _v("tf_ops.log_softmax({logits}, {axis})"),
         ),
-        note="No axis: the last, in both.",
-        otherwise="`axis` must be a literal int",
+        note="No axis: the last, in both; an axis known at run time only (None is the last) "
+        "goes to `tf_ops.log_softmax`.",
     ),
     _activation(("nn.elu",), "torch.nn.functional.elu", "The gradient at 0 is 1, in both."),
     Rule(

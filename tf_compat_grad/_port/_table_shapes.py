@@ -168,9 +168,13 @@ SHAPE_RULES: tuple[Rule, ...] = (
     Rule(
         ("reshape",),
         ("tensor", "shape", "name"),
-        (_v("torch.reshape({tensor}, {shape})"),),
+        (
+            _v("torch.reshape({tensor}, list({shape}))", "shape:name"),
+            _v("torch.reshape({tensor}, {shape})"),
+        ),
         note="A whole `tf.shape(x)` as the shape becomes `x.shape` (also in `tf.ones`, "
-        "`tf.zeros`, `tf.fill`).",
+        "`tf.zeros`, `tf.fill`); a shape held in a name (an int tensor, as `tf.shape(x)` "
+        "stored, or a list) is passed as a list.",
     ),
     Rule(
         ("einsum", "linalg.einsum"),

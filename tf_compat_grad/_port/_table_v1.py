@@ -28,6 +28,27 @@ _V1_RULES = (
         ),
         note="TF1's `where` does not broadcast: a vector condition picks rows of x and y.",
     ),
+    Rule(
+        ("compat.v1.div",),
+        ("x", "y", "name"),
+        (_v("tf_ops.div_v1({x}, {y})"),),
+        note="Python 2's `/`: floor division of integers, true division otherwise.",
+    ),
+    *(
+        Rule(
+            (f"compat.v1.to_{name}",),
+            ("x", "name"),
+            (_v(f"torch.as_tensor({{x}}).to(torch.{dtype})"),),
+            note=f"`tf.cast(x, tf.{dtype})`.",
+        )
+        for name, dtype in (
+            ("float", "float32"),
+            ("double", "float64"),
+            ("int32", "int32"),
+            ("int64", "int64"),
+            ("bfloat16", "bfloat16"),
+        )
+    ),
 )
 # Names that are not functions and mean the same in TF1 (dtypes, classes, constants).
 _SAME_VALUES = (
@@ -92,6 +113,13 @@ MODE_SWITCHES = frozenset(
         "compat.v1.enable_resource_variables",
         "config.run_functions_eagerly",
     }
+)
+
+
+# Context managers that only name the ops built inside them: a `with` of one (without `as`) is
+# replaced by its body. A `tf.compat.v1.get_variable` inside a variable scope stays flagged.
+NAME_SCOPES = frozenset(
+    {"name_scope", "compat.v1.name_scope", "compat.v1.variable_scope", "keras.backend.name_scope"}
 )
 
 

@@ -26,7 +26,7 @@ from ._classes import _Classes
 from ._report import KEPT, MARK, Entry, PortResult
 from ._rule import _PLACEHOLDER, Rule, placeholders
 from ._syntax import _CONTAINERS, _OPERATORS, _assigned_values, _code, _comments, _dotted, _Rename
-from ._table import MODE_SWITCHES, TABLE
+from ._table import MODE_SWITCHES, NAME_SCOPES, TABLE
 from ._template import _ATOMS, _OPERANDS, _Fill, _parsed, _roots, _wrapped
 
 # Decorators without effect in torch, removed with their arguments.
@@ -294,6 +294,10 @@ class _Porter(_Classes):
 
     def visit_With(self, node: cst.With) -> None:
         call = node.items[0].item if node.items else None
+        alone = len(node.items) == 1 and node.items[0].asname is None
+        if isinstance(call, cst.Call) and alone and self.tf_name(call.func) in NAME_SCOPES:
+            self.removed |= {id(call), id(node)}  # `with tf.name_scope(...):` -> its body
+            return
         if not isinstance(call, cst.Call) or self.tf_name(call.func) != "GradientTape":
             return
         body = self.functions[-1].body if self.functions else self.module
@@ -318,6 +322,10 @@ class _Porter(_Classes):
     def leave_With(
         self, original_node: cst.With, updated_node: cst.With
     ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        if id(original_node) in self.removed:
+            scope = cst.ensure_type(original_node.items[0].item, cst.Call).func
+            self.translated(original_node, f"with {_dotted(scope)}", "(removed: names only)")
+            return cst.FlattenSentinel(cst.ensure_type(updated_node.body, cst.IndentedBlock).body)
         tape = self.tapes.get(id(original_node))
         if tape is None:
             return updated_node
@@ -377,8 +385,11 @@ class _Porter(_Classes):
         return result
 
     def visit_Expr(self, node: cst.Expr) -> None:
+        """A statement switching TF's execution mode, or writing a summary (`tf.summary.*`, a
+        no-op without a default writer; the numbers do not depend on it), is removed."""
         call = node.value
-        if isinstance(call, cst.Call) and self.tf_name(call.func) in MODE_SWITCHES:
+        name = self.tf_name(call.func) if isinstance(call, cst.Call) else None
+        if name in MODE_SWITCHES or (name or "").startswith(("summary.", "compat.v1.summary.")):
             self.removed.add(id(call))
 
     def leave_Expr(
@@ -387,7 +398,10 @@ class _Porter(_Classes):
         if id(original_node.value) not in self.removed:
             return updated_node
         shown = _dotted(cst.ensure_type(original_node.value, cst.Call).func)
-        self.translated(original_node, shown, "(removed: torch runs eagerly)")
+        why = (
+            "torch runs eagerly" if "summary." not in shown else "log with torch.utils.tensorboard"
+        )
+        self.translated(original_node, shown, f"(removed: {why})")
         return cst.RemoveFromParent()
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:

@@ -171,9 +171,25 @@ def call_under_transform(
 
 
 def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
-    """The `setup_context`-style Function class for f; see Note [transforms]."""
+    """The `setup_context`-style Function class for f; see Note [transforms]. Its methods take
+    f from the call's `Layout`, so the class is made once per code object: a function decorated
+    again (inside `forward`, on every call) reuses it, and it holds no decoration's closure."""
+    code = getattr(f, "__code__", None)
+    if code is None:
+        return _make_transform_node(f)
+    key = (code, getattr(f, "__name__", None), getattr(f, "__module__", None))
+    node = _TRANSFORM_NODES.get(key)
+    if node is None:
+        node = _TRANSFORM_NODES[key] = _make_transform_node(f)
+    return node
 
+
+_TRANSFORM_NODES: dict[tuple[Any, ...], type[torch.autograd.Function]] = {}
+
+
+def _make_transform_node(named_after: Callable[..., Any]) -> type[torch.autograd.Function]:
     def forward(call: _Call, *inputs: torch.Tensor) -> tuple[Any, ...]:
+        f = call.layout.f
         rng = RngState()
         with torch.set_grad_enabled(call.grad_enabled):
             # f runs on the primals of dual inputs, so that the decorated functions its grad_fn
@@ -200,6 +216,7 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         ctx: Any, inputs: Sequence[torch.Tensor], forward_mode: bool = False
     ) -> Callable[..., Any]:
         aux: _Aux = ctx.aux
+        f = ctx.call.layout.f
         further = differentiated_further(inputs)
         if forward_mode and further == "jvp":
             raise CustomGradientNotImplementedError(
@@ -278,7 +295,7 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
             if need
         )
         if getattr(in_jvp, "active", False):
-            raise CustomGradientNotImplementedError(_jvp_reentered(f))
+            raise CustomGradientNotImplementedError(_jvp_reentered(ctx.call.layout.f))
         in_jvp.active = True
         try:
             pullback = torch.func.vjp(vjp, *zeros)[1]
@@ -287,7 +304,7 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
             in_jvp.active = False
         return (*(next(output_tangents) if v else None for v in varying), None)
 
-    in_jvp = threading.local()  # whether this thread is applying f's rule in jvp
+    in_jvp = threading.local()  # whether this thread is applying the rule in jvp
 
     # Note [compile under torch.func]
     forward = never_compiled(forward)
@@ -297,7 +314,7 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
     # Function.apply would otherwise call inspect.signature(forward) on every call.
     forward.__signature__ = inspect.signature(forward)  # type: ignore[attr-defined]
     return node_class(
-        f,
+        named_after,
         forward=staticmethod(forward),
         setup_context=staticmethod(setup_context),
         backward=staticmethod(backward),

@@ -23,7 +23,7 @@ one (`_run._structure`) or one object reached by two names costs a guard evaluat
 Guard evaluation was most of the compiled gap to a hand-written Function. So the traced path
 reads names, never modules; what depends on constants alone is computed by a function that
 Dynamo runs as Python while tracing, its result a constant of the frame with no guard
-(`_tensors_layout`, `_is_tensor_class`, `transforms_active_while_tracing`); grad mode is set
+(`_plain_layout`, `_is_tensor_class`, `transforms_active_while_tracing`); grad mode is set
 directly, not through `torch.no_grad`; and one node class, `_CompileNode`, serves every
 decorated function, taking f and grad_fn as arguments of `apply`.
 
@@ -87,6 +87,7 @@ from ._run import UNBOUND, Layout
 from ._torch_internals import (
     DYNAMO_TRACES_WATCHER,
     graph_break,
+    is_dynamo_compiling,
     is_exporting,
     run_while_tracing,
     set_grad_mode,
@@ -112,10 +113,10 @@ def call_compiled(
     """Call f through the compile node (Note [compile]). `described`: f by name, file and
     line, made before Dynamo traces (which misreads f's attributes). Written for few guards
     (Note [compile guards])."""
-    layout = _tensors_layout(bound is not UNBOUND, [arg.__class__ for arg in args])
-    if layout is not None and not any(arg.is_nested for arg in args):
+    layout = _plain_layout(bound is not UNBOUND, [arg.__class__ for arg in args])
+    if layout is not None and not any(args[i].is_nested for i in layout[3]):
         flat_args: Sequence[Any] = args
-        inputs: Sequence[torch.Tensor] = args
+        inputs: Sequence[torch.Tensor] = [args[i] for i in layout[3]]
     else:
         flat_args, full, inputs = _run.inputs(f, bound, args)
         layout = (full.bound, full.spec, full.n_args, full.positions)
@@ -125,17 +126,20 @@ def call_compiled(
         result, grad_fn, variables = run_watched(f, bound, args, kwargs, flat_args, None, False)
     finally:
         set_grad_mode(prior)
-    if _is_tensor_class(result.__class__):
+    # How the outputs are rebuilt: "one" tensor, a "tuple" of tensors, else by their spec.
+    kind = result.__class__
+    if _is_tensor_class(kind):
         outputs: Sequence[torch.Tensor] = (result.detach(),)
-        out_spec = None
+        rebuild: Any = "one"
+    elif _is_tuple_class(kind) and _all_tensor_classes([o.__class__ for o in result]):
+        outputs, rebuild = tuple(o.detach() for o in result), "tuple"
     else:
-        outputs, out_spec = _run.outputs(f, result)
+        outputs, rebuild = _run.outputs(f, result)
     if is_exporting():  # Note [export]
-        exported = _exported(described, outputs, [*inputs, *variables])
-        return exported[0] if out_spec is None else _structure.unflatten(out_spec, exported)
+        return _rebuilt(rebuild, _exported(described, outputs, [*inputs, *variables]))
     if not variables and not any(t.requires_grad for t in inputs):
-        return outputs[0] if out_spec is None else _structure.unflatten(out_spec, outputs)
-    if out_spec is not None and len(outputs) > 1 and type(grad_fn) is types.FunctionType:
+        return _rebuilt(rebuild, outputs)
+    if len(outputs) > 1 and _is_function_class(type(grad_fn)):
         # Note [upstreams under compile]
         refusal = _upstreams_refusal(grad_fn.__code__, len(outputs), bool(variables), described)
         if refusal:
@@ -144,7 +148,18 @@ def call_compiled(
     node_outputs = _CompileNode.apply(  # type: ignore[no-untyped-call]
         (*layout, variables), f, grad_fn, len(outputs), *outputs, *inputs, *variables
     )
-    return node_outputs[0] if out_spec is None else _structure.unflatten(out_spec, node_outputs)
+    return _rebuilt(rebuild, node_outputs)
+
+
+def _rebuilt(rebuild: Any, outputs: Sequence[torch.Tensor]) -> Any:
+    if rebuild == "one":
+        return outputs[0]
+    if rebuild == "tuple":
+        return tuple(outputs)
+    return _structure.unflatten(rebuild, outputs)
+
+
+# Trace-time constants of the compile path, read from classes (Note [compile guards]).
 
 
 @run_while_tracing
@@ -153,13 +168,32 @@ def _is_tensor_class(kind: type) -> bool:
 
 
 @run_while_tracing
-def _tensors_layout(bound: bool, kinds: list[type]) -> tuple[Any, ...] | None:
+def _is_tuple_class(kind: type) -> bool:
+    return kind is tuple
+
+
+@run_while_tracing
+def _is_function_class(kind: type) -> bool:
+    return kind is types.FunctionType
+
+
+@run_while_tracing
+def _all_tensor_classes(kinds: list[type]) -> bool:
+    return all(kind is torch.Tensor for kind in kinds)
+
+
+_NUMBERS = (bool, int, float, complex, str)
+
+
+@run_while_tracing
+def _plain_layout(bound: bool, kinds: list[type]) -> tuple[Any, ...] | None:
     """The `Layout` constants of a call whose positional arguments are of these types, when
-    they are all tensors, as one constant of the traced frame; None otherwise."""
-    if not all(issubclass(kind, torch.Tensor) for kind in kinds):
+    each is a tensor or a Python number or string (which `_run.inputs` accepts as they are);
+    None otherwise."""
+    positions = tuple(i for i, kind in enumerate(kinds) if issubclass(kind, torch.Tensor))
+    if len(positions) + sum(kind in _NUMBERS for kind in kinds) != len(kinds):
         return None
-    n = len(kinds)
-    return bound, _structure.tuple_spec(n), n, tuple(range(n))
+    return bound, _structure.tuple_spec(len(kinds)), len(kinds), positions
 
 
 def decorated_while_tracing(f: Any) -> Callable[..., Any] | None:
@@ -302,5 +336,12 @@ class _CompileNode(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
         needs = ctx.needs_input_grad[4 + ctx.n_outputs :]
-        grads = ctx.record.gradients(ctx.grad_fn, upstream, needs)
+        try:
+            grads = ctx.record.gradients(ctx.grad_fn, upstream, needs)
+        except Exception as error:
+            if is_dynamo_compiling():
+                # Dynamo, tracing backward, met the refusal: a graph break, so that backward
+                # runs as Python and raises it (under fullgraph=True, the error shows it).
+                graph_break(str(error))
+            raise
         return (None, None, None, None, *(None for _ in range(ctx.n_outputs)), *grads)

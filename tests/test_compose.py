@@ -148,8 +148,9 @@ def explained_guards(fn, *args) -> int:
 
 
 # How many more Dynamo guards a compiled decorated call may have than the same op written as a
-# hand-written Function (torch 2.13: log1pexp 78 against 23; it was 110).
-EXTRA_GUARDS = 56
+# hand-written Function (torch 2.13: log1pexp 78 against 23, give or take one or two with what
+# ran before in the process; it was 110 against 23).
+EXTRA_GUARDS = 60
 
 
 @pytest.mark.traced_compile
@@ -577,6 +578,26 @@ def test_decorating_inside_compile_is_one_graph_that_follows_the_rule(dynamo, fu
         torch.testing.assert_close(module.weight.grad, torch.tensor(21.0, dtype=D))
     assert backend.graphs == 1
     assert not counters["graph_break"]
+
+
+@pytest.mark.traced_compile
+def test_a_decoration_made_while_compiling_and_called_in_eager_mode_takes_the_eager_path(dynamo):
+    kept = []
+
+    def forward(x):
+        @custom_gradient
+        def exp(t):
+            e = torch.exp(t)
+            return e, lambda dy: dy * e  # second order flows through e's own graph
+
+        kept.append(exp)
+        return exp(x)
+
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+    torch.compile(forward, backend="eager", fullgraph=True)(x)
+    (dx,) = torch.autograd.grad(kept[0](x).sum(), x, create_graph=True)  # outside Dynamo
+    (ddx,) = torch.autograd.grad(dx.sum(), x)
+    torch.testing.assert_close(ddx, torch.exp(x.detach()))  # the compile node would give 0
 
 
 @pytest.mark.traced_compile

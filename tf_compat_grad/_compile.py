@@ -32,7 +32,9 @@ TensorFlow code often defines `@tf.custom_gradient` inside `call`, a new decorat
 and `port` translates it as it is. Making a `CustomGradient` makes classes, which Dynamo cannot
 trace. While Dynamo traces, `custom_gradient(f)` of a plain function returns a nested function
 that calls f through `_CompileNode` instead, as a decorated call does (`decorated_while_tracing`):
-Dynamo traces it like any closure, in one graph and without a recompile per decoration. Where
+Dynamo traces it like any closure, in one graph and without a recompile per decoration. Kept
+and called later outside Dynamo, or under a `torch.func` transform, it decorates f then and
+calls that, so that such a call takes the path a decorated call would. Where
 a decorated call would leave the graph (torch < 2.13, a `torch.func` transform) and for the
 wrappers of `recompute_grad` and `grad_pass_through`, the decoration is a graph break, and under
 `fullgraph=True` an error that names f and says to decorate it once, outside the compiled code.
@@ -96,6 +98,7 @@ from ._torch_internals import (
 from ._watcher import run_watched
 
 _grad_enabled = torch.is_grad_enabled
+_is_compiling = torch.compiler.is_compiling
 
 # The call's `Layout` and variables as plain constants, the only kind of non-tensor argument
 # Dynamo passes through `apply` on every supported torch (Note [compile]): (bound, spec,
@@ -196,10 +199,13 @@ def _plain_layout(bound: bool, kinds: list[type]) -> tuple[Any, ...] | None:
     return bound, _structure.tuple_spec(len(kinds)), len(kinds), positions
 
 
-def decorated_while_tracing(f: Any) -> Callable[..., Any] | None:
+def decorated_while_tracing(
+    f: Any, decorate: Callable[[Any], Callable[..., Any]]
+) -> Callable[..., Any] | None:
     """What `custom_gradient(f)` returns while Dynamo traces the code that decorates f (Note
     [decorating while compiling]): a function that calls f through the compile node, or None
-    where the decoration must leave the graph."""
+    where the decoration must leave the graph. Called outside Dynamo, or under a `torch.func`
+    transform, the function decorates f with `decorate` (`custom_gradient`) and calls that."""
     if (
         not DYNAMO_TRACES_WATCHER
         or transforms_active_while_tracing()
@@ -210,7 +216,9 @@ def decorated_while_tracing(f: Any) -> Callable[..., Any] | None:
     described = _described_code(f.__code__)
 
     def decorated(*args: Any, **kwargs: Any) -> Any:
-        return call_compiled(f, UNBOUND, args, kwargs, described)
+        if _is_compiling() and not transforms_active_while_tracing():
+            return call_compiled(f, UNBOUND, args, kwargs, described)
+        return decorate(f)(*args, **kwargs)
 
     return decorated
 

@@ -354,7 +354,7 @@ def custom_gradient(f: Any = None, *, example: Any = None, surrogate: str | None
     if f is None:
         return functools.partial(custom_gradient, example=example, surrogate=surrogate)
     if is_dynamo_compiling():  # Note [decorating while compiling] in _compile.py
-        traced = decorated_while_tracing(f)
+        traced = decorated_while_tracing(f, custom_gradient)
         if traced is not None:
             return traced
         graph_break(_decorated_while_compiling(f))  # under fullgraph=True, the error

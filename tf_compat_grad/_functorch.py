@@ -44,6 +44,8 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+import types
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -175,16 +177,21 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
     f from the call's `Layout`, so the class is made once per code object: a function decorated
     again (inside `forward`, on every call) reuses it, and it holds no decoration's closure."""
     code = getattr(f, "__code__", None)
-    if code is None:
+    if type(code) is not types.CodeType:
         return _make_transform_node(f)
-    key = (code, getattr(f, "__name__", None), getattr(f, "__module__", None))
-    node = _TRANSFORM_NODES.get(key)
+    named = _TRANSFORM_NODES.setdefault(code, {})
+    key = (getattr(f, "__name__", None), getattr(f, "__module__", None))
+    node = named.get(key)
     if node is None:
-        node = _TRANSFORM_NODES[key] = _make_transform_node(f)
+        node = named[key] = _make_transform_node(f)
     return node
 
 
-_TRANSFORM_NODES: dict[tuple[Any, ...], type[torch.autograd.Function]] = {}
+# The node classes by code object, then by the name and module they are named after; an entry
+# goes with its code object.
+_TRANSFORM_NODES: weakref.WeakKeyDictionary[types.CodeType, dict[Any, Any]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _make_transform_node(named_after: Callable[..., Any]) -> type[torch.autograd.Function]:

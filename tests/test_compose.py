@@ -610,6 +610,8 @@ def test_recompute_inside_fullgraph_compile_names_the_function_and_the_fix(dynam
     assert messages.decorated_while_compiling(inner) in str(info.value)
 
 
+# Simulated on a torch whose Dynamo shows the graph break's message (before 2.13 it shows its own).
+@pytest.mark.traced_compile
 @pytest.mark.parametrize("make", [DecoratesInside, RecomputesInside])
 def test_decorating_inside_fullgraph_compile_on_older_torch_names_the_function(
     dynamo, older_torch, make

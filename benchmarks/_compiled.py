@@ -1,5 +1,5 @@
-"""`torch.compile(fullgraph=True)`: graphs made, recompiles over 10 calls, and compiled fwd+bwd
-time relative to the compiled hand-written Function.
+"""`torch.compile(fullgraph=True)`: graphs made, recompiles over 10 calls, the Dynamo guards of
+the compiled frame, and compiled fwd+bwd time relative to the compiled hand-written Function.
 
 `torch._dynamo` is imported here only, when this measurement starts, after every eager figure
 has been taken.
@@ -75,5 +75,18 @@ def measure(
         )
         for name, figures in timing.items():
             result[name].update(figures)
+    for name in steps:
+        result[name]["guards"] = guards(case.make(name))
     torch._dynamo.reset()
     return result
+
+
+def guards(impl: Any) -> int:
+    """The guards Dynamo installs on impl's compiled step (its forward: an op's function, or
+    the MLP's loss), as `torch._dynamo.explain` counts them: each is evaluated on every call
+    of the compiled frame."""
+    import torch._dynamo
+
+    fn, args = (impl.fn, impl.args) if hasattr(impl, "fn") else (impl.loss, (impl.x, impl.target))
+    torch._dynamo.reset()
+    return len(torch._dynamo.explain(fn)(*args).out_guards)

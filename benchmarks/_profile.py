@@ -13,6 +13,7 @@ import types
 from collections import Counter
 from typing import Any
 
+import _redecorate
 import torch
 from _cases import CASES, TF
 
@@ -99,6 +100,7 @@ def bytecodes(top: int = 20) -> str:
     )
     for n, (path, name) in ours[:top]:
         out.write(f"  {n:5d}  {path.split(PACKAGE)[-1]}({name})\n")
+    out.write("\n" + _redecorate.text())
     return out.getvalue()
 
 

@@ -172,9 +172,9 @@ def text(report: dict[str, Any]) -> str:
         backend = compiled_cases[0]["compiled"]["backend"]
         out += [
             "",
-            f"torch.compile(fullgraph=True, backend={backend!r}): graphs after call 1 and "
-            "recompiles in calls 2-10 (native/Function/tf_compat), fwd+bwd ratio to the "
-            "compiled Function",
+            f"torch.compile(fullgraph=True, backend={backend!r}): graphs after call 1, "
+            "recompiles in calls 2-10 and Dynamo guards (native/Function/tf_compat; guards "
+            "as torch._dynamo.explain counts them), fwd+bwd ratio to the compiled Function",
         ]
         rows = []
         for case in compiled_cases:
@@ -182,7 +182,8 @@ def text(report: dict[str, Any]) -> str:
 
             def field(name: str, block: dict[str, Any] = block) -> str:
                 return "/".join(
-                    "err" if "error" in block[impl] else str(block[impl][name]) for impl in IMPLS
+                    "err" if "error" in block[impl] else str(block[impl].get(name, "-"))
+                    for impl in IMPLS
                 )
 
             rows.append(
@@ -190,6 +191,7 @@ def text(report: dict[str, Any]) -> str:
                     case["title"],
                     field("graphs"),
                     field("recompiles"),
+                    field("guards"),
                     _micro(block[FUNCTION]),
                     _ratio(block[NATIVE].get("ratio")),
                     _ratio(block[TF].get("ratio")),
@@ -197,7 +199,8 @@ def text(report: dict[str, Any]) -> str:
                 ]
             )
         out += _table(
-            ["case", "graphs", "recompiles", "Function", "native", "tf_compat", "target"], rows
+            ["case", "graphs", "recompiles", "guards", "Function", "native", "tf_compat", "target"],
+            rows,
         )
         for case in compiled_cases:
             for impl in IMPLS:

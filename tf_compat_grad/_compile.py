@@ -1,19 +1,43 @@
-"""The node used while `torch.compile` traces a decorated function.
+"""The node used while `torch.compile` traces a decorated function, and decorations made
+while it traces.
 
 # Note [compile]
 Dynamo traces plain functions, tensors and constants through an `autograd.Function`, but not
 objects of our own classes made outside the traced region, nor the closure surgery of Note
 [saved closures]. Compiled autograd has no double backward either, so the reasons f runs before
 the eager node with grad recording on (Note [where f runs]) do not apply. Here f runs before the
-node under `no_grad`, watched for Parameters as in eager mode, so the Parameters it reads are
-inputs of the node and get their gradients; its outputs and grad_fn (a plain closure) go
-through `apply` as arguments, and backward calls grad_fn with the same checks and repairs as in
+node with grad mode off, watched for Parameters as in eager mode, so the Parameters it reads
+are inputs of the node and get their gradients; f, its outputs and grad_fn (a plain closure)
+go through `apply` as arguments, and backward calls grad_fn with the same checks and repairs as in
 eager mode. grad_fn's closure stays a closure: what it holds is the compiler's to save.
 
 The watcher stays on here even when `ParameterReach` proves that f reads no Parameter: a proof
 made once while tracing would be a constant of the compiled frame, and if f breaks the graph,
 Dynamo compiles f as a frame of its own, so nothing guards the names the proof read. A global
 rebound to a Parameter would then silently get no gradient.
+
+# Note [compile guards]
+Dynamo guards every global a traced frame reads, so a compiled step pays, on every call, for
+each name the library's own code reads while Dynamo traces it; a module read through another
+one (`_run._structure`) or one object reached by two names costs a guard evaluated in Python.
+Guard evaluation was most of the compiled gap to a hand-written Function. So the traced path
+reads names, never modules; what depends on constants alone is computed by a function that
+Dynamo runs as Python while tracing, its result a constant of the frame with no guard
+(`_plain_layout`, `_is_tensor_class`, `transforms_active_while_tracing`); grad mode is set
+directly, not through `torch.no_grad`; and one node class, `_CompileNode`, serves every
+decorated function, taking f and grad_fn as arguments of `apply`.
+
+# Note [decorating while compiling]
+TensorFlow code often defines `@tf.custom_gradient` inside `call`, a new decoration per call,
+and `port` translates it as it is. Making a `CustomGradient` makes classes, which Dynamo cannot
+trace. While Dynamo traces, `custom_gradient(f)` of a plain function returns a nested function
+that calls f through `_CompileNode` instead, as a decorated call does (`decorated_while_tracing`):
+Dynamo traces it like any closure, in one graph and without a recompile per decoration. Kept
+and called later outside Dynamo, or under a `torch.func` transform, it decorates f then and
+calls that, so that such a call takes the path a decorated call would. Where
+a decorated call would leave the graph (torch < 2.13, a `torch.func` transform) and for the
+wrappers of `recompute_grad` and `grad_pass_through`, the decoration is a graph break, and under
+`fullgraph=True` an error that names f and says to decorate it once, outside the compiled code.
 
 # Note [compile under torch.func]
 Under a `torch.func` transform inside a compiled region (`torch.compile(torch.func.grad(f))`),
@@ -51,6 +75,7 @@ program saved with `torch.export.save` loads wherever tf_compat_grad is imported
 
 from __future__ import annotations
 
+import os
 import types
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -59,10 +84,21 @@ import torch
 
 from . import _run, _structure
 from ._errors import PREFIX, CustomGradientNotImplementedError, CustomGradientTypeError, describe
-from ._record import Record, node_class, upstreams_refusal_of_code
-from ._run import Layout
-from ._torch_internals import graph_break, is_exporting, run_while_tracing
+from ._record import Record, upstreams_refusal_of_code
+from ._run import UNBOUND, Layout
+from ._torch_internals import (
+    DYNAMO_TRACES_WATCHER,
+    graph_break,
+    is_dynamo_compiling,
+    is_exporting,
+    run_while_tracing,
+    set_grad_mode,
+    transforms_active_while_tracing,
+)
 from ._watcher import run_watched
+
+_grad_enabled = torch.is_grad_enabled
+_is_compiling = torch.compiler.is_compiling
 
 # The call's `Layout` and variables as plain constants, the only kind of non-tensor argument
 # Dynamo passes through `apply` on every supported torch (Note [compile]): (bound, spec,
@@ -71,34 +107,128 @@ _Constants = tuple[bool, _structure.Spec, int, Sequence[int], list[torch.nn.Para
 
 
 def call_compiled(
-    node: type[torch.autograd.Function],
     f: Callable[..., Any],
     bound: Any,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     described: str,
 ) -> Any:
-    """Call f through `node`, the class `make_compile_node` made for it. `described`: f by
-    name, file and line, made before Dynamo traces (which misreads f's attributes)."""
-    flat_args, layout, inputs = _run.inputs(f, bound, args)
-    with torch.no_grad():
-        result, grad_fn, variables = run_watched(f, bound, args, kwargs, flat_args, captures=False)
-    outputs, out_spec = _run.outputs(f, result)
+    """Call f through the compile node (Note [compile]). `described`: f by name, file and
+    line, made before Dynamo traces (which misreads f's attributes). Written for few guards
+    (Note [compile guards])."""
+    layout = _plain_layout(bound is not UNBOUND, [arg.__class__ for arg in args])
+    if layout is not None and not any(args[i].is_nested for i in layout[3]):
+        flat_args: Sequence[Any] = args
+        inputs: Sequence[torch.Tensor] = [args[i] for i in layout[3]]
+    else:
+        flat_args, full, inputs = _run.inputs(f, bound, args)
+        layout = (full.bound, full.spec, full.n_args, full.positions)
+    prior = _grad_enabled()
+    set_grad_mode(False)
+    try:
+        result, grad_fn, variables = run_watched(f, bound, args, kwargs, flat_args, None, False)
+    finally:
+        set_grad_mode(prior)
+    # How the outputs are rebuilt: "one" tensor, a "tuple" of tensors, else by their spec.
+    kind = result.__class__
+    if _is_tensor_class(kind):
+        outputs: Sequence[torch.Tensor] = (result.detach(),)
+        rebuild: Any = "one"
+    elif _is_tuple_class(kind) and _all_tensor_classes([o.__class__ for o in result]):
+        outputs, rebuild = tuple(o.detach() for o in result), "tuple"
+    else:
+        outputs, rebuild = _run.outputs(f, result)
     if is_exporting():  # Note [export]
-        exported = _exported(described, outputs, [*inputs, *variables])
-        return _structure.unflatten(out_spec, exported)
+        return _rebuilt(rebuild, _exported(described, outputs, [*inputs, *variables]))
     if not variables and not any(t.requires_grad for t in inputs):
-        return _structure.unflatten(out_spec, outputs)
-    if len(outputs) > 1 and type(grad_fn) is types.FunctionType:  # Note [upstreams under compile]
+        return _rebuilt(rebuild, outputs)
+    if len(outputs) > 1 and _is_function_class(type(grad_fn)):
+        # Note [upstreams under compile]
         refusal = _upstreams_refusal(grad_fn.__code__, len(outputs), bool(variables), described)
         if refusal:
             graph_break(refusal)  # under fullgraph=True, the error
             raise CustomGradientTypeError(refusal)
-    constants: _Constants = (layout.bound, layout.spec, layout.n_args, layout.positions, variables)
-    node_outputs = node.apply(  # type: ignore[no-untyped-call]
-        constants, grad_fn, len(outputs), *outputs, *inputs, *variables
+    node_outputs = _CompileNode.apply(  # type: ignore[no-untyped-call]
+        (*layout, variables), f, grad_fn, len(outputs), *outputs, *inputs, *variables
     )
-    return _structure.unflatten(out_spec, node_outputs)
+    return _rebuilt(rebuild, node_outputs)
+
+
+def _rebuilt(rebuild: Any, outputs: Sequence[torch.Tensor]) -> Any:
+    if rebuild == "one":
+        return outputs[0]
+    if rebuild == "tuple":
+        return tuple(outputs)
+    return _structure.unflatten(rebuild, outputs)
+
+
+# Trace-time constants of the compile path, read from classes (Note [compile guards]).
+
+
+@run_while_tracing
+def _is_tensor_class(kind: type) -> bool:
+    return kind is torch.Tensor
+
+
+@run_while_tracing
+def _is_tuple_class(kind: type) -> bool:
+    return kind is tuple
+
+
+@run_while_tracing
+def _is_function_class(kind: type) -> bool:
+    return kind is types.FunctionType
+
+
+@run_while_tracing
+def _all_tensor_classes(kinds: list[type]) -> bool:
+    return all(kind is torch.Tensor for kind in kinds)
+
+
+_NUMBERS = (bool, int, float, complex, str)
+
+
+@run_while_tracing
+def _plain_layout(bound: bool, kinds: list[type]) -> tuple[Any, ...] | None:
+    """The `Layout` constants of a call whose positional arguments are of these types, when
+    each is a tensor or a Python number or string (which `_run.inputs` accepts as they are);
+    None otherwise."""
+    positions = tuple(i for i, kind in enumerate(kinds) if issubclass(kind, torch.Tensor))
+    if len(positions) + sum(kind in _NUMBERS for kind in kinds) != len(kinds):
+        return None
+    return bound, _structure.tuple_spec(len(kinds)), len(kinds), positions
+
+
+def decorated_while_tracing(
+    f: Any, decorate: Callable[[Any], Callable[..., Any]]
+) -> Callable[..., Any] | None:
+    """What `custom_gradient(f)` returns while Dynamo traces the code that decorates f (Note
+    [decorating while compiling]): a function that calls f through the compile node, or None
+    where the decoration must leave the graph. Called outside Dynamo, or under a `torch.func`
+    transform, the function decorates f with `decorate` (`custom_gradient`) and calls that."""
+    if (
+        not DYNAMO_TRACES_WATCHER
+        or transforms_active_while_tracing()
+        or type(f) is not types.FunctionType
+        or getattr(f, "__wrapped__", None) is not None
+    ):
+        return None
+    described = _described_code(f.__code__)
+
+    def decorated(*args: Any, **kwargs: Any) -> Any:
+        if _is_compiling() and not transforms_active_while_tracing():
+            return call_compiled(f, UNBOUND, args, kwargs, described)
+        return decorate(f)(*args, **kwargs)
+
+    return decorated
+
+
+@run_while_tracing
+def _described_code(code: types.CodeType) -> str:
+    """A function by its code, as `describe` names it (Dynamo misreads a nested function's
+    attributes, and a code object is a constant of the traced frame)."""
+    name = getattr(code, "co_qualname", code.co_name)  # Python 3.10: the name alone
+    return f"`{name}` ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
 
 
 # Dynamo reads grad_fn's code but cannot trace `inspect.signature`: the check runs as Python,
@@ -187,30 +317,39 @@ def under_transform_reason(f: Callable[..., Any]) -> str:
     )
 
 
-def make_compile_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
-    """The Function class for f under `torch.compile`; see Note [compile]."""
+class _CompileNode(torch.autograd.Function):
+    """The node of every decorated call while Dynamo traces (Note [compile]): f and grad_fn
+    are arguments of `apply`, so one class serves every decorated function, and a decoration
+    made while Dynamo traces needs no class of its own (Note [decorating while compiling])."""
 
+    @staticmethod
     def forward(
-        constants: _Constants, grad_fn: Callable[..., Any], n_outputs: int, *tensors: torch.Tensor
+        constants: _Constants,
+        f: Callable[..., Any],
+        grad_fn: Callable[..., Any],
+        n_outputs: int,
+        *tensors: torch.Tensor,
     ) -> tuple[torch.Tensor, ...]:
         return tuple(t.detach() for t in tensors[:n_outputs])
 
+    @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-        constants, grad_fn, n_outputs, *tensors = inputs
+        constants, f, grad_fn, n_outputs, *tensors = inputs
         bound, spec, n_args, positions, variables = constants
         ctx.grad_fn = grad_fn
         ctx.n_outputs = n_outputs
         layout = Layout(f, bound, spec, n_args, positions)
         ctx.record = Record.of_call(layout, tensors[n_outputs:][: len(positions)], variables)
 
+    @staticmethod
     def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
-        needs = ctx.needs_input_grad[3 + ctx.n_outputs :]
-        grads = ctx.record.gradients(ctx.grad_fn, upstream, needs)
-        return (None, None, None, *(None for _ in range(ctx.n_outputs)), *grads)
-
-    return node_class(
-        f,
-        forward=staticmethod(forward),
-        setup_context=staticmethod(setup_context),
-        backward=staticmethod(backward),
-    )
+        needs = ctx.needs_input_grad[4 + ctx.n_outputs :]
+        try:
+            grads = ctx.record.gradients(ctx.grad_fn, upstream, needs)
+        except Exception as error:
+            if is_dynamo_compiling():
+                # Dynamo, tracing backward, met the refusal: a graph break, so that backward
+                # runs as Python and raises it (under fullgraph=True, the error shows it).
+                graph_break(str(error))
+            raise
+        return (None, None, None, None, *(None for _ in range(ctx.n_outputs)), *grads)

@@ -18,8 +18,12 @@ from typing import Any, Concatenate, Generic, NoReturn, Protocol, TypeVar, overl
 import torch
 from typing_extensions import ParamSpec
 
-from . import _compile
-from ._compile import make_compile_node
+from ._compile import (
+    call_compiled,
+    call_exported,
+    decorated_while_tracing,
+    under_transform_reason,
+)
 from ._eager import EagerPath
 from ._errors import (
     PREFIX,
@@ -40,6 +44,7 @@ from ._torch_internals import (
     older_torch_reason,
     older_torch_transform_error,
     outside_compile,
+    transforms_active_while_tracing,
 )
 
 P = ParamSpec("P")
@@ -68,9 +73,8 @@ class CustomGradient(Generic[P, R]):
         self._f = f  # what is called; `__wrapped__` may name another (recompute_grad's f)
         self._eager = EagerPath(f)
         self._call_eager = self._eager.call  # every call outside torch.compile
-        self._compile_node = make_compile_node(f)
         self._described = describe(f)  # for messages made while Dynamo traces
-        self._outside_compile = outside_compile(_compile.under_transform_reason(f))
+        self._outside_compile = outside_compile(under_transform_reason(f))
         self._outside_older_compile = outside_compile(older_torch_reason(f))
         self.example: Any = None  # example inputs for the checker (`custom_gradient(example=)`)
         # Why grad_fn is not the true derivative, when that is intended (`surrogate=`).
@@ -179,11 +183,9 @@ class CustomGradient(Generic[P, R]):
         # to the eager path directly: a non-strict `torch.export` says "compiling" there too.
         if not DYNAMO_TRACES_WATCHER:  # Note [compile on older torch]
             return self._outside_older_compile(self._call_older_compile, bound, args, kwargs)
-        if functorch_transforms_active():  # Note [compile under torch.func]
+        if transforms_active_while_tracing():  # Note [compile under torch.func]
             return self._outside_compile(self._call_eager, bound, args, kwargs)
-        return _compile.call_compiled(
-            self._compile_node, self._f, bound, args, kwargs, self._described
-        )
+        return call_compiled(self._f, bound, args, kwargs, self._described)
 
     def _call_older_compile(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call that left Dynamo on torch < 2.13, run as in eager mode, unless a
@@ -192,7 +194,7 @@ class CustomGradient(Generic[P, R]):
         if functorch_transforms_active():
             raise CustomGradientNotImplementedError(older_torch_transform_error(self._f))
         if is_exporting():
-            return _compile.call_exported(self._f, bound, args, kwargs)
+            return call_exported(self._f, bound, args, kwargs)
         return self._call_eager(bound, args, kwargs)
 
 
@@ -351,7 +353,10 @@ def custom_gradient(f: Any = None, *, example: Any = None, surrogate: str | None
         )
     if f is None:
         return functools.partial(custom_gradient, example=example, surrogate=surrogate)
-    if is_dynamo_compiling():
+    if is_dynamo_compiling():  # Note [decorating while compiling] in _compile.py
+        traced = decorated_while_tracing(f, custom_gradient)
+        if traced is not None:
+            return traced
         graph_break(_decorated_while_compiling(f))  # under fullgraph=True, the error
     if isinstance(f, staticmethod):
         return staticmethod(custom_gradient(f.__func__, example=example, surrogate=surrogate))

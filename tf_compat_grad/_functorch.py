@@ -44,6 +44,8 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+import types
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -181,9 +183,30 @@ def call_under_transform(
 
 
 def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
-    """The `setup_context`-style Function class for f; see Note [transforms]."""
+    """The `setup_context`-style Function class for f; see Note [transforms]. Its methods take
+    f from the call's `Layout`, so the class is made once per code object: a function decorated
+    again (inside `forward`, on every call) reuses it, and it holds no decoration's closure."""
+    code = getattr(f, "__code__", None)
+    if type(code) is not types.CodeType:
+        return _make_transform_node(f)
+    named = _TRANSFORM_NODES.setdefault(code, {})
+    key = (getattr(f, "__name__", None), getattr(f, "__module__", None))
+    node = named.get(key)
+    if node is None:
+        node = named[key] = _make_transform_node(f)
+    return node
 
+
+# The node classes by code object, then by the name and module they are named after; an entry
+# goes with its code object.
+_TRANSFORM_NODES: weakref.WeakKeyDictionary[types.CodeType, dict[Any, Any]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _make_transform_node(named_after: Callable[..., Any]) -> type[torch.autograd.Function]:
     def forward(call: _Call, *inputs: torch.Tensor) -> tuple[Any, ...]:
+        f = call.layout.f
         rng = RngState()
         with torch.set_grad_enabled(call.grad_enabled):
             # f runs on the primals of dual inputs, so that the decorated functions its grad_fn
@@ -214,6 +237,7 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
         ctx: Any, inputs: Sequence[torch.Tensor], forward_mode: bool = False
     ) -> Callable[..., Any]:
         aux: _Aux = ctx.aux
+        f = ctx.call.layout.f
         further = differentiated_further(inputs)
         if forward_mode and further == "jvp":
             raise CustomGradientNotImplementedError(
@@ -295,7 +319,7 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
             if need
         )
         if getattr(in_jvp, "active", False):
-            raise CustomGradientNotImplementedError(_jvp_reentered(f))
+            raise CustomGradientNotImplementedError(_jvp_reentered(ctx.call.layout.f))
         in_jvp.active = True
         try:
             pullback = torch.func.vjp(vjp, *zeros)[1]
@@ -304,7 +328,7 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
             in_jvp.active = False
         return (*(next(output_tangents) if v else None for v in varying), None)
 
-    in_jvp = threading.local()  # whether this thread is applying f's rule in jvp
+    in_jvp = threading.local()  # whether this thread is applying the rule in jvp
 
     # Note [compile under torch.func]
     forward = never_compiled(forward)
@@ -314,7 +338,7 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
     # Function.apply would otherwise call inspect.signature(forward) on every call.
     forward.__signature__ = inspect.signature(forward)  # type: ignore[attr-defined]
     return node_class(
-        f,
+        named_after,
         forward=staticmethod(forward),
         setup_context=staticmethod(setup_context),
         backward=staticmethod(backward),

@@ -356,10 +356,18 @@ class _Code:
         self.imports: list[str] = []  # the modules imported
 
 
-def _read(code: types.CodeType, into: _Code | None = None) -> _Code:
-    """Only the names of `globals` are read from f's globals: `exp` in `torch.exp` is an
-    attribute of `torch`, and rebinding a global `exp` cannot change what f reads."""
-    found = _Code() if into is None else into
+@functools.lru_cache(maxsize=1024)
+def _read(code: types.CodeType) -> _Code:
+    """What code names, read once per code object: a function decorated again (inside
+    `forward`, on every call) is not read again. Only the names of `globals` are read from f's
+    globals: `exp` in `torch.exp` is an attribute of `torch`, and rebinding a global `exp`
+    cannot change what f reads. Never modified by its callers."""
+    found = _Code()
+    _read_into(code, found)
+    return found
+
+
+def _read_into(code: types.CodeType, found: _Code) -> None:
     found.names.update(code.co_names)
     instructions = list(dis.get_instructions(code))
     for i, instruction in enumerate(instructions):
@@ -374,8 +382,7 @@ def _read(code: types.CodeType, into: _Code | None = None) -> _Code:
             found.globals.add(instruction.argval)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            _read(const, found)
-    return found
+            _read_into(const, found)
 
 
 # --- the proof's answer ------------------------------------------------------------------

@@ -45,6 +45,8 @@ TORCH_RELEASE = _release(torch.__version__)
 any_autocast_enabled = torch._C._is_any_autocast_enabled
 functorch_transforms_active = torch._C._are_functorch_transforms_active
 jit_tracing_state = torch._C._get_tracing_state
+# Grad mode set without `torch.no_grad`'s context manager: one guard fewer under compile.
+set_grad_mode = torch._C._set_grad_enabled
 _grad_enabled = torch.is_grad_enabled
 # `Function.apply` without its Python wrapper (docs/torch_facts.md, "Function styles and
 # torch.func").
@@ -174,6 +176,16 @@ def run_while_tracing(function: _F) -> _F:
     objects, numbers, strings."""
     function._dynamo_marked_constant = True  # type: ignore[attr-defined]
     return function
+
+
+def _transforms_active() -> bool:
+    return functorch_transforms_active()
+
+
+# Whether a `torch.func` transform is active, decided as Dynamo traces the call (Note [compile
+# under torch.func]): Dynamo already decides it then (it has no guard on the functorch stack of
+# a frame compiled outside a transform), and a plain call put the query into the graph.
+transforms_active_while_tracing = run_while_tracing(_transforms_active)
 
 
 _eval_frame = getattr(torch._C, "_dynamo", None)

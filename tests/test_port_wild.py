@@ -45,17 +45,9 @@ NOT_YET: dict[str, str] = {
         "tf.compat.v1.executing_eagerly_outside_functions() choosing the grad_fn; tf.gradients in "
         "the graph-mode grad_fn"
     ),
-    "ferminet_determinants.py": (
-        "tf.linalg.svd, slogdet, set_diag, exclusive/reverse tf.cumsum with a computed axis, "
-        "tf.device"
-    ),
     "tfc_perturb_and_apply.py": (
         "a tf.GradientTape recorded in f and read in grad_fn (`tape.gradient(y, (args, "
         "variables), output_gradients=...)`); tf.random.uniform"
-    ),
-    "xplique_relu_policies.py": (
-        "the built-in Keras layer `tf.keras.layers.ReLU(max_value=, threshold=)` called inside "
-        "a custom gradient"
     ),
 }
 

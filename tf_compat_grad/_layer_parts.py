@@ -170,9 +170,43 @@ def get_initializer(spec: str | Initializer | None) -> Initializer:
     return _INITIALIZERS[name]()
 
 
+def relu(
+    x: torch.Tensor,
+    negative_slope: float = 0.0,
+    max_value: float | None = None,
+    threshold: float = 0.0,
+    alpha: float | None = None,
+) -> torch.Tensor:
+    """Keras's `relu` (`tf.keras.activations.relu`, the `ReLU` layer): `x` above `threshold`
+    (else 0), capped at `max_value`, plus `negative_slope * (x - threshold)` below `threshold`;
+    Keras's own ops, so TF's gradients at the kinks (0 at `threshold`, 1 at `max_value`).
+    `alpha=` is Keras 2's name for `negative_slope`.
+
+    >>> relu(torch.tensor([0.5, 2.0, 7.0]), max_value=6.0, threshold=1.0)
+    tensor([0., 2., 6.])
+    """
+    if alpha is not None:
+        negative_slope = alpha
+    if negative_slope != 0.0:
+        if max_value is None and threshold == 0:
+            return F.leaky_relu(x, negative_slope)
+        negative_part = torch.relu(threshold - x)
+    clip = max_value is not None
+    if threshold != 0:
+        y = x * (x > threshold).to(x.dtype)
+    elif max_value == 6:
+        y, clip = F.relu6(x), False
+    else:
+        y = torch.relu(x)
+    if clip:  # tf.clip_by_value: the gradient passes at the bounds
+        low, high = torch.zeros_like(y), torch.full_like(y, float(max_value))  # type: ignore[arg-type]
+        y = torch.where(y < low, low, torch.where(y > high, high, y))
+    return y - negative_slope * negative_part if negative_slope != 0.0 else y
+
+
 _ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "linear": lambda x: x,
-    "relu": torch.relu,
+    "relu": relu,
     "sigmoid": torch.sigmoid,
     "tanh": torch.tanh,
     "softmax": lambda x: torch.softmax(x, dim=-1),

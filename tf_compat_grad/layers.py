@@ -5,7 +5,7 @@ from a `tf.keras.layers.Layer` or `tf.Module` subclass.
 `forward`), `add_weight` creates Parameters (buffers for `trainable=False`) with Keras's
 initialisers, and floating inputs are cast to the layer's dtype as Keras casts them. `Dense`,
 `Conv2D` (channels-last by default, as in Keras), `BatchNormalization`, `Dropout`, `Flatten` and
-the activation layers keep Keras's weight layouts, defaults and formulas.
+the activation layers (`Activation`, `ReLU`, `LeakyReLU`, `Softmax`) keep Keras's weight layouts, defaults and formulas.
 
 >>> import torch
 >>> from tf_compat_grad import custom_gradient, layers
@@ -56,6 +56,7 @@ from ._layer_parts import (
     as_dtype,
     get_activation,
     get_initializer,
+    relu,
 )
 from ._tf_nn import same_padding
 
@@ -73,16 +74,20 @@ __all__ = [
     "HeUniform",
     "Lambda",
     "Layer",
+    "LeakyReLU",
     "LecunNormal",
     "LecunUniform",
     "Module",
     "Ones",
     "RandomNormal",
     "RandomUniform",
+    "ReLU",
+    "Softmax",
     "TruncatedNormal",
     "Zeros",
     "get_activation",
     "get_initializer",
+    "relu",
 ]
 
 # The keyword arguments Keras's `Layer.__init__` accepts; those without effect here are ignored.
@@ -413,6 +418,45 @@ class Activation(Layer):
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         return self.activation(inputs)
+
+
+class ReLU(Layer):
+    """`tf.keras.layers.ReLU(max_value, negative_slope, threshold)`: Keras's formula (`relu`)."""
+
+    def __init__(
+        self,
+        max_value: float | None = None,
+        negative_slope: float = 0.0,
+        threshold: float = 0.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.max_value, self.negative_slope, self.threshold = max_value, negative_slope, threshold
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return relu(inputs, self.negative_slope, self.max_value, self.threshold)
+
+
+class LeakyReLU(Layer):
+    """`tf.keras.layers.LeakyReLU(negative_slope=0.3)` (Keras 2: `alpha=`)."""
+
+    def __init__(self, negative_slope: float = 0.3, alpha: float | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.negative_slope = negative_slope if alpha is None else alpha
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return F.leaky_relu(inputs, self.negative_slope)
+
+
+class Softmax(Layer):
+    """`tf.keras.layers.Softmax(axis=-1)`."""
+
+    def __init__(self, axis: int = -1, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.axis = axis
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(inputs, dim=self.axis)
 
 
 class Dropout(Layer):

@@ -15,7 +15,14 @@ tensor([0.6000, 0.8000])
 """
 
 from ._tf_control import control_dependencies as control_dependencies
+from ._tf_control import device as device
+from ._tf_control import gradients as gradients
+from ._tf_control import name_scope as name_scope
 from ._tf_control import while_loop as while_loop
+from ._tf_linalg import band_part as band_part
+from ._tf_linalg import cumprod as cumprod
+from ._tf_linalg import cumsum as cumsum
+from ._tf_linalg import svd as svd
 from ._tf_math import bincount as bincount
 from ._tf_math import clip_by_norm as clip_by_norm
 from ._tf_math import clip_by_value as clip_by_value
@@ -51,6 +58,7 @@ from ._tf_nn import (
 
 __all__ = [
     "avg_pool2d",
+    "band_part",
     "batch_normalization",
     "bincount",
     "clip_by_norm",
@@ -58,14 +66,19 @@ __all__ = [
     "control_dependencies",
     "conv2d",
     "convert_to_tensor",
+    "cumprod",
+    "cumsum",
+    "device",
     "divide",
     "divide_no_nan",
     "gelu",
+    "gradients",
     "l2_normalize",
     "max_pool2d",
     "maximum",
     "minimum",
     "moments",
+    "name_scope",
     "reduce_all",
     "reduce_any",
     "reduce_logsumexp",
@@ -80,6 +93,7 @@ __all__ = [
     "selu",
     "sigmoid_cross_entropy_with_logits",
     "sparse_softmax_cross_entropy_with_logits",
+    "svd",
     "where_v1",
     "while_loop",
 ]

@@ -35,7 +35,6 @@ _INITIALIZERS = (
 )
 
 _ACTIVATIONS = {
-    "relu": "torch.relu",
     "sigmoid": "torch.sigmoid",
     "tanh": "torch.tanh",
     "softsign": "torch.nn.functional.softsign",
@@ -81,18 +80,13 @@ KERAS_RULES: tuple[Rule, ...] = (
     _keras("Activation", "layers.Activation", "By name, with TF's formulas, or a function."),
     _keras("Dropout", "layers.Dropout", "torch's random numbers; identity unless training."),
     _keras("Flatten", "layers.Flatten"),
-    Rule(
-        tuple(prefix + "ReLU" for prefix in _KERAS),
-        ("max_value", "negative_slope", "threshold"),
-        (_v('layers.Activation("relu")'),),
-        otherwise="only `ReLU()` without arguments is translated",
+    _keras(
+        "ReLU",
+        "layers.ReLU",
+        "Keras's formula: `max_value`, `negative_slope`, `threshold`, TF's gradients at the kinks.",
     ),
-    Rule(
-        tuple(prefix + "Softmax" for prefix in _KERAS),
-        ("axis",),
-        (_v('layers.Activation("softmax")'),),
-        otherwise="only `Softmax()` over the last axis is translated",
-    ),
+    _keras("LeakyReLU", "layers.LeakyReLU", "`negative_slope=0.3` (Keras 2: `alpha=`)."),
+    _keras("Softmax", "layers.Softmax", "Over `axis` (the last by default)."),
     # --- initialisers and activations -------------------------------------------------------
     *(
         Rule(
@@ -110,6 +104,11 @@ KERAS_RULES: tuple[Rule, ...] = (
             value=target,
         )
         for name, target in _ACTIVATIONS.items()
+    ),
+    Rule(
+        ("keras.activations.relu",),
+        value="layers.relu",
+        note="Keras's formula: `negative_slope` (Keras 2: `alpha`), `max_value`, `threshold`.",
     ),
     Rule(("keras.backend.epsilon",), (), (_v("1e-07"),), note="Keras's default fuzz factor."),
     Rule(

@@ -116,6 +116,87 @@ SHAPE_RULES: tuple[Rule, ...] = (
         "`*_is_sparse`, `output_type`)",
     ),
     _unary(("linalg.inv",), "input", "torch.linalg.inv"),
+    _unary(("linalg.det",), "input", "torch.linalg.det"),
+    _unary(
+        ("linalg.logdet",),
+        "matrix",
+        "torch.logdet",
+        "Of a Hermitian positive definite matrix (TF computes it from a Cholesky factor).",
+    ),
+    _unary(("linalg.cholesky",), "input", "torch.linalg.cholesky"),
+    _unary(("linalg.expm",), "input", "torch.linalg.matrix_exp"),
+    _unary(
+        ("linalg.eigvalsh",),
+        "tensor",
+        "torch.linalg.eigvalsh",
+        "Ascending, from the lower triangle, in both.",
+    ),
+    Rule(
+        ("linalg.slogdet",),
+        ("input", "name"),
+        (_v("tuple(torch.linalg.slogdet({input}))"),),
+        note="`(sign, log|det|)`; the sign has no gradient, `log|det|`'s is `inv(input)^T`, "
+        "in both.",
+    ),
+    Rule(
+        ("linalg.svd",),
+        ("tensor", "full_matrices", "compute_uv", "name"),
+        (
+            _v("torch.linalg.svdvals({tensor})", "compute_uv=False"),
+            _v("torch.linalg.svdvals({tensor})", "compute_uv=False", "full_matrices=True"),
+            _v("tf_ops.svd({tensor}, full_matrices=True)", "full_matrices=True"),
+            _v("tf_ops.svd({tensor})"),
+        ),
+        flags={"full_matrices": False, "compute_uv": True},
+        note="TF's `(s, u, v)` with `tensor = u @ diag(s) @ v^H` (torch: `(U, S, Vh)`). The "
+        "signs of singular vectors are LAPACK's, which may differ from TF's; what does not "
+        "depend on them (`u @ diag(s) @ v^H`, `det(u) * det(v)`, `s`) is the same.",
+    ),
+    Rule(
+        ("linalg.set_diag",),
+        ("input", "diagonal", "name", "k", "align"),
+        (_v("torch.diagonal_scatter({input}, {diagonal}, dim1=-2, dim2=-1)"),),
+        note="The main diagonal of the last two dimensions replaced.",
+        otherwise="only the main diagonal (no `k`, `align`) is translated",
+    ),
+    Rule(
+        ("linalg.band_part",),
+        ("input", "num_lower", "num_upper", "name"),
+        (_v("tf_ops.band_part({input}, {num_lower}, {num_upper})"),),
+        note="A negative bound keeps that whole triangle, as TF.",
+    ),
+    Rule(
+        ("linalg.adjoint",),
+        ("matrix", "name"),
+        (_v("{matrix}.mH"),),
+        note="The conjugate transpose of the last two dimensions.",
+    ),
+    Rule(
+        ("linalg.matvec",),
+        ("a", "b", "transpose_a", "adjoint_a", "a_is_sparse", "b_is_sparse", "name"),
+        (
+            _v("torch.matmul({a}.mT, {b}.unsqueeze(-1)).squeeze(-1)", "transpose_a=True"),
+            _v("torch.matmul({a}, {b}.unsqueeze(-1)).squeeze(-1)"),
+        ),
+        flags={"transpose_a": False},
+        otherwise="only `transpose_a` is translated",
+    ),
+    Rule(
+        ("linalg.cross",),
+        ("a", "b", "name"),
+        (_v("torch.linalg.cross({a}, {b})"),),
+        note="Along the last dimension (of size 3).",
+    ),
+    Rule(
+        ("linalg.triangular_solve",),
+        ("matrix", "rhs", "lower", "adjoint", "name"),
+        (
+            _v("torch.linalg.solve_triangular({matrix}, {rhs}, upper=False)"),
+            _v("torch.linalg.solve_triangular({matrix}, {rhs}, upper=True)", "lower=False"),
+        ),
+        flags={"lower": True, "adjoint": False},
+        otherwise="`adjoint=True` and a `lower` that is not a literal are not translated",
+    ),
     Rule(
         ("linalg.trace", "trace"),
         ("x", "name"),

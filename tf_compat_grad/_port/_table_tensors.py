@@ -175,6 +175,34 @@ TENSOR_RULES: tuple[Rule, ...] = (
         note="A context that adds nothing (eager ops run in order), calling the callables in "
         "`control_inputs`, as in TF's eager mode.",
     ),
+    Rule(
+        ("name_scope", "compat.v1.name_scope", "compat.v1.variable_op_scope"),
+        value="tf_ops.name_scope",
+        note="A context that changes nothing (torch ops have no names), giving the scope's "
+        "name, `'name/'`, to `as`.",
+    ),
+    Rule(
+        ("device", "compat.v1.device"),
+        value="tf_ops.device",
+        note="A context that changes nothing: torch runs an op where its inputs are (TF "
+        "places the block's ops on the device; the numbers are the same).",
+    ),
+    Rule(
+        ("executing_eagerly", "compat.v1.executing_eagerly_outside_functions"),
+        (),
+        (_v("True"),),
+        note="True: the port runs everything eagerly (`tf.function` is removed), so the "
+        "eager branch of code that asks is the one taken.",
+    ),
+    Rule(
+        ("gradients", "compat.v1.gradients"),
+        value="tf_ops.gradients",
+        note="`torch.autograd.grad` of the graph torch recorded: the sum of `ys` (weighted by "
+        "`grad_ys`) differentiated with respect to each of `xs`, a list with None for an "
+        "unconnected x (zeros with `unconnected_gradients='zero'`), differentiable again. An x "
+        "that does not require grad in torch raises (torch recorded nothing for it; TF's graph "
+        "records every tensor).",
+    ),
     # --- dtypes -------------------------------------------------------------------------
     *(_dtype(name) for name in DTYPES),
     _dtype("half", "float16"),

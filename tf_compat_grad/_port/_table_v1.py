@@ -71,7 +71,6 @@ V1_ONLY = _flagged(
             "reset_default_graph",
             "Graph",
             "AUTO_REUSE",
-            "gradients",
             "assign",
             "assign_add",
             "ConfigProto",

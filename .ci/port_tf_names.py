@@ -38,7 +38,7 @@ _ARRAY_AND_REDUCTION = (
     "clip_ops",
     "special_math_ops",
 )
-_NAMESPACES = ("", "math.", "nn.", "linalg.")
+_NAMESPACES = ("", "math.", "nn.", "linalg.", "random.")
 _INTERNAL_MODULES = (
     *(
         f"tensorflow.python.ops.{m}"

@@ -170,6 +170,12 @@ def get_initializer(spec: str | Initializer | None) -> Initializer:
     return _INITIALIZERS[name]()
 
 
+def leaky_relu(x: torch.Tensor, negative_slope: float) -> torch.Tensor:
+    """`tf.nn.leaky_relu`, as Keras calls it: TF keeps the slope as a float32 attribute, so it
+    is `negative_slope` rounded to float32 (`0.1` is 0.10000000149...) for float64 `x` too."""
+    return F.leaky_relu(x, torch.tensor(negative_slope, dtype=torch.float32).item())
+
+
 def relu(
     x: torch.Tensor,
     negative_slope: float = 0.0,
@@ -189,7 +195,7 @@ def relu(
         negative_slope = alpha
     if negative_slope != 0.0:
         if max_value is None and threshold == 0:
-            return F.leaky_relu(x, negative_slope)
+            return leaky_relu(x, negative_slope)
         negative_part = torch.relu(threshold - x)
     clip = max_value is not None
     if threshold != 0:

@@ -2,7 +2,8 @@
 Python loop over the loop variables), `tf.control_dependencies` (a context that does nothing but
 call the callables it is given), `tf.name_scope` and `tf.device` (contexts that change no
 number), and `tf.gradients` (`torch.autograd.grad` of the recorded graph), for
-`tf_compat_grad.tf_ops`."""
+`tf_compat_grad.tf_ops`; `tape_gradient`, the gradient of a translated `tf.GradientTape` with
+respect to a structure of tensors."""
 
 from __future__ import annotations
 
@@ -144,3 +145,25 @@ def gradients(
             torch.zeros_like(x) if g is None else g for x, g in zip(sources, found, strict=True)
         ]
     return found
+
+
+def tape_gradient(target: torch.Tensor, sources: Any, output_gradients: Any = None) -> Any:
+    """`tape.gradient(target, sources, output_gradients)` of a `tf.GradientTape` that `port`
+    translated (its watched tensors require grad): the gradient of `target` (weighted by
+    `output_gradients`, ones if None) with respect to each tensor of `sources`, a nest of lists
+    and tuples kept as it is; None for a tensor it does not depend on, as in TF.
+    Differentiable again (`create_graph=True`), as TF's under an outer tape.
+
+    >>> x, w = torch.tensor(2.0, requires_grad=True), torch.tensor(3.0, requires_grad=True)
+    >>> (gx,), [gw] = tape_gradient(x * w, ((x,), [w]))
+    >>> gx.item(), gw.item()
+    (3.0, 2.0)
+    """
+    leaves, spec = flatten(sources)
+    if not leaves:
+        return unflatten(spec, [])
+    upstream = torch.ones_like(target) if output_gradients is None else output_gradients
+    found = torch.autograd.grad(
+        target, leaves, upstream, retain_graph=True, create_graph=True, allow_unused=True
+    )
+    return unflatten(spec, list(found))

@@ -56,6 +56,7 @@ from ._layer_parts import (
     as_dtype,
     get_activation,
     get_initializer,
+    leaky_relu,
     relu,
 )
 from ._tf_nn import same_padding
@@ -438,14 +439,15 @@ class ReLU(Layer):
 
 
 class LeakyReLU(Layer):
-    """`tf.keras.layers.LeakyReLU(negative_slope=0.3)` (Keras 2: `alpha=`)."""
+    """`tf.keras.layers.LeakyReLU(negative_slope=0.3)` (Keras 2: `alpha=`), the slope rounded
+    to float32 as TF keeps it."""
 
     def __init__(self, negative_slope: float = 0.3, alpha: float | None = None, **kwargs: Any):
         super().__init__(**kwargs)
         self.negative_slope = negative_slope if alpha is None else alpha
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        return F.leaky_relu(inputs, self.negative_slope)
+        return leaky_relu(inputs, self.negative_slope)
 
 
 class Softmax(Layer):

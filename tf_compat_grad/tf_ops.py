@@ -18,6 +18,7 @@ from ._tf_control import control_dependencies as control_dependencies
 from ._tf_control import device as device
 from ._tf_control import gradients as gradients
 from ._tf_control import name_scope as name_scope
+from ._tf_control import tape_gradient as tape_gradient
 from ._tf_control import while_loop as while_loop
 from ._tf_linalg import band_part as band_part
 from ._tf_linalg import cumprod as cumprod
@@ -55,6 +56,9 @@ from ._tf_nn import sigmoid_cross_entropy_with_logits as sigmoid_cross_entropy_w
 from ._tf_nn import (
     sparse_softmax_cross_entropy_with_logits as sparse_softmax_cross_entropy_with_logits,
 )
+from ._tf_random import normal as random_normal
+from ._tf_random import truncated_normal as truncated_normal
+from ._tf_random import uniform as random_uniform
 
 __all__ = [
     "avg_pool2d",
@@ -79,6 +83,8 @@ __all__ = [
     "minimum",
     "moments",
     "name_scope",
+    "random_normal",
+    "random_uniform",
     "reduce_all",
     "reduce_any",
     "reduce_logsumexp",
@@ -94,6 +100,8 @@ __all__ = [
     "sigmoid_cross_entropy_with_logits",
     "sparse_softmax_cross_entropy_with_logits",
     "svd",
+    "tape_gradient",
+    "truncated_normal",
     "where_v1",
     "while_loop",
 ]

@@ -23,6 +23,9 @@ _SHAPE_ARGUMENT = {
     "zeros": (0, "shape"),
     "fill": (0, "dims"),
     "broadcast_to": (1, "shape"),
+    "random.uniform": (0, "shape"),
+    "random.normal": (0, "shape"),
+    "random.truncated_normal": (0, "shape"),
 }
 
 

@@ -1,7 +1,8 @@
 """TensorFlow's control flow and graph API as they run eagerly, in torch: `tf.while_loop` (a
 Python loop over the loop variables), `tf.control_dependencies` (a context that does nothing but
 call the callables it is given), `tf.name_scope` and `tf.device` (contexts that change no
-number), and `tf.gradients` (`torch.autograd.grad` of the recorded graph), for
+number), `tf.cond` (the branch the predicate picks), `tf.nest`'s functions (on the library's
+`tf.nest` order), and `tf.gradients` (`torch.autograd.grad` of the recorded graph), for
 `tf_compat_grad.tf_ops`; `tape_gradient`, the gradient of a translated `tf.GradientTape` with
 respect to a structure of tensors."""
 
@@ -167,3 +168,51 @@ def tape_gradient(target: torch.Tensor, sources: Any, output_gradients: Any = No
         target, leaves, upstream, retain_graph=True, create_graph=True, allow_unused=True
     )
     return unflatten(spec, list(found))
+
+
+def cond(
+    pred: Any,
+    true_fn: Callable[[], Any] | None = None,
+    false_fn: Callable[[], Any] | None = None,
+    strict: bool = False,
+    name: str | None = None,
+    fn1: Callable[[], Any] | None = None,
+    fn2: Callable[[], Any] | None = None,
+) -> Any:
+    """`tf.cond` run eagerly: the branch the predicate picks is called, the other is not
+    (TF1's `fn1`, `fn2` are accepted).
+
+    >>> cond(torch.tensor(2.0) > 1, lambda: "true", lambda: "false")
+    'true'
+    """
+    true_fn, false_fn = true_fn or fn1, false_fn or fn2
+    if true_fn is None or false_fn is None:
+        raise TypeError("tf.cond: true_fn and false_fn are required")
+    return true_fn() if bool(pred) else false_fn()
+
+
+def map_structure(func: Callable[..., Any], *structure: Any, **kwargs: Any) -> Any:
+    """`tf.nest.map_structure`: `func` applied to the leaves of the structures (lists, tuples,
+    dicts, in `tf.nest`'s order), the first structure's shape kept.
+
+    >>> map_structure(lambda a, b: a + b, (1, [2]), (10, [20]))
+    (11, [22])
+    """
+    kwargs.pop("check_types", None), kwargs.pop("expand_composites", None)
+    if kwargs:
+        raise TypeError(f"tf.nest.map_structure: unexpected argument {sorted(kwargs)[0]!r}")
+    flats = [flatten(s) for s in structure]
+    if any(spec != flats[0][1] for _, spec in flats):
+        raise ValueError("tf.nest.map_structure: the structures do not have the same nesting")
+    leaves = [func(*values) for values in zip(*(f for f, _ in flats), strict=True)]
+    return unflatten(flats[0][1], leaves)
+
+
+def nest_flatten(structure: Any, expand_composites: bool = False) -> list[Any]:
+    """`tf.nest.flatten`: the leaves, in `tf.nest`'s order (dicts by sorted key)."""
+    return flatten(structure)[0]
+
+
+def pack_sequence_as(structure: Any, flat_sequence: Any, expand_composites: bool = False) -> Any:
+    """`tf.nest.pack_sequence_as`: `flat_sequence` in the shape of `structure`."""
+    return unflatten(flatten(structure)[1], list(flat_sequence))

@@ -14,16 +14,40 @@ tensor([0.6000, 0.8000])
 (torch.int32, torch.float32)
 """
 
+from ._tf_control import cond as cond
 from ._tf_control import control_dependencies as control_dependencies
 from ._tf_control import device as device
 from ._tf_control import gradients as gradients
+from ._tf_control import map_structure as map_structure
 from ._tf_control import name_scope as name_scope
+from ._tf_control import nest_flatten as nest_flatten
+from ._tf_control import pack_sequence_as as pack_sequence_as
 from ._tf_control import tape_gradient as tape_gradient
 from ._tf_control import while_loop as while_loop
+from ._tf_debugging import Assert as Assert
+from ._tf_debugging import InvalidArgumentError as InvalidArgumentError
+from ._tf_debugging import assert_all_finite as assert_all_finite
+from ._tf_debugging import assert_equal as assert_equal
+from ._tf_debugging import assert_greater as assert_greater
+from ._tf_debugging import assert_greater_equal as assert_greater_equal
+from ._tf_debugging import assert_less as assert_less
+from ._tf_debugging import assert_less_equal as assert_less_equal
+from ._tf_debugging import assert_negative as assert_negative
+from ._tf_debugging import assert_non_negative as assert_non_negative
+from ._tf_debugging import assert_non_positive as assert_non_positive
+from ._tf_debugging import assert_none_equal as assert_none_equal
+from ._tf_debugging import assert_positive as assert_positive
+from ._tf_debugging import check_numerics as check_numerics
+from ._tf_debugging import ensure_shape as ensure_shape
 from ._tf_linalg import band_part as band_part
+from ._tf_linalg import clip_by_global_norm as clip_by_global_norm
 from ._tf_linalg import cumprod as cumprod
 from ._tf_linalg import cumsum as cumsum
+from ._tf_linalg import gather as gather
+from ._tf_linalg import gather_nd as gather_nd
+from ._tf_linalg import scatter_nd as scatter_nd
 from ._tf_linalg import svd as svd
+from ._tf_linalg import top_k as top_k
 from ._tf_math import bincount as bincount
 from ._tf_math import clip_by_norm as clip_by_norm
 from ._tf_math import clip_by_value as clip_by_value
@@ -61,12 +85,28 @@ from ._tf_random import truncated_normal as truncated_normal
 from ._tf_random import uniform as random_uniform
 
 __all__ = [
+    "Assert",
+    "InvalidArgumentError",
+    "assert_all_finite",
+    "assert_equal",
+    "assert_greater",
+    "assert_greater_equal",
+    "assert_less",
+    "assert_less_equal",
+    "assert_negative",
+    "assert_non_negative",
+    "assert_non_positive",
+    "assert_none_equal",
+    "assert_positive",
     "avg_pool2d",
     "band_part",
     "batch_normalization",
     "bincount",
+    "check_numerics",
+    "clip_by_global_norm",
     "clip_by_norm",
     "clip_by_value",
+    "cond",
     "control_dependencies",
     "conv2d",
     "convert_to_tensor",
@@ -75,14 +115,20 @@ __all__ = [
     "device",
     "divide",
     "divide_no_nan",
+    "ensure_shape",
+    "gather",
+    "gather_nd",
     "gelu",
     "gradients",
     "l2_normalize",
+    "map_structure",
     "max_pool2d",
     "maximum",
     "minimum",
     "moments",
     "name_scope",
+    "nest_flatten",
+    "pack_sequence_as",
     "random_normal",
     "random_uniform",
     "reduce_all",
@@ -96,11 +142,13 @@ __all__ = [
     "reduce_sum",
     "reduce_variance",
     "same_padding",
+    "scatter_nd",
     "selu",
     "sigmoid_cross_entropy_with_logits",
     "sparse_softmax_cross_entropy_with_logits",
     "svd",
     "tape_gradient",
+    "top_k",
     "truncated_normal",
     "where_v1",
     "while_loop",

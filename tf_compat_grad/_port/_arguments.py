@@ -8,6 +8,7 @@ import libcst as cst
 
 from ._rule import Rule, Variant, placeholders
 from ._syntax import _dotted
+from ._table_keras import FLOATX
 from ._table_tensors import DTYPES
 
 
@@ -138,7 +139,9 @@ def _choose(
             param = arg.keyword.value
         given[param] = arg.value
     dtype = given.get("dtype")
-    if isinstance(dtype, cst.SimpleString):  # TF takes a dtype's name too
+    if dtype is not None and cst.Module([]).code_for_node(dtype) == FLOATX:
+        given["dtype"] = cst.parse_expression("torch.get_default_dtype()")
+    elif isinstance(dtype, cst.SimpleString):  # TF takes a dtype's name too
         name = dtype.evaluated_value
         if name not in DTYPES:
             raise _Untranslated(f"the dtype {name!r} has no torch dtype of that name")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ._rule import _PLACEHOLDER, Rule, Variant
 from ._table_internal import internal_rules
-from ._table_keras import KERAS_RULES
+from ._table_keras import KERAS_RULES, keras_backend_rules
 from ._table_math import MATH_RULES
 from ._table_nn import NN_RULES
 from ._table_shapes import SHAPE_RULES
@@ -36,6 +36,8 @@ TABLE: dict[str, Rule] = {name: rule for rule in RULES for name in rule.names}
 # are a table name's (looked up through `V1_ALIASES`, see `_imports.tf_name`).
 TABLE.update((name, rule) for rule in v1_rules(TABLE) for name in rule.names)
 V1_ALIASES: dict[str, str] = v1_aliases(TABLE)
+# `tf.keras.backend` functions that call a table function with the same arguments.
+TABLE.update((name, rule) for rule in keras_backend_rules(TABLE) for name in rule.names)
 # TensorFlow's internal modules: `python.ops.math_ops.sigmoid` is `sigmoid` (`_table_internal`).
 TABLE.update((name, rule) for rule in internal_rules(TABLE, V1_ALIASES) for name in rule.names)
 
@@ -112,8 +114,8 @@ def guide_table() -> str:
 def with_guide_table(guide: str) -> str:
     """The guide's text with the generated table between the markers.
 
-    >>> text = with_guide_table(GUIDE_START + "old" + GUIDE_END)
-    >>> "old" in text, "`torch.sum(input_tensor)`" in text
+    >>> text = with_guide_table(GUIDE_START + "the old table" + GUIDE_END)
+    >>> "the old table" in text, "`torch.sum(input_tensor)`" in text
     (False, True)
     """
     start, end = guide.find(GUIDE_START), guide.find(GUIDE_END)

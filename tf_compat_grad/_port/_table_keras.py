@@ -4,9 +4,15 @@ whose formulas `tf_compat_grad.layers` keeps, initialisers and activations."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
+
 from ._rule import Rule, _v
 
 _KERAS = ("keras.", "keras.layers.")
+# `tf.keras.backend.floatx()`: the name of torch's default dtype (as a `dtype=` argument of a
+# table call, the dtype itself: see `_arguments`).
+FLOATX = "str(torch.get_default_dtype()).removeprefix('torch.')"
 
 
 def _keras(name: str, target: str, note: str = "", defaults: tuple[str, ...] = ()) -> Rule:
@@ -114,7 +120,7 @@ KERAS_RULES: tuple[Rule, ...] = (
     Rule(
         ("keras.backend.floatx",),
         (),
-        (_v("str(torch.get_default_dtype()).removeprefix('torch.')"),),
+        (_v(FLOATX),),
         note="Keras's global float type is torch's default dtype here.",
     ),
     Rule(
@@ -138,3 +144,70 @@ KERAS_RULES: tuple[Rule, ...] = (
         "counterpart (torch saves `state_dict`s).",
     ),
 )
+
+# `tf.keras.backend.NAME(params)` whose Keras body is a call of the TF function (by its table
+# name) with the same arguments in the same order (keras/src/legacy/backend.py).
+_BACKEND_CALLS = {
+    "sum": ("reduce_sum", ("x", "axis", "keepdims")),
+    "max": ("reduce_max", ("x", "axis", "keepdims")),
+    "min": ("reduce_min", ("x", "axis", "keepdims")),
+    "prod": ("reduce_prod", ("x", "axis", "keepdims")),
+    "mean": ("reduce_mean", ("x", "axis", "keepdims")),
+    "std": ("math.reduce_std", ("x", "axis", "keepdims")),
+    "var": ("math.reduce_variance", ("x", "axis", "keepdims")),
+    "clip": ("clip_by_value", ("x", "min_value", "max_value")),
+    "cast": ("cast", ("x", "dtype")),
+    "sign": ("sign", ("x",)),
+    "square": ("square", ("x",)),
+    "exp": ("exp", ("x",)),
+    "log": ("math.log", ("x",)),
+    "abs": ("abs", ("x",)),
+    "round": ("round", ("x",)),
+    "sin": ("sin", ("x",)),
+    "cos": ("cos", ("x",)),
+    "pow": ("pow", ("x", "a")),
+    "maximum": ("maximum", ("x", "y")),
+    "minimum": ("minimum", ("x", "y")),
+    "greater": ("greater", ("x", "y")),
+    "greater_equal": ("greater_equal", ("x", "y")),
+    "less": ("less", ("x", "y")),
+    "less_equal": ("less_equal", ("x", "y")),
+    "equal": ("equal", ("x", "y")),
+    "not_equal": ("not_equal", ("x", "y")),
+    "sigmoid": ("sigmoid", ("x",)),
+    "tanh": ("tanh", ("x",)),
+    "softplus": ("math.softplus", ("x",)),
+    "softsign": ("nn.softsign", ("x",)),
+    "elu": ("nn.elu", ("x",)),
+    "stop_gradient": ("stop_gradient", ("variables",)),
+    "ones_like": ("ones_like", ("x", "dtype", "name")),
+    "zeros_like": ("zeros_like", ("x", "dtype", "name")),
+    "reshape": ("reshape", ("x", "shape")),
+    "expand_dims": ("expand_dims", ("x", "axis")),
+    "transpose": ("transpose", ("x",)),
+    "tile": ("tile", ("x", "n")),
+    "one_hot": ("one_hot", ("indices", "num_classes")),
+    "l2_normalize": ("math.l2_normalize", ("x", "axis")),
+}
+
+
+def keras_backend_rules(table: Mapping[str, Rule]) -> list[Rule]:
+    """Rules for `tf.keras.backend` functions that are a table function called with the same
+    arguments (a parameter Keras names otherwise counts as the table's at its position), and
+    those with a formula of their own (`sqrt` clamps at 0, `relu` has Keras's arguments)."""
+    rules = [
+        Rule(
+            ("keras.backend.sqrt",),
+            ("x",),
+            (_v("torch.sqrt(tf_ops.maximum({x}, 0.0))"),),
+            note="Keras clamps at 0 first: `sqrt(maximum(x, 0))`.",
+        ),
+        Rule(("keras.backend.relu",), value="layers.relu", note="Keras's formula."),
+    ]
+    for name, (target, params) in _BACKEND_CALLS.items():
+        rule = table.get(target)
+        if rule is None or rule.params is None:
+            continue
+        ours = tuple(rule.params[i] if i < len(rule.params) else p for i, p in enumerate(params))
+        rules.append(dataclasses.replace(rule, names=(f"keras.backend.{name}",), params=ours))
+    return rules

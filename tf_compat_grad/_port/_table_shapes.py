@@ -43,9 +43,85 @@ SHAPE_RULES: tuple[Rule, ...] = (
     Rule(
         ("gather",),
         ("params", "indices", "validate_indices", "axis", "batch_dims", "name"),
-        (_v("{params}[torch.as_tensor({indices}).long()]"),),
-        note="Axis 0 only. A negative index is an error in TF, counts from the end in torch.",
-        otherwise="only axis 0 (no `axis`, `batch_dims`) is translated",
+        (
+            _v("{params}[torch.as_tensor({indices}).long()]"),
+            _v("tf_ops.gather({params}, {indices}, axis={axis})"),
+        ),
+        note="Axis 0 by indexing, another axis through `tf_ops.gather`. A negative index is "
+        "an error in TF, counts from the end in torch's indexing.",
+        otherwise="`batch_dims` is not translated",
+    ),
+    Rule(
+        ("gather_nd",),
+        ("params", "indices", "name", "batch_dims"),
+        (_v("tf_ops.gather_nd({params}, {indices})"),),
+        otherwise="`batch_dims` is not translated",
+    ),
+    Rule(
+        ("scatter_nd",),
+        ("indices", "updates", "shape", "name"),
+        (_v("tf_ops.scatter_nd({indices}, {updates}, {shape})"),),
+        note="Repeated indices sum, as in TF.",
+    ),
+    Rule(
+        ("boolean_mask",),
+        ("tensor", "mask", "axis", "name"),
+        (_v("{tensor}[torch.as_tensor({mask}, dtype=torch.bool)]"),),
+        otherwise="`axis` is not translated",
+    ),
+    Rule(
+        ("math.top_k", "nn.top_k"),
+        ("input", "k", "sorted", "index_type", "name"),
+        (
+            _v("tf_ops.top_k({input}, {k})"),
+            _v("tf_ops.top_k({input})"),
+        ),
+        flags={"sorted": True},
+        note="Ties in index order, as TF (a stable sort); int32 indices.",
+        otherwise="`sorted=False` and `index_type` are not translated",
+    ),
+    Rule(
+        ("argsort",),
+        ("values", "axis", "direction", "stable", "name"),
+        (
+            _v(
+                "torch.argsort({values}, dim={axis}, descending=True, stable=True).to(torch.int32)",
+                "direction=DESCENDING",
+                "axis:axis",
+            ),
+            _v(
+                "torch.argsort({values}, dim=-1, descending=True, stable=True).to(torch.int32)",
+                "direction=DESCENDING",
+            ),
+            _v("torch.argsort({values}, dim={axis}, stable=True).to(torch.int32)", "axis:axis"),
+            _v("torch.argsort({values}, dim=-1, stable=True).to(torch.int32)"),
+        ),
+        flags={"stable": False},
+        strings={"direction": "ASCENDING"},
+        note="Ties in index order (stable), int32, as TF.",
+        otherwise="`axis` must be a literal int",
+    ),
+    Rule(("reverse",), ("tensor", "axis", "name"), (_v("torch.flip({tensor}, {axis})"),)),
+    Rule(
+        ("roll",),
+        ("input", "shift", "axis", "name"),
+        (_v("torch.roll({input}, {shift}, {axis})"),),
+    ),
+    Rule(
+        ("math.count_nonzero",),
+        ("input", "axis", "keepdims", "dtype", "name"),
+        (
+            _v("torch.count_nonzero({input}, dim={axis})", "axis:axes"),
+            _v("torch.count_nonzero({input})"),
+        ),
+        note="int64, as TF.",
+        otherwise="only `axis` (literal) is translated",
+    ),
+    Rule(
+        ("clip_by_global_norm",),
+        value="tf_ops.clip_by_global_norm",
+        note="TF's formula: each tensor times `clip_norm / max(global_norm, clip_norm)`, and "
+        "the global norm.",
     ),
     Rule(("tile",), ("input", "multiples", "name"), (_v("torch.tile({input}, {multiples})"),)),
     Rule(

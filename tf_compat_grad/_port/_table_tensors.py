@@ -203,6 +203,43 @@ TENSOR_RULES: tuple[Rule, ...] = (
         "that does not require grad in torch raises (torch recorded nothing for it; TF's graph "
         "records every tensor).",
     ),
+    Rule(
+        ("cond", "compat.v1.cond"),
+        value="tf_ops.cond",
+        note="The branch the predicate picks is called, as TF runs `cond` eagerly.",
+    ),
+    Rule(("nest.map_structure",), value="tf_ops.map_structure", note="In `tf.nest`'s order."),
+    Rule(("nest.flatten",), value="tf_ops.nest_flatten", note="In `tf.nest`'s order."),
+    Rule(("nest.pack_sequence_as",), value="tf_ops.pack_sequence_as"),
+    Rule(
+        ("debugging.check_numerics", "compat.v1.check_numerics"),
+        value="tf_ops.check_numerics",
+        note="Raises (a ValueError, `tf_ops.InvalidArgumentError`) on a NaN or infinity, as "
+        "TF's eager call; returns the tensor.",
+    ),
+    Rule(("debugging.assert_all_finite",), value="tf_ops.assert_all_finite"),
+    *(
+        Rule(
+            (f"debugging.{name}", name),
+            value=f"tf_ops.{name}",
+            note="Raises (`tf_ops.InvalidArgumentError`) when the condition fails, as TF's eager "
+            "call; returns None.",
+        )
+        for name in (
+            "assert_equal",
+            "assert_none_equal",
+            "assert_greater",
+            "assert_greater_equal",
+            "assert_less",
+            "assert_less_equal",
+            "assert_positive",
+            "assert_negative",
+            "assert_non_negative",
+            "assert_non_positive",
+        )
+    ),
+    Rule(("debugging.Assert", "Assert"), value="tf_ops.Assert"),
+    Rule(("ensure_shape",), value="tf_ops.ensure_shape", note="None matches any size."),
     # --- dtypes -------------------------------------------------------------------------
     *(_dtype(name) for name in DTYPES),
     _dtype("half", "float16"),

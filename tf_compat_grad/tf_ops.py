@@ -14,6 +14,7 @@ tensor([0.6000, 0.8000])
 (torch.int32, torch.float32)
 """
 
+from ._layer_parts import as_dtype as as_dtype
 from ._tf_control import cond as cond
 from ._tf_control import control_dependencies as control_dependencies
 from ._tf_control import device as device
@@ -77,6 +78,7 @@ from ._tf_nn import moments as moments
 from ._tf_nn import same_padding as same_padding
 from ._tf_nn import selu as selu
 from ._tf_nn import sigmoid_cross_entropy_with_logits as sigmoid_cross_entropy_with_logits
+from ._tf_nn import softmax_cross_entropy_with_logits as softmax_cross_entropy_with_logits
 from ._tf_nn import (
     sparse_softmax_cross_entropy_with_logits as sparse_softmax_cross_entropy_with_logits,
 )
@@ -87,6 +89,7 @@ from ._tf_random import uniform as random_uniform
 __all__ = [
     "Assert",
     "InvalidArgumentError",
+    "as_dtype",
     "assert_all_finite",
     "assert_equal",
     "assert_greater",
@@ -145,6 +148,7 @@ __all__ = [
     "scatter_nd",
     "selu",
     "sigmoid_cross_entropy_with_logits",
+    "softmax_cross_entropy_with_logits",
     "sparse_softmax_cross_entropy_with_logits",
     "svd",
     "tape_gradient",

@@ -160,6 +160,12 @@ TENSOR_RULES: tuple[Rule, ...] = (
         note="An int32 tensor, as TF.",
     ),
     Rule(("Tensor",), value="torch.Tensor", note="In annotations and `isinstance`."),
+    Rule(
+        ("dtypes.as_dtype", "as_dtype"),
+        ("type_value",),
+        (_v("tf_ops.as_dtype({type_value})"),),
+        note="A torch dtype from a dtype or its name.",
+    ),
     Rule(("newaxis",), value="None", note="`x[:, tf.newaxis]` -> `x[:, None]`."),
     # --- control flow, as TF runs it eagerly -------------------------------------------
     Rule(

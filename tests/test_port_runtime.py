@@ -40,10 +40,25 @@ def test_a_layer_that_is_not_trainable_makes_buffers() -> None:
     assert list(layer.parameters()) == [] and len(list(layer.buffers())) == 2
 
 
+def test_regularizers_are_losses_and_constraints_are_kept() -> None:
+    layer = layers.Layer(dtype="float64")
+    w = layer.add_weight(shape=(2,), initializer="ones", regularizer="l2", name="w")
+    layer.add_weight(
+        shape=(2,), initializer="ones", regularizer=layers.L1(0.5), constraint=torch.relu, name="v"
+    )
+    layer.add_loss(torch.tensor(3.0))
+    terms = [t.item() for t in layer.losses]
+    assert terms == [3.0, pytest.approx(0.02), pytest.approx(1.0)]
+    with torch.no_grad():
+        w.mul_(2)  # computed when read, as Keras's
+    assert layer.losses[1].item() == pytest.approx(0.08)
+    assert layer.constraints == {"v": torch.relu}
+    with pytest.raises(ValueError, match="constraint 'non_neg' is not translated"):
+        layers.get_constraint("non_neg")
+
+
 def test_what_is_not_translated_raises_with_the_fix() -> None:
     layer = layers.Layer()
-    with pytest.raises(NotImplementedError, match=re.escape("add_weight(regularizer=...)")):
-        layer.add_weight(shape=(2,), regularizer=lambda w: w.sum())
     with pytest.raises(ValueError, match="unknown initializer 'orthogonal'"):
         layer.add_weight(shape=(2,), initializer="orthogonal")
     with pytest.raises(TypeError, match="unexpected keyword argument 'units'"):

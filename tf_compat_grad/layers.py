@@ -40,12 +40,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._layer_parts import (
+    L1,
+    L1L2,
+    L2,
     Constant,
     GlorotNormal,
     GlorotUniform,
     HeNormal,
     HeUniform,
     Initializer,
+    InputSpec,
     LecunNormal,
     LecunUniform,
     Ones,
@@ -54,14 +58,21 @@ from ._layer_parts import (
     TruncatedNormal,
     Zeros,
     as_dtype,
+    build_and_cast,
     get_activation,
+    get_constraint,
     get_initializer,
+    get_regularizer,
     leaky_relu,
     relu,
+    serialize,
 )
 from ._tf_nn import same_padding
 
 __all__ = [
+    "L1",
+    "L1L2",
+    "L2",
     "Activation",
     "BatchNormalization",
     "Constant",
@@ -73,6 +84,7 @@ __all__ = [
     "GlorotUniform",
     "HeNormal",
     "HeUniform",
+    "InputSpec",
     "Lambda",
     "Layer",
     "LeakyReLU",
@@ -87,8 +99,11 @@ __all__ = [
     "TruncatedNormal",
     "Zeros",
     "get_activation",
+    "get_constraint",
     "get_initializer",
+    "get_regularizer",
     "relu",
+    "serialize",
 ]
 
 # The keyword arguments Keras's `Layer.__init__` accepts; those without effect here are ignored.
@@ -149,8 +164,10 @@ class Layer(Module):
         self.dtype = as_dtype(dtype)
         self.built = False
         self._weight_count = 0
-        self.losses: list[torch.Tensor] = []
-        self.register_forward_pre_hook(_build_and_cast, with_kwargs=True)
+        self._losses: list[torch.Tensor] = []
+        self._regularized: list[tuple[torch.Tensor, Callable[[torch.Tensor], Any]]] = []
+        self.constraints: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
+        self.register_forward_pre_hook(build_and_cast, with_kwargs=True)
 
     def build(self, input_shape: Any) -> None:
         """Create the weights, given the first input's shape (a tuple, batch first)."""
@@ -167,7 +184,9 @@ class Layer(Module):
         """A Parameter (a buffer if not `trainable`) of `shape` registered on the layer under
         `name`, initialised as Keras initialises it (`glorot_uniform` by default). Positional
         arguments in Keras 3's order (`shape, initializer, dtype`), or Keras 2's (`name, shape,
-        dtype, initializer`) when the first is a string."""
+        dtype, initializer`) when the first is a string. A `regularizer`'s term is in
+        `self.losses`, a `constraint` in `self.constraints` (Keras applies it after each
+        optimizer step: do the same in the training loop)."""
         if isinstance(shape, str):  # Keras 2: add_weight(name, shape, dtype, initializer)
             name, shape, dtype, initializer = (
                 shape,
@@ -175,12 +194,8 @@ class Layer(Module):
                 dtype,
                 kwargs.pop("initializer", None),
             )
-        for key in ("regularizer", "constraint"):
-            if kwargs.pop(key, None) is not None:
-                raise NotImplementedError(
-                    f"tf_compat_grad.layers: add_weight({key}=...) is not translated: apply it "
-                    "in the training loop (a loss term, a clamp after each step)"
-                )
+        regularizer = get_regularizer(kwargs.pop("regularizer", None))
+        constraint = kwargs.pop("constraint", None)
         kwargs.pop("aggregation", None), kwargs.pop("synchronization", None)
         kwargs.pop("use_resource", None), kwargs.pop("autocast", None)
         if kwargs:
@@ -194,17 +209,26 @@ class Layer(Module):
         value = get_initializer(initializer)(
             tuple(shape or ()), as_dtype(dtype) if dtype is not None else self.dtype
         )
-        if trainable and self.trainable:
-            weight = nn.Parameter(value)
+        weight = nn.Parameter(value) if trainable and self.trainable else value
+        if isinstance(weight, nn.Parameter):
             self.register_parameter(key, weight)
-            return weight
-        self.register_buffer(key, value)
-        return value
+        else:
+            self.register_buffer(key, value)
+        if regularizer is not None:
+            self._regularized.append((weight, regularizer))
+        if constraint is not None:
+            self.constraints[key] = constraint
+        return weight
 
     def add_loss(self, loss: torch.Tensor) -> None:
         """Keep a loss term in `self.losses` (Keras adds them to the training loss; add them
         to yours)."""
-        self.losses.append(loss)
+        self._losses.append(loss)
+
+    @property
+    def losses(self) -> list[Any]:
+        """The terms `add_loss` kept and the weights' regularization terms, computed now."""
+        return [*self._losses, *(regularize(w) for w, regularize in self._regularized)]
 
     def get_config(self) -> dict[str, Any]:
         return {"name": self.name, "trainable": self.trainable, "dtype": str(self.dtype)[6:]}
@@ -213,37 +237,6 @@ class Layer(Module):
         raise NotImplementedError(
             f"tf_compat_grad.layers: {type(self).__name__} defines no compute_output_shape"
         )
-
-
-def _shapes(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return tuple(value.shape)
-    if isinstance(value, (list, tuple)):
-        return type(value)(_shapes(v) for v in value)
-    return value
-
-
-def _cast(value: Any, dtype: torch.dtype) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.to(dtype) if value.is_floating_point() and value.dtype != dtype else value
-    if isinstance(value, (list, tuple)):
-        return type(value)(_cast(v, dtype) for v in value)
-    if isinstance(value, dict):
-        return {k: _cast(v, dtype) for k, v in value.items()}
-    return value
-
-
-def _build_and_cast(
-    layer: Layer, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """Keras's `__call__` before `call`: floating inputs cast to the layer's dtype, and `build`
-    with the first input's shape on the first call."""
-    args, kwargs = _cast(args, layer.dtype), _cast(kwargs, layer.dtype)
-    if not layer.built:
-        first = args[0] if args else next(iter(kwargs.values()), None)
-        layer.build(_shapes(first))
-        layer.built = True
-    return args, kwargs
 
 
 class Dense(Layer):

@@ -129,6 +129,36 @@ KERAS_RULES: tuple[Rule, ...] = (
         note="By name with TF's formulas, a function, or None (the identity).",
     ),
     Rule(("keras.initializers.get",), value="layers.get_initializer"),
+    Rule(
+        ("keras.regularizers.get",),
+        value="layers.get_regularizer",
+        note="A regularizer's term is in the layer's `losses`, as Keras computes it.",
+    ),
+    *(
+        Rule((f"keras.regularizers.{name}", f"keras.regularizers.{alias}"), value=f"layers.{name}")
+        for name, alias in (("L1", "l1"), ("L2", "l2"), ("L1L2", "l1_l2"))
+    ),
+    Rule(
+        ("keras.constraints.get",),
+        value="layers.get_constraint",
+        note="Kept in the layer's `constraints`: Keras applies each after an optimizer step, "
+        "as the training loop must.",
+    ),
+    Rule(
+        tuple(
+            f"keras.{kind}.serialize"
+            for kind in ("activations", "initializers", "regularizers", "constraints")
+        ),
+        value="layers.serialize",
+        note="For `get_config`: a function's name, an object's class name and attributes.",
+    ),
+    _keras("InputSpec", "layers.InputSpec", "Kept as a description; not checked."),
+    Rule(
+        ("compat.dimension_value", "compat.v1.dimension_value"),
+        ("dimension",),
+        (_v("{dimension}"),),
+        note="Shapes hold ints (or None) in torch already.",
+    ),
     _keras("Lambda", "layers.Lambda", "`Lambda(function)` calls the function."),
     Rule(
         ("keras.Model", "keras.models.Model"),

@@ -133,6 +133,25 @@ def scatter_nd(indices: Any, updates: Any, shape: Any) -> torch.Tensor:
     return zeros.index_put(tuple(_indices(indices).unbind(-1)), values, accumulate=True)
 
 
+def tensor_scatter_nd_update(tensor: Any, indices: Any, updates: Any) -> torch.Tensor:
+    """`tf.tensor_scatter_nd_update`: `tensor` with the slices at the index vectors replaced
+    by `updates` (their gradients to `updates`; none to the replaced elements).
+
+    >>> tensor_scatter_nd_update(torch.zeros(3), [[0], [2]], torch.tensor([1.0, 2.0]))
+    tensor([1., 0., 2.])
+    """
+    x = convert_to_tensor(tensor)
+    return x.index_put(tuple(_indices(indices).unbind(-1)), convert_to_tensor(updates))
+
+
+def tensor_scatter_nd_add(tensor: Any, indices: Any, updates: Any) -> torch.Tensor:
+    """`tf.tensor_scatter_nd_add`: `tensor` with `updates` added at the index vectors
+    (repeated indices sum, as in TF)."""
+    x = convert_to_tensor(tensor)
+    index = tuple(_indices(indices).unbind(-1))
+    return x.index_put(index, convert_to_tensor(updates), accumulate=True)
+
+
 def clip_by_global_norm(
     t_list: Any, clip_norm: Any, use_norm: Any = None
 ) -> tuple[list[torch.Tensor | None], torch.Tensor]:

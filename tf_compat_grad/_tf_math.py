@@ -314,3 +314,17 @@ def where_v1(condition: Any, x: Any, y: Any) -> torch.Tensor:
     if condition.shape != x.shape:
         condition = condition.reshape(-1, *[1] * (x.dim() - 1))
     return torch.where(condition, x, y)
+
+
+def div_v1(x: Any, y: Any) -> torch.Tensor:
+    """TF1's `tf.div`: Python 2's division, floor division for integers and true division for
+    floats.
+
+    >>> div_v1(torch.tensor([7, -7]), 2), div_v1(torch.tensor([7.0]), 2)
+    (tensor([ 3, -4]), tensor([3.5000]))
+    """
+    x, y = _operands(x, y)
+    if x.is_floating_point() or x.is_complex():
+        quotient: torch.Tensor = x / y
+        return quotient
+    return torch.div(x, y, rounding_mode="floor")

@@ -48,11 +48,14 @@ from ._tf_linalg import gather as gather
 from ._tf_linalg import gather_nd as gather_nd
 from ._tf_linalg import scatter_nd as scatter_nd
 from ._tf_linalg import svd as svd
+from ._tf_linalg import tensor_scatter_nd_add as tensor_scatter_nd_add
+from ._tf_linalg import tensor_scatter_nd_update as tensor_scatter_nd_update
 from ._tf_linalg import top_k as top_k
 from ._tf_math import bincount as bincount
 from ._tf_math import clip_by_norm as clip_by_norm
 from ._tf_math import clip_by_value as clip_by_value
 from ._tf_math import convert_to_tensor as convert_to_tensor
+from ._tf_math import div_v1 as div_v1
 from ._tf_math import divide as divide
 from ._tf_math import divide_no_nan as divide_no_nan
 from ._tf_math import l2_normalize as l2_normalize
@@ -116,6 +119,7 @@ __all__ = [
     "cumprod",
     "cumsum",
     "device",
+    "div_v1",
     "divide",
     "divide_no_nan",
     "ensure_shape",
@@ -152,6 +156,8 @@ __all__ = [
     "sparse_softmax_cross_entropy_with_logits",
     "svd",
     "tape_gradient",
+    "tensor_scatter_nd_add",
+    "tensor_scatter_nd_update",
     "top_k",
     "truncated_normal",
     "where_v1",

@@ -30,6 +30,22 @@ _SHAPE_ARGUMENT = {
 }
 
 
+# TF1's deprecated argument names -> their TF2 names (`tf.reduce_sum(x, reduction_indices=1,
+# keep_dims=True)`, `tf.nn.softmax(x, dim=0)`, `tf.argmax(x, dimension=1)`).
+_DEPRECATED = {
+    "keep_dims": "keepdims",
+    "reduction_indices": "axis",
+    "dim": "axis",
+    "dimension": "axis",
+    "squeeze_dims": "axis",
+}
+
+
+def placeholders_use(rule: Rule, param: str) -> bool:
+    """Whether a template of the rule uses the parameter (then it is not an alias there)."""
+    return any(param in placeholders(v.template) for v in rule.variants)
+
+
 def _number(node: cst.BaseExpression) -> cst.Integer | cst.Float | None:
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
         node = node.expression
@@ -138,6 +154,11 @@ def _choose(
         else:
             param = arg.keyword.value
         given[param] = arg.value
+    for alias, param in _DEPRECATED.items():  # TF1's old names of arguments
+        if alias in given and param in rule.params and not placeholders_use(rule, alias):
+            if param in given:
+                raise _Untranslated(f"both `{alias}=` and `{param}=` are given")
+            given[param] = given.pop(alias)
     dtype = given.get("dtype")
     if dtype is not None and cst.Module([]).code_for_node(dtype) == FLOATX:
         given["dtype"] = cst.parse_expression("torch.get_default_dtype()")

@@ -63,6 +63,14 @@ SHAPE_RULES: tuple[Rule, ...] = (
         (_v("tf_ops.scatter_nd({indices}, {updates}, {shape})"),),
         note="Repeated indices sum, as in TF.",
     ),
+    *(
+        Rule(
+            (f"tensor_scatter_nd_{kind}",),
+            ("tensor", "indices", "updates", "name"),
+            (_v(f"tf_ops.tensor_scatter_nd_{kind}({{tensor}}, {{indices}}, {{updates}})"),),
+        )
+        for kind in ("update", "add")
+    ),
     Rule(
         ("boolean_mask",),
         ("tensor", "mask", "axis", "name"),

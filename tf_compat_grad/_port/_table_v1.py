@@ -19,6 +19,28 @@ _SEMANTICS_DIFFER = {
 }
 # TF1's own functions with their own translation.
 _V1_RULES = (
+    *(
+        Rule(
+            (f"compat.v1.to_{name}",),
+            ("x", "name"),
+            (_v(f"torch.as_tensor({{x}}).to(torch.{dtype})"),),
+            note=f"`tf.cast(x, tf.{dtype})`.",
+        )
+        for name, dtype in (
+            ("float", "float32"),
+            ("double", "float64"),
+            ("int32", "int32"),
+            ("int64", "int64"),
+            ("bfloat16", "bfloat16"),
+            ("complex64", "complex64"),
+        )
+    ),
+    Rule(
+        ("compat.v1.div",),
+        ("x", "y", "name"),
+        (_v("tf_ops.div_v1({x}, {y})"),),
+        note="Python 2's division: floor division for integers, true division for floats.",
+    ),
     Rule(
         ("compat.v1.where",),
         ("condition", "x", "y", "name"),

@@ -38,7 +38,7 @@ _ARRAY_AND_REDUCTION = (
     "clip_ops",
     "special_math_ops",
 )
-_NAMESPACES = ("", "math.", "nn.", "linalg.")
+_NAMESPACES = ("", "math.", "nn.", "linalg.", "random.")
 _INTERNAL_MODULES = (
     *(
         f"tensorflow.python.ops.{m}"
@@ -127,15 +127,19 @@ def v1_names() -> dict[str, tuple[str, bool, tuple[str, ...]]]:
     by_object: dict[int, str] = {}
     for name, obj in sorted(v2.items(), key=lambda item: (item[0].count("."), item[0])):
         by_object.setdefault(id(obj), name)
+        by_object.setdefault(id(inspect.unwrap(obj)), name)  # behind a deprecation wrapper
     found = {}
     for name, obj in functions(tf.compat.v1).items():
         params = parameters(obj)
         if params is None:
             continue
+        same = by_object.get(id(obj), by_object.get(id(inspect.unwrap(obj))))
         if name in v2 and v2[name] is obj:
             found[name] = (name, True, tuple(params))
-        elif id(obj) in by_object:
-            found[name] = (by_object[id(obj)], True, tuple(params))
+        elif same is not None and (
+            obj is v2[same] or parameters(v2[same]) == params
+        ):  # the same function, or a wrapper of it that takes the same arguments
+            found[name] = (same, True, tuple(params))
         elif name in v2:
             found[name] = (name, False, tuple(params))
     return found

@@ -40,10 +40,25 @@ def test_a_layer_that_is_not_trainable_makes_buffers() -> None:
     assert list(layer.parameters()) == [] and len(list(layer.buffers())) == 2
 
 
+def test_regularizers_are_losses_and_constraints_are_kept() -> None:
+    layer = layers.Layer(dtype="float64")
+    w = layer.add_weight(shape=(2,), initializer="ones", regularizer="l2", name="w")
+    layer.add_weight(
+        shape=(2,), initializer="ones", regularizer=layers.L1(0.5), constraint=torch.relu, name="v"
+    )
+    layer.add_loss(torch.tensor(3.0))
+    terms = [t.item() for t in layer.losses]
+    assert terms == [3.0, pytest.approx(0.02), pytest.approx(1.0)]
+    with torch.no_grad():
+        w.mul_(2)  # computed when read, as Keras's
+    assert layer.losses[1].item() == pytest.approx(0.08)
+    assert layer.constraints == {"v": torch.relu}
+    with pytest.raises(ValueError, match="constraint 'non_neg' is not translated"):
+        layers.get_constraint("non_neg")
+
+
 def test_what_is_not_translated_raises_with_the_fix() -> None:
     layer = layers.Layer()
-    with pytest.raises(NotImplementedError, match=re.escape("add_weight(constraint=...)")):
-        layer.add_weight(shape=(2,), constraint=lambda w: w.clamp(0, 1))
     with pytest.raises(ValueError, match="unknown initializer 'orthogonal'"):
         layer.add_weight(shape=(2,), initializer="orthogonal")
     with pytest.raises(TypeError, match="unexpected keyword argument 'units'"):
@@ -143,13 +158,16 @@ def test_regularized_weights_put_keras_s_penalties_in_losses() -> None:
     inner.add_weight(shape=(2,), initializer="ones", trainable=False, regularizer="l1")
     inner.add_loss(torch.tensor(7.0))
     assert outer.losses[0].item() == 7.0 and outer.losses[1].item() == 0.0  # L1L2: 0 and 0
-    assert outer.losses[2].dtype == torch.float32  # the factor in the weight's dtype, as Keras
+    assert outer.losses[2].dtype == torch.float32  # in the weight's dtype, as Keras
     assert outer.losses[2] == torch.tensor(0.1, dtype=torch.float32) * 2 and len(outer.losses) == 3
     with torch.no_grad():
         v.mul_(3.0)  # recomputed from the current value
     (penalty,) = torch.autograd.grad(outer.losses[2], v)
     assert torch.equal(penalty, torch.tensor(0.1) * 2 * v) and w.dtype == torch.float64
     assert layers.L1(0.5)(torch.tensor([-1.0, 3.0])).item() == 2.0
+    # Keras 3 converts the factor to a float32 tensor, then casts it to the weight's dtype
+    one = torch.ones(1, dtype=torch.float64)
+    assert layers.L2(0.1)(one).item() == torch.tensor(0.1, dtype=torch.float32).item() != 0.1
 
 
 def test_tf1_div_floors_integers_and_divides_floats() -> None:
@@ -165,9 +183,77 @@ def test_top_k_orders_ties_as_tf_and_check_numerics_checks_the_gradient_too() ->
     assert indices.tolist() == [[1, 2, 3]] and indices.dtype == torch.int32
     (grad,) = torch.autograd.grad(values.sum(), x)
     assert grad.tolist() == [[0.0, 1.0, 1.0, 1.0]]
-    with pytest.raises(ValueError, match="check_numerics: y: NaN or Inf"):
+    with pytest.raises(tf_ops.InvalidArgumentError, match=r"^y : Tensor had NaN values"):
         tf_ops.check_numerics(torch.tensor([float("nan")]), "y")
     y = tf_ops.check_numerics(x, "x")
     assert torch.equal(y, x)
-    with pytest.raises(ValueError, match="in the gradient: x"):
+    with pytest.raises(ValueError, match="in the gradient: x : Tensor had Inf values"):
         (y * torch.tensor([float("inf"), 1.0, 1.0, 1.0])).sum().backward()
+
+
+def test_gradients_is_tf_gradients_on_the_recorded_graph() -> None:
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    unused = torch.tensor(3.0, requires_grad=True)
+    y = x * x
+    gx, none = tf_ops.gradients(y, [x, unused], grad_ys=torch.tensor([1.0, 0.5]))
+    assert torch.equal(gx, torch.tensor([2.0, 2.0])) and none is None
+    assert torch.equal(tf_ops.gradients([y], [unused], unconnected_gradients="zero")[0], 0 * unused)
+    (gg,) = torch.autograd.grad(gx.sum(), x)  # differentiable again, as TF's graph
+    assert torch.equal(gg, torch.tensor([2.0, 1.0]))
+    with pytest.raises(ValueError, match=r"xs\[0\] does not require grad"):
+        tf_ops.gradients(y, torch.tensor(1.0))
+
+
+def test_tape_gradient_keeps_the_structure_of_its_sources() -> None:
+    a, b = torch.tensor(2.0, requires_grad=True), torch.tensor(3.0, requires_grad=True)
+    (ga,), [gb] = tf_ops.tape_gradient(a * b, ((a,), [b]), output_gradients=torch.tensor(2.0))
+    assert (ga.item(), gb.item()) == (6.0, 4.0)
+    assert tf_ops.tape_gradient(a * b, ((), [])) == ((), [])
+
+
+def test_scopes_change_nothing_and_name_the_scope() -> None:
+    with tf_ops.name_scope("block") as scope, tf_ops.device("/gpu:0"):
+        assert scope == "block/"
+    with tf_ops.name_scope(None, "default", [1]) as scope:
+        assert scope == "default/"
+
+
+def test_random_ops_keep_tf_arguments_and_distributions() -> None:
+    torch.manual_seed(0)
+    u = tf_ops.random_uniform(torch.tensor([4000], dtype=torch.int32), minval=-0.5, maxval=0.5)
+    assert u.dtype == torch.float32 and u.shape == (4000,) and -0.5 <= u.min() < u.max() < 0.5
+    assert abs(u.mean().item()) < 0.03 and abs(u.var().item() - 1 / 12) < 0.01
+    n = tf_ops.random_normal((4000,), mean=1.0, stddev=2.0, dtype=torch.float64)
+    assert n.dtype == torch.float64 and abs(n.mean().item() - 1) < 0.15
+    t = tf_ops.truncated_normal([4000], stddev=0.5)
+    assert t.abs().max() <= 1.0 and abs(t.std().item() - 0.5 * 0.8796) < 0.03
+    ints = tf_ops.random_uniform([50], minval=2, maxval=5, dtype=torch.int32)
+    assert ints.dtype == torch.int32 and set(ints.tolist()) <= {2, 3, 4}
+    with pytest.raises(ValueError, match="needs maxval"):
+        tf_ops.random_uniform([2], dtype=torch.int64)
+    low = torch.tensor(0.0, requires_grad=True)
+    (g,) = torch.autograd.grad(tf_ops.random_uniform([3], minval=low, maxval=1.0).sum(), low)
+    assert 0 < g.item() < 3  # sum(1 - u): tensor bounds get gradients, as in TF
+
+
+def test_svd_is_tf_order_and_band_part_keeps_the_band() -> None:
+    x = torch.tensor([[2.0, 0.5, -0.3], [0.1, 1.5, 0.4]], dtype=torch.float64)
+    s, u, v = tf_ops.svd(x)
+    assert u.shape == (2, 2) and v.shape == (3, 2) and torch.allclose(u @ torch.diag(s) @ v.mT, x)
+    assert torch.equal(tf_ops.svd(x, compute_uv=False), s)
+    band = tf_ops.band_part(torch.ones(4, 4), 1, 0)
+    assert band.sum() == 7 and band[3, 2] == 1 and band[2, 3] == 0
+    assert torch.equal(
+        tf_ops.cumprod(torch.tensor([2.0, 3.0, 4.0]), reverse=True), torch.tensor([24.0, 12.0, 4.0])
+    )
+    assert tf_ops.cumsum(torch.zeros(2, 0), axis=1, exclusive=True).shape == (2, 0)
+
+
+def test_keras_relu_is_keras_formula() -> None:
+    x = torch.tensor([-2.0, 0.0, 0.5, 1.0, 3.0, 6.0, 8.0], requires_grad=True)
+    assert layers.ReLU()(x).tolist() == [0.0, 0.0, 0.5, 1.0, 3.0, 6.0, 8.0]
+    assert layers.ReLU(max_value=6.0)(x).tolist() == [0.0, 0.0, 0.5, 1.0, 3.0, 6.0, 6.0]
+    y = layers.ReLU(max_value=2.0, negative_slope=0.5, threshold=1.0)(x)
+    assert y.tolist() == [-1.5, -0.5, -0.25, 0.0, 2.0, 2.0, 2.0]
+    assert layers.LeakyReLU(alpha=0.5)(x)[0].item() == -1.0  # Keras 2's name
+    assert layers.Softmax(axis=0)(x).sum().item() == pytest.approx(1.0)

@@ -10,8 +10,8 @@ call, given the recorded weights by attribute path, and called again.
 Files the translator cannot translate yet are listed in NOT_YET with what they need: each is a
 strict xfail that only a translation keeping TensorFlow satisfies (`NotTranslated`), so a file
 that starts to pass fails the run until it is taken off the list, and one that translates but
-gives other numbers, or crashes, fails as any other file does. WRONG lists the functions that
-translate but do not match yet, each a strict xfail on the exception it raises today.
+gives other numbers, or crashes, fails as any other file does. CONSTANTS lists the arguments
+passed as constants, with the reason.
 """
 
 from __future__ import annotations
@@ -40,40 +40,23 @@ TOLERANCE = {  # (rtol, atol) by the dtype computed in
 }
 
 # file -> what the translator needs before the file ports with no hand edit.
-NOT_YET: dict[str, str] = {
-    "automl_iou_get_v.py": (
-        "tf.compat.v1.executing_eagerly_outside_functions() choosing the grad_fn; tf.gradients in "
-        "the graph-mode grad_fn"
-    ),
-    "ferminet_determinants.py": (
-        "tf.linalg.svd, slogdet, set_diag, exclusive/reverse tf.cumsum with a computed axis, "
-        "tf.device"
-    ),
-    "tfc_perturb_and_apply.py": (
-        "a tf.GradientTape recorded in f and read in grad_fn (`tape.gradient(y, (args, "
-        "variables), output_gradients=...)`); tf.random.uniform"
-    ),
-    "xplique_relu_policies.py": (
-        "the built-in Keras layer `tf.keras.layers.ReLU(max_value=, threshold=)` called inside "
-        "a custom gradient"
-    ),
+NOT_YET: dict[str, str] = {}
+
+
+# (file, function) -> the arguments passed as constants (not requiring grad), and why. A tensor
+# that f captures (a closure) rather than takes as an argument gets no gradient through f's
+# output in TF, without a word; where it requires grad, the library refuses the call instead
+# (docs/tensorflow_semantics.md, "Lost gradients"). These arguments are such captures, which
+# the code uses as constants (ground-truth boxes, noise): passed as constants here, everything
+# else (outputs, the other arguments' gradients and second derivatives) is compared.
+CONSTANTS: dict[tuple[str, str], tuple[tuple[int, ...], str]] = {
+    ("automl_iou_get_v.py", "_get_v"): ((0, 1), "the ground-truth box, captured by f"),
+    ("tfc_perturb_and_apply.py", "scaled_sine"): ((2,), "the noise u, captured by f"),
 }
 
 
 class NotTranslated(Exception):
     """The translation still imports TensorFlow: the report says which lines were left."""
-
-
-# (file, function) -> (what the translation raises today, why): translations that run but are
-# wrong. Each is a strict xfail on that exception, so a fix shows up as a pass to take off here.
-WRONG: dict[tuple[str, str], tuple[type[BaseException], str]] = {
-    ("tf_nn_impl_swish.py", "swish"): (
-        AssertionError,
-        "beta's gradient: TF hands back grad_fn's 0-d gradient for the shape-[1] beta as it is; "
-        "torch keeps a gradient in its input's shape, [1] (a deliberate difference: "
-        "docs/tensorflow_semantics.md, item 29); the values match",
-    ),
-}
 
 
 @functools.cache
@@ -87,15 +70,16 @@ def ported(file: str) -> types.ModuleType:
     return module
 
 
-def argument(spec: Any) -> Any:
-    """A recorded argument: a Python number, or a tensor (float64 unless it says otherwise)."""
+def argument(spec: Any, constant: bool = False) -> Any:
+    """A recorded argument: a Python number, or a tensor (float64 unless it says otherwise)
+    that requires grad unless `constant`."""
     if isinstance(spec, dict) and "py" in spec:
         return spec["py"]
     if isinstance(spec, dict):
         values, dtype = spec["tensor"], getattr(torch, spec["dtype"])
     else:
         values, dtype = spec, torch.float64
-    return torch.tensor(values, dtype=dtype, requires_grad=True)
+    return torch.tensor(values, dtype=dtype, requires_grad=not constant)
 
 
 def attribute(obj: Any, path: str) -> Any:
@@ -121,12 +105,20 @@ def callable_and_parameters(
     return functools.partial(call, **kwargs), [attribute(layer, p) for p in case["trainable"]]
 
 
-def assert_matches(actual: torch.Tensor | None, expected: Any, what: str) -> None:
+def assert_matches(
+    actual: torch.Tensor | None, expected: Any, what: str, gradient: bool = False
+) -> None:
     if expected is None:  # TF: no gradient, which is a zero gradient
         assert actual is None or not actual.any(), f"{what}: TF has no gradient, torch {actual}"
         return
     assert actual is not None, f"{what}: torch has no gradient, TF {expected}"
     want = torch.tensor(expected, dtype=actual.dtype)
+    if gradient and want.shape != actual.shape and want.numel() == actual.numel():
+        # TF hands grad_fn's gradient back in the shape grad_fn gave it (a 0-d gradient for a
+        # shape-[1] input); torch's engine gives every gradient its input's shape, which the
+        # library does by expanding it (docs/tensorflow_semantics.md, item 29): the same values.
+        assert torch.broadcast_shapes(want.shape, actual.shape) == actual.shape, what
+        want = want.expand(actual.shape)
     rtol, atol = TOLERANCE[actual.dtype] if actual.is_floating_point() else (0, 0)
     torch.testing.assert_close(
         actual.detach(), want, rtol=rtol, atol=atol, equal_nan=True, msg=lambda m: f"{what}: {m}"
@@ -149,9 +141,6 @@ def case_params() -> list[Any]:
             marks = []
             if file in NOT_YET:
                 marks = [pytest.mark.xfail(reason=NOT_YET[file], raises=NotTranslated, strict=True)]
-            if (file, name) in WRONG:
-                raises, why = WRONG[file, name]
-                marks = [pytest.mark.xfail(reason=why, raises=raises, strict=True)]
             params.append(pytest.param(file, name, marks=marks, id=f"{file}::{name}"))
     return params
 
@@ -161,9 +150,13 @@ def test_wild_file_ports_and_matches_tensorflow(file: str, name: str) -> None:
     """Translated with no hand edit, run without TensorFlow: TF's outputs and gradients."""
     case = REFERENCE["files"][file][name]
     module = ported(file)
-    args = [argument(a) for a in case["args"]]
+    constants = CONSTANTS.get((file, name), ((), ""))[0]
+    args = [argument(a, i in constants) for i, a in enumerate(case["args"])]
     fn, parameters = callable_and_parameters(module, name, case, args)
-    sources = [*(a for a in args if isinstance(a, torch.Tensor)), *parameters]
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    kept = [j for j, a in enumerate(tensors) if a.requires_grad]  # TF's sources compared
+    kept += range(len(tensors), len(tensors) + len(parameters))
+    sources = [*(tensors[j] for j in kept[: len(kept) - len(parameters)]), *parameters]
 
     outputs = flatten(fn(*args))
     assert len(outputs) == len(case["outputs"])
@@ -176,33 +169,46 @@ def test_wild_file_ports_and_matches_tensorflow(file: str, name: str) -> None:
         assert all(g is None for g in case["grads"])
         return
     grads = torch.autograd.grad(loss, sources, allow_unused=True, create_graph=True)
-    for j, (grad, expected) in enumerate(zip(grads, case["grads"], strict=True)):
-        assert_matches(grad, expected, f"gradient {j}")
+    expected_grads = [case["grads"][j] for j in kept]
+    for j, (grad, expected) in enumerate(zip(grads, expected_grads, strict=True)):
+        assert_matches(grad, expected, f"gradient {kept[j]}", gradient=True)
 
     if case["second"] is None:
         return
-    target = weighted_sum(grads, case["vectors"])
+    target = weighted_sum(grads, [case["vectors"][j] for j in kept])
     second = (
         torch.autograd.grad(target, sources, allow_unused=True)
         if target is not None
         else tuple(None for _ in sources)
     )
-    for j, (grad, expected) in enumerate(zip(second, case["second"], strict=True)):
-        assert_matches(grad, expected, f"second-order gradient {j}")
+    expected_second = [case["second"][j] for j in kept]
+    for j, (grad, expected) in enumerate(zip(second, expected_second, strict=True)):
+        assert_matches(grad, expected, f"second-order gradient {kept[j]}", gradient=True)
+
+
+@pytest.mark.parametrize(("file", "name"), sorted(CONSTANTS))
+def test_a_captured_argument_that_requires_grad_is_refused(file: str, name: str) -> None:
+    """Why CONSTANTS holds these arguments: requiring grad, TF's silent loss of their gradient
+    through f's output is refused by name. When the library keeps TF's behaviour instead, this
+    fails: take the entry off CONSTANTS."""
+    case = REFERENCE["files"][file][name]
+    args = [argument(a) for a in case["args"]]
+    with pytest.raises(ValueError, match=r"depends on closure `\w+`, a tensor that requires grad"):
+        getattr(ported(file), name)(*args)
 
 
 def test_every_wild_file_is_recorded_and_the_list_names_only_wild_files() -> None:
     files = {p.name for p in WILD.glob("*.py")}
     assert files == set(REFERENCE["files"]), "re-record: tests/port_corpus/record_tf.py"
     assert set(NOT_YET) <= files
-    assert {(f, n) for f, n in WRONG} <= {(f, n) for f in files for n in REFERENCE["files"][f]}
+    assert {f for f, _ in CONSTANTS} <= files
     assert REFERENCE["tensorflow"] == "2.21.0"
 
 
 @pytest.mark.parametrize("page", ["README.md", "docs/port.md"])
 def test_the_docs_state_the_share_that_ports(page: str) -> None:
     files = set(REFERENCE["files"])
-    porting = files - set(NOT_YET) - {file for file, _ in WRONG}
+    porting = files - set(NOT_YET)
     text = " ".join((WILD.parents[2] / page).read_text(encoding="utf-8").split())
     assert f"of {len(files)} public tensorflow files that use `tf.custom_gradient`" in text.lower()
     assert f"{len(porting)} translate with no hand edit" in text

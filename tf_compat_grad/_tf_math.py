@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 
@@ -343,42 +343,3 @@ def where_v1(condition: Any, x: Any, y: Any) -> torch.Tensor:
     if condition.shape != x.shape:
         condition = condition.reshape(-1, *[1] * (x.dim() - 1))
     return torch.where(condition, x, y)
-
-
-class TopK(NamedTuple):
-    """`tf.math.top_k`'s result: `values` and `indices` (int32), as TF names them."""
-
-    values: torch.Tensor
-    indices: torch.Tensor
-
-
-def top_k(input: Any, k: int = 1, sorted: bool = True) -> TopK:
-    """`tf.math.top_k`: the `k` largest entries of the last axis, largest first, equal entries
-    in index order as TF orders them, with their int32 indices; the gradient goes to the
-    entries taken.
-
-    >>> top_k(torch.tensor([1.0, 3.0, 3.0, 2.0]), 2)
-    TopK(values=tensor([3., 3.]), indices=tensor([1, 2], dtype=torch.int32))
-    """
-    values, indices = torch.sort(convert_to_tensor(input), dim=-1, descending=True, stable=True)
-    return TopK(values[..., : int(k)], indices[..., : int(k)].to(torch.int32))
-
-
-def check_numerics(tensor: Any, message: str) -> torch.Tensor:
-    """`tf.debugging.check_numerics`: the tensor, after checking it has no NaN or infinity
-    (raising ValueError with `message`, as TF raises InvalidArgumentError); its gradient is
-    checked the same way, as TF checks it.
-
-    >>> check_numerics(torch.tensor([1.0]), "x")
-    tensor([1.])
-    """
-
-    def check(value: torch.Tensor, what: str) -> torch.Tensor:
-        if not bool(torch.isfinite(value).all()):
-            raise ValueError(f"tf_compat_grad.tf_ops.check_numerics: {what}{message}: NaN or Inf")
-        return value
-
-    result = check(convert_to_tensor(tensor), "").clone()
-    if result.requires_grad:
-        result.register_hook(lambda grad: check(grad, "in the gradient: "))  # type: ignore[no-untyped-call]
-    return result

@@ -128,6 +128,43 @@ def sparse_softmax_cross_entropy_with_logits(labels: Any, logits: torch.Tensor) 
     return -torch.gather(torch.log_softmax(logits, dim=-1), -1, index).squeeze(-1)
 
 
+class _SoftmaxCrossEntropy(torch.autograd.Function):
+    """TF's `SoftmaxCrossEntropyWithLogits` op: its gradients are the kernel's `softmax -
+    labels` for the logits (no dependence on the labels, as TF's registered gradient has none)
+    and `-log_softmax(logits)` for the labels, both differentiable again in the logits."""
+
+    @staticmethod
+    def forward(ctx: Any, labels: torch.Tensor, logits: torch.Tensor, axis: int) -> torch.Tensor:
+        ctx.save_for_backward(labels, logits)
+        ctx.axis = axis
+        return -torch.sum(labels * torch.log_softmax(logits, dim=axis), dim=axis)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
+        labels, logits = ctx.saved_tensors
+        upstream = grad.unsqueeze(ctx.axis)
+        # no dependence on the labels, but a zero gradient for them (not None), as TF gives
+        constant = labels.detach() + 0 * labels
+        grad_logits = upstream * (torch.softmax(logits, dim=ctx.axis) - constant)
+        return upstream * -torch.log_softmax(logits, dim=ctx.axis), grad_logits, None
+
+
+def softmax_cross_entropy_with_logits(
+    labels: Any, logits: torch.Tensor, axis: int = -1
+) -> torch.Tensor:
+    """`tf.nn.softmax_cross_entropy_with_logits` (TF2's): `-sum(labels * log_softmax(logits))`
+    over `axis`, with TF's gradients: `softmax - labels` for the logits (TF's kernel; the true
+    derivative when each row of labels sums to 1, as probabilities do) and `-log_softmax` for
+    the labels; their own gradients as TF's (none in the labels).
+
+    >>> softmax_cross_entropy_with_logits(torch.tensor([[1.0, 0.0]]), torch.zeros(1, 2))
+    tensor([0.6931])
+    """
+    target = convert_to_tensor(labels).to(logits.dtype)
+    loss: torch.Tensor = _SoftmaxCrossEntropy.apply(target, logits, axis)  # type: ignore[no-untyped-call]
+    return loss
+
+
 # --- convolutions and pools, TF's layouts and padding ---------------------------------------
 
 

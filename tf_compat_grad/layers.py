@@ -4,9 +4,10 @@ from a `tf.keras.layers.Layer` or `tf.Module` subclass.
 `Layer` builds on the first call as Keras does (`build(input_shape)` then `call`, here
 `forward`), `add_weight` creates Parameters (buffers for `trainable=False`) with Keras's
 initialisers (a `regularizer=`'s penalty is in `layer.losses`, as in Keras), and floating inputs
-are cast to the layer's dtype as Keras casts them. `Dense`,
-`Conv2D` (channels-last by default, as in Keras), `BatchNormalization`, `Dropout`, `Flatten` and
-the activation layers keep Keras's weight layouts, defaults and formulas.
+are cast to the layer's dtype as Keras casts them. `Dense`, `Conv2D` (channels-last by default,
+as in Keras), `BatchNormalization`, `Dropout`, `Flatten` and the activation layers
+(`Activation`, `ReLU`, `LeakyReLU`, `Softmax`) keep Keras's weight layouts, defaults and
+formulas.
 
 >>> import torch
 >>> from tf_compat_grad import custom_gradient, layers
@@ -50,6 +51,7 @@ from ._layer_parts import (
     HeNormal,
     HeUniform,
     Initializer,
+    InputSpec,
     LecunNormal,
     LecunUniform,
     Ones,
@@ -58,9 +60,14 @@ from ._layer_parts import (
     TruncatedNormal,
     Zeros,
     as_dtype,
+    build_and_cast,
     get_activation,
+    get_constraint,
     get_initializer,
     get_regularizer,
+    leaky_relu,
+    relu,
+    serialize,
 )
 from ._tf_nn import same_padding
 
@@ -79,19 +86,26 @@ __all__ = [
     "GlorotUniform",
     "HeNormal",
     "HeUniform",
+    "InputSpec",
     "Lambda",
     "Layer",
+    "LeakyReLU",
     "LecunNormal",
     "LecunUniform",
     "Module",
     "Ones",
     "RandomNormal",
     "RandomUniform",
+    "ReLU",
+    "Softmax",
     "TruncatedNormal",
     "Zeros",
     "get_activation",
+    "get_constraint",
     "get_initializer",
     "get_regularizer",
+    "relu",
+    "serialize",
 ]
 
 # The keyword arguments Keras's `Layer.__init__` accepts; those without effect here are ignored.
@@ -153,8 +167,9 @@ class Layer(Module):
         self.built = False
         self._weight_count = 0
         self._added_losses: list[torch.Tensor] = []
-        self._regularized: list[tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]] = []
-        self.register_forward_pre_hook(_build_and_cast, with_kwargs=True)
+        self._regularized: list[tuple[torch.Tensor, Callable[[torch.Tensor], Any]]] = []
+        self.constraints: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
+        self.register_forward_pre_hook(build_and_cast, with_kwargs=True)
 
     def build(self, input_shape: Any) -> None:
         """Create the weights, given the first input's shape (a tuple, batch first)."""
@@ -171,7 +186,9 @@ class Layer(Module):
         """A Parameter (a buffer if not `trainable`) of `shape` registered on the layer under
         `name`, initialised as Keras initialises it (`glorot_uniform` by default). Positional
         arguments in Keras 3's order (`shape, initializer, dtype`), or Keras 2's (`name, shape,
-        dtype, initializer`) when the first is a string."""
+        dtype, initializer`) when the first is a string. A `regularizer`'s term is in
+        `self.losses`, a `constraint` in `self.constraints` (Keras applies it after each
+        optimizer step: do the same in the training loop)."""
         if isinstance(shape, str):  # Keras 2: add_weight(name, shape, dtype, initializer)
             name, shape, dtype, initializer = (
                 shape,
@@ -180,11 +197,7 @@ class Layer(Module):
                 kwargs.pop("initializer", None),
             )
         regularizer = get_regularizer(kwargs.pop("regularizer", None))
-        if kwargs.pop("constraint", None) is not None:
-            raise NotImplementedError(
-                "tf_compat_grad.layers: add_weight(constraint=...) is not translated: apply it "
-                "in the training loop (a clamp after each step)"
-            )
+        constraint = kwargs.pop("constraint", None)
         kwargs.pop("aggregation", None), kwargs.pop("synchronization", None)
         kwargs.pop("use_resource", None), kwargs.pop("autocast", None)
         if kwargs:
@@ -198,14 +211,16 @@ class Layer(Module):
         value = get_initializer(initializer)(
             tuple(shape or ()), as_dtype(dtype) if dtype is not None else self.dtype
         )
-        if trainable and self.trainable:
-            weight = nn.Parameter(value)
+        weight = nn.Parameter(value) if trainable and self.trainable else value
+        if isinstance(weight, nn.Parameter):
             self.register_parameter(key, weight)
-            if regularizer is not None:
+            if regularizer is not None:  # Keras regularizes its trainable weights only
                 self._regularized.append((weight, regularizer))
-            return weight
-        self.register_buffer(key, value)
-        return value
+        else:
+            self.register_buffer(key, value)
+        if constraint is not None:
+            self.constraints[key] = constraint
+        return weight
 
     def add_loss(self, loss: torch.Tensor) -> None:
         """Keep a loss term in `self.losses` (Keras adds them to the training loss; add them
@@ -213,11 +228,11 @@ class Layer(Module):
         self._added_losses.append(loss)
 
     @property
-    def losses(self) -> list[torch.Tensor]:
+    def losses(self) -> list[Any]:
         """The `add_loss` terms of the layer and its sublayers, then the penalties of their
         regularized weights, computed from the weights' current values, as in Keras."""
         layers = [m for m in self.modules() if isinstance(m, Layer)]
-        found = [loss for layer in layers for loss in layer._added_losses]
+        found: list[Any] = [loss for layer in layers for loss in layer._added_losses]
         return found + [fn(w) for layer in layers for w, fn in layer._regularized]
 
     def get_config(self) -> dict[str, Any]:
@@ -227,37 +242,6 @@ class Layer(Module):
         raise NotImplementedError(
             f"tf_compat_grad.layers: {type(self).__name__} defines no compute_output_shape"
         )
-
-
-def _shapes(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return tuple(value.shape)
-    if isinstance(value, (list, tuple)):
-        return type(value)(_shapes(v) for v in value)
-    return value
-
-
-def _cast(value: Any, dtype: torch.dtype) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.to(dtype) if value.is_floating_point() and value.dtype != dtype else value
-    if isinstance(value, (list, tuple)):
-        return type(value)(_cast(v, dtype) for v in value)
-    if isinstance(value, dict):
-        return {k: _cast(v, dtype) for k, v in value.items()}
-    return value
-
-
-def _build_and_cast(
-    layer: Layer, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """Keras's `__call__` before `call`: floating inputs cast to the layer's dtype, and `build`
-    with the first input's shape on the first call."""
-    args, kwargs = _cast(args, layer.dtype), _cast(kwargs, layer.dtype)
-    if not layer.built:
-        first = args[0] if args else next(iter(kwargs.values()), None)
-        layer.build(_shapes(first))
-        layer.built = True
-    return args, kwargs
 
 
 class Dense(Layer):
@@ -433,6 +417,46 @@ class Activation(Layer):
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         return self.activation(inputs)
+
+
+class ReLU(Layer):
+    """`tf.keras.layers.ReLU(max_value, negative_slope, threshold)`: Keras's formula (`relu`)."""
+
+    def __init__(
+        self,
+        max_value: float | None = None,
+        negative_slope: float = 0.0,
+        threshold: float = 0.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.max_value, self.negative_slope, self.threshold = max_value, negative_slope, threshold
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return relu(inputs, self.negative_slope, self.max_value, self.threshold)
+
+
+class LeakyReLU(Layer):
+    """`tf.keras.layers.LeakyReLU(negative_slope=0.3)` (Keras 2: `alpha=`), the slope rounded
+    to float32 as TF keeps it."""
+
+    def __init__(self, negative_slope: float = 0.3, alpha: float | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.negative_slope = negative_slope if alpha is None else alpha
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return leaky_relu(inputs, self.negative_slope)
+
+
+class Softmax(Layer):
+    """`tf.keras.layers.Softmax(axis=-1)`."""
+
+    def __init__(self, axis: int = -1, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.axis = axis
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(inputs, dim=self.axis)
 
 
 class Dropout(Layer):

@@ -24,7 +24,26 @@ _SHAPE_ARGUMENT = {
     "zeros": (0, "shape"),
     "fill": (0, "dims"),
     "broadcast_to": (1, "shape"),
+    "random.uniform": (0, "shape"),
+    "random.normal": (0, "shape"),
+    "random.truncated_normal": (0, "shape"),
 }
+
+
+# TF1's deprecated argument names -> their TF2 names (`tf.reduce_sum(x, reduction_indices=1,
+# keep_dims=True)`, `tf.nn.softmax(x, dim=0)`, `tf.argmax(x, dimension=1)`).
+_DEPRECATED = {
+    "keep_dims": "keepdims",
+    "reduction_indices": "axis",
+    "dim": "axis",
+    "dimension": "axis",
+    "squeeze_dims": "axis",
+}
+
+
+def placeholders_use(rule: Rule, param: str) -> bool:
+    """Whether a template of the rule uses the parameter (then it is not an alias there)."""
+    return any(param in placeholders(v.template) for v in rule.variants)
 
 
 def _number(node: cst.BaseExpression) -> cst.Integer | cst.Float | None:
@@ -117,15 +136,6 @@ def _simple(node: cst.BaseExpression) -> bool:
 
 # TF1's deprecated parameter names, each the same parameter as the name it maps to (in the
 # functions that have both: `tf.compat.v1.reduce_sum(x, keep_dims=True)`).
-_DEPRECATED_NAMES = {
-    "keep_dims": "keepdims",
-    "reduction_indices": "axis",
-    "dim": "axis",
-    "dimension": "axis",
-    "squeeze_dims": "axis",
-}
-
-
 def _choose(
     rule: Rule, call: cst.Call, subscripted: bool, ints: frozenset[str] = frozenset()
 ) -> tuple[Variant, dict[str, cst.BaseExpression]]:
@@ -146,13 +156,15 @@ def _choose(
         else:
             param = arg.keyword.value
         given[param] = arg.value
-    for old, new in _DEPRECATED_NAMES.items():  # TF1's spellings of the same parameter
-        if old in given and new in rule.params and new not in given:
-            given[new] = given.pop(old)
+    for alias, param in _DEPRECATED.items():  # TF1's old names of arguments
+        if alias in given and param in rule.params and not placeholders_use(rule, alias):
+            if param in given:
+                raise _Untranslated(f"both `{alias}=` and `{param}=` are given")
+            given[param] = given.pop(alias)
     dtype = given.get("dtype")
     if dtype is not None and _code(dtype) == FLOATX:  # `dtype=K.floatx()`
         given["dtype"] = cst.parse_expression("torch.get_default_dtype()")
-    if isinstance(dtype, cst.SimpleString):  # TF takes a dtype's name too
+    elif isinstance(dtype, cst.SimpleString):  # TF takes a dtype's name too
         name = dtype.evaluated_value
         if name not in DTYPES:
             raise _Untranslated(f"the dtype {name!r} has no torch dtype of that name")

@@ -36,6 +36,8 @@ TABLE: dict[str, Rule] = {name: rule for rule in RULES for name in rule.names}
 # `tensorflow.compat.v1`: its own functions' rules under `compat.v1.NAME`, and its names that
 # are a table name's (looked up through `V1_ALIASES`, see `_imports.tf_name`).
 TABLE.update((name, rule) for rule in v1_rules(TABLE) for name in rule.names)
+# `tf.keras.backend` functions that call a table function with the same arguments (before
+# `V1_ALIASES`, so that `compat.v1.keras.backend.NAME` finds them too).
 TABLE.update((name, rule) for rule in keras_backend_rules(TABLE) for name in rule.names)
 V1_ALIASES: dict[str, str] = v1_aliases(TABLE)
 # TensorFlow's internal modules: `python.ops.math_ops.sigmoid` is `sigmoid` (`_table_internal`).
@@ -114,8 +116,8 @@ def guide_table() -> str:
 def with_guide_table(guide: str) -> str:
     """The guide's text with the generated table between the markers.
 
-    >>> text = with_guide_table(GUIDE_START + "old" + GUIDE_END)
-    >>> "old" in text, "`torch.sum(input_tensor)`" in text
+    >>> text = with_guide_table(GUIDE_START + "the old table" + GUIDE_END)
+    >>> "the old table" in text, "`torch.sum(input_tensor)`" in text
     (False, True)
     """
     start, end = guide.find(GUIDE_START), guide.find(GUIDE_END)

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from ._rule import Rule, _v
 
 _KERAS = ("keras.", "keras.layers.")
-# `tf.keras.backend.floatx()`: a dtype's name, as in TF (passed as a dtype, it is
-# `torch.get_default_dtype()`: see `_arguments`).
+# `tf.keras.backend.floatx()`: the name of torch's default dtype (as a `dtype=` argument of a
+# table call, the dtype itself: see `_arguments`).
 FLOATX = "str(torch.get_default_dtype()).removeprefix('torch.')"
 
 
@@ -41,7 +41,6 @@ _INITIALIZERS = (
 )
 
 _ACTIVATIONS = {
-    "relu": "torch.relu",
     "sigmoid": "torch.sigmoid",
     "tanh": "torch.tanh",
     "softsign": "torch.nn.functional.softsign",
@@ -87,19 +86,14 @@ KERAS_RULES: tuple[Rule, ...] = (
     _keras("Activation", "layers.Activation", "By name, with TF's formulas, or a function."),
     _keras("Dropout", "layers.Dropout", "torch's random numbers; identity unless training."),
     _keras("Flatten", "layers.Flatten"),
-    Rule(
-        tuple(prefix + "ReLU" for prefix in _KERAS),
-        ("max_value", "negative_slope", "threshold"),
-        (_v('layers.Activation("relu")'),),
-        otherwise="only `ReLU()` without arguments is translated",
+    _keras(
+        "ReLU",
+        "layers.ReLU",
+        "Keras's formula: `max_value`, `negative_slope`, `threshold`, TF's gradients at the kinks.",
     ),
-    Rule(
-        tuple(prefix + "Softmax" for prefix in _KERAS),
-        ("axis",),
-        (_v('layers.Activation("softmax")'),),
-        otherwise="only `Softmax()` over the last axis is translated",
-    ),
-    # --- initialisers and activations -------------------------------------------------------
+    _keras("LeakyReLU", "layers.LeakyReLU", "`negative_slope=0.3` (Keras 2: `alpha=`)."),
+    _keras("Softmax", "layers.Softmax", "Over `axis` (the last by default)."),
+    # --- initialisers, regularizers and activations ----------------------------------------
     *(
         Rule(
             (f"keras.initializers.{name}", f"initializers.{name}", *((v1,) if v1 else ())),
@@ -112,8 +106,9 @@ KERAS_RULES: tuple[Rule, ...] = (
         Rule(
             (f"keras.regularizers.{name}", f"keras.regularizers.{alias}"),
             value=f"layers.{name}",
-            note="Keras 3's factors and defaults; the penalty of a weight created with "
-            "`add_weight(regularizer=...)` is in `layer.losses`, computed from its current value.",
+            note="Keras 3's factors (rounded to float32) and defaults; the penalty of a trainable "
+            "weight created with `add_weight(regularizer=...)` is in `layer.losses`, computed from "
+            "its current value.",
         )
         for name, alias in (("L1", "l1"), ("L2", "l2"), ("L1L2", "l1_l2"))
     ),
@@ -125,6 +120,11 @@ KERAS_RULES: tuple[Rule, ...] = (
             value=target,
         )
         for name, target in _ACTIVATIONS.items()
+    ),
+    Rule(
+        ("keras.activations.relu",),
+        value="layers.relu",
+        note="Keras's formula: `negative_slope` (Keras 2: `alpha`), `max_value`, `threshold`.",
     ),
     Rule(("keras.backend.epsilon",), (), (_v("1e-07"),), note="Keras's default fuzz factor."),
     Rule(
@@ -139,6 +139,32 @@ KERAS_RULES: tuple[Rule, ...] = (
         note="By name with TF's formulas, a function, or None (the identity).",
     ),
     Rule(("keras.initializers.get",), value="layers.get_initializer"),
+    Rule(
+        ("keras.regularizers.get",),
+        value="layers.get_regularizer",
+        note="A regularizer's term is in the layer's `losses`, as Keras computes it.",
+    ),
+    Rule(
+        ("keras.constraints.get",),
+        value="layers.get_constraint",
+        note="Kept in the layer's `constraints`: Keras applies each after an optimizer step, "
+        "as the training loop must.",
+    ),
+    Rule(
+        tuple(
+            f"keras.{kind}.serialize"
+            for kind in ("activations", "initializers", "regularizers", "constraints")
+        ),
+        value="layers.serialize",
+        note="For `get_config`: a function's name, an object's class name and attributes.",
+    ),
+    _keras("InputSpec", "layers.InputSpec", "Kept as a description; not checked."),
+    Rule(
+        ("compat.dimension_value", "compat.v1.dimension_value"),
+        ("dimension",),
+        (_v("{dimension}"),),
+        note="Shapes hold ints (or None) in torch already.",
+    ),
     _keras("Lambda", "layers.Lambda", "`Lambda(function)` calls the function."),
     Rule(
         ("keras.Model", "keras.models.Model"),
@@ -155,59 +181,74 @@ KERAS_RULES: tuple[Rule, ...] = (
     ),
 )
 
-
-# `tf.keras.backend` functions that are the TensorFlow function of the same semantics (Keras's
-# legacy backend calls it): each takes that function's rule, under `keras.backend.NAME`.
-_BACKEND_SAME = {
-    "abs": "abs",
-    "sign": "sign",
-    "round": "round",
-    "cast": "cast",
-    "exp": "exp",
-    "log": "math.log",
-    "square": "square",
-    "pow": "pow",
-    "sin": "sin",
-    "cos": "cos",
-    "sigmoid": "sigmoid",
-    "tanh": "tanh",
-    "softplus": "nn.softplus",
-    "softsign": "math.softsign",
-    "equal": "equal",
-    "not_equal": "not_equal",
-    "greater": "greater",
-    "greater_equal": "greater_equal",
-    "less": "less",
-    "less_equal": "less_equal",
-    "maximum": "maximum",
-    "minimum": "minimum",
-    "stop_gradient": "stop_gradient",
-    "ones_like": "ones_like",
-    "zeros_like": "zeros_like",
-    "reshape": "reshape",
-    "transpose": "transpose",
-    "sum": "reduce_sum",
-    "mean": "reduce_mean",
-    "max": "reduce_max",
-    "min": "reduce_min",
-    "prod": "reduce_prod",
-    "std": "math.reduce_std",
-    "var": "math.reduce_variance",
-    "l2_normalize": "linalg.l2_normalize",
+# `tf.keras.backend.NAME(params)` whose Keras body is a call of the TF function (by its table
+# name) with the same arguments in the same order (keras/src/legacy/backend.py).
+_BACKEND_CALLS = {
+    "sum": ("reduce_sum", ("x", "axis", "keepdims")),
+    "max": ("reduce_max", ("x", "axis", "keepdims")),
+    "min": ("reduce_min", ("x", "axis", "keepdims")),
+    "prod": ("reduce_prod", ("x", "axis", "keepdims")),
+    "mean": ("reduce_mean", ("x", "axis", "keepdims")),
+    "std": ("math.reduce_std", ("x", "axis", "keepdims")),
+    "var": ("math.reduce_variance", ("x", "axis", "keepdims")),
+    "cast": ("cast", ("x", "dtype")),
+    "sign": ("sign", ("x",)),
+    "square": ("square", ("x",)),
+    "exp": ("exp", ("x",)),
+    "log": ("math.log", ("x",)),
+    "abs": ("abs", ("x",)),
+    "round": ("round", ("x",)),
+    "sin": ("sin", ("x",)),
+    "cos": ("cos", ("x",)),
+    "pow": ("pow", ("x", "a")),
+    "maximum": ("maximum", ("x", "y")),
+    "minimum": ("minimum", ("x", "y")),
+    "greater": ("greater", ("x", "y")),
+    "greater_equal": ("greater_equal", ("x", "y")),
+    "less": ("less", ("x", "y")),
+    "less_equal": ("less_equal", ("x", "y")),
+    "equal": ("equal", ("x", "y")),
+    "not_equal": ("not_equal", ("x", "y")),
+    "sigmoid": ("sigmoid", ("x",)),
+    "tanh": ("tanh", ("x",)),
+    "softplus": ("math.softplus", ("x",)),
+    "softsign": ("nn.softsign", ("x",)),
+    "elu": ("nn.elu", ("x",)),
+    "stop_gradient": ("stop_gradient", ("variables",)),
+    "ones_like": ("ones_like", ("x", "dtype", "name")),
+    "zeros_like": ("zeros_like", ("x", "dtype", "name")),
+    "reshape": ("reshape", ("x", "shape")),
+    "expand_dims": ("expand_dims", ("x", "axis")),
+    "transpose": ("transpose", ("x",)),
+    "tile": ("tile", ("x", "n")),
+    "one_hot": ("one_hot", ("indices", "num_classes")),
+    "l2_normalize": ("math.l2_normalize", ("x", "axis")),
 }
 
 
 def keras_backend_rules(table: Mapping[str, Rule]) -> list[Rule]:
-    """`tf.keras.backend.NAME` for the functions of `_BACKEND_SAME`, and `clip` (Keras's own:
-    a `max_value` below `min_value` becomes `min_value`, None is unbounded)."""
+    """Rules for `tf.keras.backend` functions that are a table function called with the same
+    arguments (a parameter Keras names otherwise counts as the table's at its position), and
+    those with a formula of their own (`sqrt` clamps at 0, `relu` has Keras's arguments, `clip`
+    Keras's bound fixes: a `max_value` below `min_value` becomes `min_value`, None is unbounded)."""
     rules = [
-        dataclasses.replace(table[target], names=("keras.backend." + name,))
-        for name, target in _BACKEND_SAME.items()
-        if target in table
+        Rule(
+            ("keras.backend.sqrt",),
+            ("x",),
+            (_v("torch.sqrt(tf_ops.maximum({x}, 0.0))"),),
+            note="Keras clamps at 0 first: `sqrt(maximum(x, 0))`.",
+        ),
+        Rule(("keras.backend.relu",), value="layers.relu", note="Keras's formula."),
+        Rule(
+            ("keras.backend.clip",),
+            ("x", "min_value", "max_value"),
+            (_v("tf_ops.keras_clip({x}, {min_value}, {max_value})"),),
+        ),
     ]
-    clip = Rule(
-        ("keras.backend.clip",),
-        ("x", "min_value", "max_value"),
-        (_v("tf_ops.keras_clip({x}, {min_value}, {max_value})"),),
-    )
-    return [*rules, clip]
+    for name, (target, params) in _BACKEND_CALLS.items():
+        rule = table.get(target)
+        if rule is None or rule.params is None:
+            continue
+        ours = tuple(rule.params[i] if i < len(rule.params) else p for i, p in enumerate(params))
+        rules.append(dataclasses.replace(rule, names=(f"keras.backend.{name}",), params=ours))
+    return rules

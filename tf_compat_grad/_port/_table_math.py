@@ -3,7 +3,21 @@ and elementwise functions and operators."""
 
 from __future__ import annotations
 
-from ._rule import Rule, _activation, _flagged, _reduction, _unary, _v
+from ._rule import Rule, Variant, _activation, _flagged, _reduction, _unary, _v
+
+
+def _scans(name: str) -> tuple[Variant, ...]:
+    """`tf_ops.cumsum`/`cumprod` with each combination of the literal flags, with and without
+    an axis."""
+    found = []
+    for axis in (", {axis}", ""):
+        for flags in (("exclusive", "reverse"), ("exclusive",), ("reverse",), ()):
+            keywords = "".join(f", {flag}=True" for flag in flags)
+            found.append(
+                _v(f"tf_ops.{name}({{x}}{axis}{keywords})", *(f"{flag}=True" for flag in flags))
+            )
+    return tuple(found)
+
 
 MATH_RULES: tuple[Rule, ...] = (
     # --- reductions ---------------------------------------------------------------------
@@ -185,24 +199,6 @@ MATH_RULES: tuple[Rule, ...] = (
         "second derivatives match too.",
     ),
     Rule(
-        ("math.top_k", "nn.top_k"),
-        ("input", "k", "sorted", "index_type", "name"),
-        (
-            _v("tf_ops.top_k({input}, {k})"),
-            _v("tf_ops.top_k({input})"),
-        ),
-        flags={"sorted": True},
-        note="`values` and int32 `indices`, largest first, equal entries in index order as "
-        "TF orders them (`torch.topk` does not promise an order for ties).",
-        otherwise="`sorted=False` and `index_type=` are not translated",
-    ),
-    Rule(
-        ("debugging.check_numerics",),
-        ("tensor", "message", "name"),
-        (_v("tf_ops.check_numerics({tensor}, {message})"),),
-        note="Raises on a NaN or an infinity, in the tensor and in its gradient, as TF does.",
-    ),
-    Rule(
         ("math.reduce_std",),
         ("input_tensor", "axis", "keepdims", "name"),
         (
@@ -232,18 +228,13 @@ MATH_RULES: tuple[Rule, ...] = (
         ("math.cumsum", "cumsum"),
         ("x", "axis", "exclusive", "reverse", "name"),
         (
-            _v(
-                "torch.flip(torch.cumsum(torch.flip({x}, [{axis}]), dim={axis}), [{axis}])",
-                "reverse=True",
-                "axis:axis",
-            ),
             _v("torch.cumsum({x}, dim={axis})", "axis:axis"),
             _v("torch.cumsum({x}, dim=0)"),
+            *_scans("cumsum"),
         ),
         flags={"exclusive": False, "reverse": False},
-        note="No axis: axis 0, as TF.",
-        otherwise="`axis` must be a literal int (`reverse=True` needs one); `exclusive=True` "
-        "is not translated",
+        note="No axis: axis 0, as TF. `exclusive` (from 0), `reverse` or an axis known at "
+        "run time only: `tf_ops.cumsum`.",
     ),
     # --- elementwise, more -------------------------------------------------------------------
     _unary(("negative", "math.negative"), "x", "torch.neg"),
@@ -341,10 +332,15 @@ MATH_RULES: tuple[Rule, ...] = (
     Rule(
         ("math.cumprod", "cumprod"),
         ("x", "axis", "exclusive", "reverse", "name"),
-        (_v("torch.cumprod({x}, dim={axis})", "axis:axis"), _v("torch.cumprod({x}, dim=0)")),
+        (
+            _v("torch.cumprod({x}, dim={axis})", "axis:axis"),
+            _v("torch.cumprod({x}, dim=0)"),
+            *_scans("cumprod"),
+        ),
         flags={"exclusive": False, "reverse": False},
-        note="No axis: axis 0, as TF; zeros get the exact gradient in both.",
-        otherwise="`axis` must be a literal int; `exclusive=` and `reverse=` are not translated",
+        note="No axis: axis 0, as TF; zeros get the exact gradient in both. `exclusive` (from 1), "
+        "`reverse` or an axis known at "
+        "run time only: `tf_ops.cumprod`.",
     ),
     Rule(
         ("math.xlogy",),

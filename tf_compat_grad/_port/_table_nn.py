@@ -106,6 +106,16 @@ NN_RULES: tuple[Rule, ...] = (
         otherwise="give all six arguments",
     ),
     Rule(
+        ("nn.softmax_cross_entropy_with_logits",),
+        ("labels", "logits", "axis", "name"),
+        (
+            _v("tf_ops.softmax_cross_entropy_with_logits({labels}, {logits}, {axis})"),
+            _v("tf_ops.softmax_cross_entropy_with_logits({labels}, {logits})"),
+        ),
+        note="TF2's: gradients to the labels too; the logits' gradient is TF's `softmax - "
+        "labels` (the true derivative when each row of labels sums to 1).",
+    ),
+    Rule(
         ("nn.sparse_softmax_cross_entropy_with_logits",),
         ("labels", "logits", "name"),
         (_v("tf_ops.sparse_softmax_cross_entropy_with_logits({labels}, {logits})"),),

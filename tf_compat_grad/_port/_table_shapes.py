@@ -43,9 +43,94 @@ SHAPE_RULES: tuple[Rule, ...] = (
     Rule(
         ("gather",),
         ("params", "indices", "validate_indices", "axis", "batch_dims", "name"),
-        (_v("{params}[torch.as_tensor({indices}).long()]"),),
-        note="Axis 0 only. A negative index is an error in TF, counts from the end in torch.",
-        otherwise="only axis 0 (no `axis`, `batch_dims`) is translated",
+        (
+            _v("{params}[torch.as_tensor({indices}).long()]"),
+            _v("tf_ops.gather({params}, {indices}, axis={axis})"),
+        ),
+        note="Axis 0 by indexing, another axis through `tf_ops.gather`. A negative index is "
+        "an error in TF, counts from the end in torch's indexing.",
+        otherwise="`batch_dims` is not translated",
+    ),
+    Rule(
+        ("gather_nd",),
+        ("params", "indices", "name", "batch_dims"),
+        (_v("tf_ops.gather_nd({params}, {indices})"),),
+        otherwise="`batch_dims` is not translated",
+    ),
+    Rule(
+        ("scatter_nd",),
+        ("indices", "updates", "shape", "name"),
+        (_v("tf_ops.scatter_nd({indices}, {updates}, {shape})"),),
+        note="Repeated indices sum, as in TF.",
+    ),
+    *(
+        Rule(
+            (f"tensor_scatter_nd_{kind}",),
+            ("tensor", "indices", "updates", "name"),
+            (_v(f"tf_ops.tensor_scatter_nd_{kind}({{tensor}}, {{indices}}, {{updates}})"),),
+        )
+        for kind in ("update", "add")
+    ),
+    Rule(
+        ("boolean_mask",),
+        ("tensor", "mask", "axis", "name"),
+        (_v("{tensor}[torch.as_tensor({mask}, dtype=torch.bool)]"),),
+        otherwise="`axis` is not translated",
+    ),
+    Rule(
+        ("math.top_k", "nn.top_k"),
+        ("input", "k", "sorted", "index_type", "name"),
+        (
+            _v("tf_ops.top_k({input}, {k})"),
+            _v("tf_ops.top_k({input})"),
+        ),
+        flags={"sorted": True},
+        note="`values` and int32 `indices`, largest first, equal entries in index order as "
+        "TF orders them (`torch.topk` does not promise an order for ties).",
+        otherwise="`sorted=False` and `index_type` are not translated",
+    ),
+    Rule(
+        ("argsort",),
+        ("values", "axis", "direction", "stable", "name"),
+        (
+            _v(
+                "torch.argsort({values}, dim={axis}, descending=True, stable=True).to(torch.int32)",
+                "direction=DESCENDING",
+                "axis:axis",
+            ),
+            _v(
+                "torch.argsort({values}, dim=-1, descending=True, stable=True).to(torch.int32)",
+                "direction=DESCENDING",
+            ),
+            _v("torch.argsort({values}, dim={axis}, stable=True).to(torch.int32)", "axis:axis"),
+            _v("torch.argsort({values}, dim=-1, stable=True).to(torch.int32)"),
+        ),
+        flags={"stable": False},
+        strings={"direction": "ASCENDING"},
+        note="Ties in index order (stable), int32, as TF.",
+        otherwise="`axis` must be a literal int",
+    ),
+    Rule(("reverse",), ("tensor", "axis", "name"), (_v("torch.flip({tensor}, {axis})"),)),
+    Rule(
+        ("roll",),
+        ("input", "shift", "axis", "name"),
+        (_v("torch.roll({input}, {shift}, {axis})"),),
+    ),
+    Rule(
+        ("math.count_nonzero",),
+        ("input", "axis", "keepdims", "dtype", "name"),
+        (
+            _v("torch.count_nonzero({input}, dim={axis})", "axis:axes"),
+            _v("torch.count_nonzero({input})"),
+        ),
+        note="int64, as TF.",
+        otherwise="only `axis` (literal) is translated",
+    ),
+    Rule(
+        ("clip_by_global_norm",),
+        value="tf_ops.clip_by_global_norm",
+        note="TF's formula: each tensor times `clip_norm / max(global_norm, clip_norm)`, and "
+        "the global norm.",
     ),
     Rule(("tile",), ("input", "multiples", "name"), (_v("torch.tile({input}, {multiples})"),)),
     Rule(
@@ -116,6 +201,87 @@ SHAPE_RULES: tuple[Rule, ...] = (
         "`*_is_sparse`, `output_type`)",
     ),
     _unary(("linalg.inv",), "input", "torch.linalg.inv"),
+    _unary(("linalg.det",), "input", "torch.linalg.det"),
+    _unary(
+        ("linalg.logdet",),
+        "matrix",
+        "torch.logdet",
+        "Of a Hermitian positive definite matrix (TF computes it from a Cholesky factor).",
+    ),
+    _unary(("linalg.cholesky",), "input", "torch.linalg.cholesky"),
+    _unary(("linalg.expm",), "input", "torch.linalg.matrix_exp"),
+    _unary(
+        ("linalg.eigvalsh",),
+        "tensor",
+        "torch.linalg.eigvalsh",
+        "Ascending, from the lower triangle, in both.",
+    ),
+    Rule(
+        ("linalg.slogdet",),
+        ("input", "name"),
+        (_v("tuple(torch.linalg.slogdet({input}))"),),
+        note="`(sign, log|det|)`; the sign has no gradient, `log|det|`'s is `inv(input)^T`, "
+        "in both.",
+    ),
+    Rule(
+        ("linalg.svd",),
+        ("tensor", "full_matrices", "compute_uv", "name"),
+        (
+            _v("torch.linalg.svdvals({tensor})", "compute_uv=False"),
+            _v("torch.linalg.svdvals({tensor})", "compute_uv=False", "full_matrices=True"),
+            _v("tf_ops.svd({tensor}, full_matrices=True)", "full_matrices=True"),
+            _v("tf_ops.svd({tensor})"),
+        ),
+        flags={"full_matrices": False, "compute_uv": True},
+        note="TF's `(s, u, v)` with `tensor = u @ diag(s) @ v^H` (torch: `(U, S, Vh)`). The "
+        "signs of singular vectors are LAPACK's, which may differ from TF's; what does not "
+        "depend on them (`u @ diag(s) @ v^H`, `det(u) * det(v)`, `s`) is the same.",
+    ),
+    Rule(
+        ("linalg.set_diag",),
+        ("input", "diagonal", "name", "k", "align"),
+        (_v("torch.diagonal_scatter({input}, {diagonal}, dim1=-2, dim2=-1)"),),
+        note="The main diagonal of the last two dimensions replaced.",
+        otherwise="only the main diagonal (no `k`, `align`) is translated",
+    ),
+    Rule(
+        ("linalg.band_part",),
+        ("input", "num_lower", "num_upper", "name"),
+        (_v("tf_ops.band_part({input}, {num_lower}, {num_upper})"),),
+        note="A negative bound keeps that whole triangle, as TF.",
+    ),
+    Rule(
+        ("linalg.adjoint",),
+        ("matrix", "name"),
+        (_v("{matrix}.mH"),),
+        note="The conjugate transpose of the last two dimensions.",
+    ),
+    Rule(
+        ("linalg.matvec",),
+        ("a", "b", "transpose_a", "adjoint_a", "a_is_sparse", "b_is_sparse", "name"),
+        (
+            _v("torch.matmul({a}.mT, {b}.unsqueeze(-1)).squeeze(-1)", "transpose_a=True"),
+            _v("torch.matmul({a}, {b}.unsqueeze(-1)).squeeze(-1)"),
+        ),
+        flags={"transpose_a": False},
+        otherwise="only `transpose_a` is translated",
+    ),
+    Rule(
+        ("linalg.cross",),
+        ("a", "b", "name"),
+        (_v("torch.linalg.cross({a}, {b})"),),
+        note="Along the last dimension (of size 3).",
+    ),
+    Rule(
+        ("linalg.triangular_solve",),
+        ("matrix", "rhs", "lower", "adjoint", "name"),
+        (
+            _v("torch.linalg.solve_triangular({matrix}, {rhs}, upper=False)"),
+            _v("torch.linalg.solve_triangular({matrix}, {rhs}, upper=True)", "lower=False"),
+        ),
+        flags={"lower": True, "adjoint": False},
+        otherwise="`adjoint=True` and a `lower` that is not a literal are not translated",
+    ),
     Rule(
         ("linalg.trace", "trace"),
         ("x", "name"),
@@ -269,16 +435,6 @@ SHAPE_RULES: tuple[Rule, ...] = (
         note="Stable, so that tied values take their gradients in TF's order (TF sorts with "
         "`top_k`, lower indices first).",
         otherwise="`axis` must be a literal int",
-    ),
-    Rule(
-        ("unstack",),
-        ("value", "num", "axis", "name"),
-        (
-            _v("list(torch.unbind({value}, dim={axis}))", "axis:axis"),
-            _v("list(torch.unbind({value}))"),
-        ),
-        note="A list, as TF.",
-        otherwise="`axis` must be a literal int; `num` is not translated",
     ),
     Rule(
         ("expand_dims",),

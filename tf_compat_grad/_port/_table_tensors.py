@@ -160,6 +160,12 @@ TENSOR_RULES: tuple[Rule, ...] = (
         note="An int32 tensor, as TF.",
     ),
     Rule(("Tensor",), value="torch.Tensor", note="In annotations and `isinstance`."),
+    Rule(
+        ("dtypes.as_dtype", "as_dtype"),
+        ("type_value",),
+        (_v("tf_ops.as_dtype({type_value})"),),
+        note="A torch dtype from a dtype or its name.",
+    ),
     Rule(("newaxis",), value="None", note="`x[:, tf.newaxis]` -> `x[:, None]`."),
     # --- control flow, as TF runs it eagerly -------------------------------------------
     Rule(
@@ -175,6 +181,71 @@ TENSOR_RULES: tuple[Rule, ...] = (
         note="A context that adds nothing (eager ops run in order), calling the callables in "
         "`control_inputs`, as in TF's eager mode.",
     ),
+    Rule(
+        ("name_scope", "compat.v1.name_scope", "compat.v1.variable_op_scope"),
+        value="tf_ops.name_scope",
+        note="A context that changes nothing (torch ops have no names), giving the scope's "
+        "name, `'name/'`, to `as`.",
+    ),
+    Rule(
+        ("device", "compat.v1.device"),
+        value="tf_ops.device",
+        note="A context that changes nothing: torch runs an op where its inputs are (TF "
+        "places the block's ops on the device; the numbers are the same).",
+    ),
+    Rule(
+        ("executing_eagerly", "compat.v1.executing_eagerly_outside_functions"),
+        (),
+        (_v("True"),),
+        note="True: the port runs everything eagerly (`tf.function` is removed), so the "
+        "eager branch of code that asks is the one taken.",
+    ),
+    Rule(
+        ("gradients", "compat.v1.gradients"),
+        value="tf_ops.gradients",
+        note="`torch.autograd.grad` of the graph torch recorded: the sum of `ys` (weighted by "
+        "`grad_ys`) differentiated with respect to each of `xs`, a list with None for an "
+        "unconnected x (zeros with `unconnected_gradients='zero'`), differentiable again. An x "
+        "that does not require grad in torch raises (torch recorded nothing for it; TF's graph "
+        "records every tensor).",
+    ),
+    Rule(
+        ("cond", "compat.v1.cond"),
+        value="tf_ops.cond",
+        note="The branch the predicate picks is called, as TF runs `cond` eagerly.",
+    ),
+    Rule(("nest.map_structure",), value="tf_ops.map_structure", note="In `tf.nest`'s order."),
+    Rule(("nest.flatten",), value="tf_ops.nest_flatten", note="In `tf.nest`'s order."),
+    Rule(("nest.pack_sequence_as",), value="tf_ops.pack_sequence_as"),
+    Rule(
+        ("debugging.check_numerics", "compat.v1.check_numerics"),
+        value="tf_ops.check_numerics",
+        note="Raises (a ValueError, `tf_ops.InvalidArgumentError`) on a NaN or infinity, in "
+        "the tensor and in its gradient, as TF does; returns the tensor.",
+    ),
+    Rule(("debugging.assert_all_finite",), value="tf_ops.assert_all_finite"),
+    *(
+        Rule(
+            (f"debugging.{name}", name),
+            value=f"tf_ops.{name}",
+            note="Raises (`tf_ops.InvalidArgumentError`) when the condition fails, as TF's eager "
+            "call; returns None.",
+        )
+        for name in (
+            "assert_equal",
+            "assert_none_equal",
+            "assert_greater",
+            "assert_greater_equal",
+            "assert_less",
+            "assert_less_equal",
+            "assert_positive",
+            "assert_negative",
+            "assert_non_negative",
+            "assert_non_positive",
+        )
+    ),
+    Rule(("debugging.Assert", "Assert"), value="tf_ops.Assert"),
+    Rule(("ensure_shape",), value="tf_ops.ensure_shape", note="None matches any size."),
     # --- dtypes -------------------------------------------------------------------------
     *(_dtype(name) for name in DTYPES),
     _dtype("half", "float16"),

@@ -1,6 +1,6 @@
 """The translation table's names that no template translates, with the reason: `tf.GradientTape`
-and `tf.function` (the transformer translates one pattern of each), random numbers, integer
-division, NHWC convolutions and pools."""
+and `tf.function` (the transformer translates one pattern of each), integer division, NHWC
+convolutions and pools; and random numbers (TF's distributions, torch's generator)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,10 @@ UNTRANSLATED_RULES: tuple[Rule, ...] = (
         "x.detach().requires_grad_()`, and `torch.autograd.grad(target, [x_watched], "
         "grad_outputs=output_gradients or ones, create_graph=True, allow_unused=True)`, "
         "differentiable again as TF's under an outer tape. An unconnected target raises in "
-        "torch (TF: None).",
+        "torch (TF: None). `tape = tf.GradientTape(...)` then `with tape:` reads as the "
+        "`with ... as tape:`; a watched `*args` becomes a tuple of watched tensors; sources "
+        "that are a nest of names (`(args, variables)`, grad_fn's `variables` among them) go "
+        "to `tf_ops.tape_gradient`, which keeps their structure.",
         otherwise="only `with tf.GradientTape() as tape:` in the pattern of the note is translated",
     ),
     Rule(
@@ -62,17 +65,30 @@ UNTRANSLATED_RULES: tuple[Rule, ...] = (
         "`torch.compile(fn, fullgraph=True)` is torch's counterpart.",
         otherwise="`tf.function(f)` needs the function",
     ),
+    *(
+        Rule(
+            (f"random.{name}",),
+            value=f"tf_ops.{target}",
+            note="TF's arguments and distribution, torch's generator: other numbers than TF's "
+            "for the same seed (`seed=` is not used; seed torch). Where numbers must match, "
+            "pass the noise in.",
+        )
+        for name, target in (
+            ("uniform", "random_uniform"),
+            ("normal", "random_normal"),
+            ("truncated_normal", "truncated_normal"),
+        )
+    ),
+    Rule(
+        ("random.set_seed", "compat.v1.set_random_seed", "compat.v1.random.set_random_seed"),
+        ("seed",),
+        (_v("torch.manual_seed({seed})"),),
+        note="Seeds torch's generator: reproducible runs, other numbers than TF's.",
+    ),
     _flagged(
-        (
-            "random.normal",
-            "random.uniform",
-            "random.truncated_normal",
-            "random.categorical",
-            "random.shuffle",
-            "random.set_seed",
-        ),
+        ("random.categorical", "random.shuffle"),
         "random numbers: TF's and torch's generators give different numbers for the same "
-        "seed; use torch's (`torch.randn`, `torch.rand`, ...) and compare statistics, not values",
+        "seed; use torch's (`torch.multinomial`, `torch.randperm`) and compare statistics",
     ),
     _flagged(
         ("math.truncatediv", "truncatediv", "math.truncatemod", "truncatemod"), _INTEGER_DIVISION

@@ -19,21 +19,6 @@ _SEMANTICS_DIFFER = {
 }
 # TF1's own functions with their own translation.
 _V1_RULES = (
-    Rule(
-        ("compat.v1.where",),
-        ("condition", "x", "y", "name"),
-        (
-            _v("tf_ops.where_v1({condition}, {x}, {y})"),
-            _v("torch.nonzero({condition})"),
-        ),
-        note="TF1's `where` does not broadcast: a vector condition picks rows of x and y.",
-    ),
-    Rule(
-        ("compat.v1.div",),
-        ("x", "y", "name"),
-        (_v("tf_ops.div_v1({x}, {y})"),),
-        note="Python 2's `/`: floor division of integers, true division otherwise.",
-    ),
     *(
         Rule(
             (f"compat.v1.to_{name}",),
@@ -47,7 +32,23 @@ _V1_RULES = (
             ("int32", "int32"),
             ("int64", "int64"),
             ("bfloat16", "bfloat16"),
+            ("complex64", "complex64"),
         )
+    ),
+    Rule(
+        ("compat.v1.div",),
+        ("x", "y", "name"),
+        (_v("tf_ops.div_v1({x}, {y})"),),
+        note="Python 2's division: floor division for integers, true division for floats.",
+    ),
+    Rule(
+        ("compat.v1.where",),
+        ("condition", "x", "y", "name"),
+        (
+            _v("tf_ops.where_v1({condition}, {x}, {y})"),
+            _v("torch.nonzero({condition})"),
+        ),
+        note="TF1's `where` does not broadcast: a vector condition picks rows of x and y.",
     ),
 )
 # Names that are not functions and mean the same in TF1 (dtypes, classes, constants).
@@ -92,7 +93,6 @@ V1_ONLY = _flagged(
             "reset_default_graph",
             "Graph",
             "AUTO_REUSE",
-            "gradients",
             "assign",
             "assign_add",
             "ConfigProto",

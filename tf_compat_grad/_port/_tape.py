@@ -14,6 +14,12 @@ function assigns (module-level names; at module level, functions, classes, impor
 or module-level `tf.Variable`s (nn.Parameters after the port, watched by TF when read): TF gives
 any other source no gradient. `create_graph=True` keeps the gradient differentiable, as
 TF's is under an outer tape; `allow_unused=True` gives None for an unconnected source, as TF.
+`tape = tf.GradientTape(...)` followed by `with tape:` is read as `with tf.GradientTape(...) as
+tape:` (`as_with`). A watched `*args` parameter becomes a tuple of watched tensors; sources that
+are a nested tuple or list of names (`(args, variables)`), or name such a tuple, go to
+`tf_ops.tape_gradient`, which keeps their structure. In a custom gradient's grad_fn, its
+`variables` parameter may be a source: the Parameters f read, which torch's graph reaches only
+through the block's ops, as TF's tape watched them.
 Anything else about the tape (another method, `watch_accessed_variables=`,
 `unconnected_gradients=`, a list of targets, the tape used elsewhere) leaves it untranslated.
 """
@@ -31,6 +37,63 @@ class Tape:
     watched: dict[str, str]  # watched name -> the name of its watched tensor
     block: cst.With
     watches: int  # how many `tape.watch` statements open the block
+    sequences: frozenset[str] = frozenset()  # watched `*args` parameters: tuples of tensors
+
+
+def _is_tape_call(node: cst.BaseExpression) -> bool:
+    func = node.func if isinstance(node, cst.Call) else None
+    return (isinstance(func, cst.Attribute) and func.attr.value == "GradientTape") or (
+        isinstance(func, cst.Name) and func.value == "GradientTape"
+    )
+
+
+class _AsWith(cst.CSTTransformer):
+    """`tape = tf.GradientTape(...)` then `with tape:` -> `with tf.GradientTape(...) as tape:`,
+    a blank line in place of the assignment (the lines after it keep their numbers)."""
+
+    def _body(self, statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        found: list[cst.BaseStatement] = []
+        for statement in statements:
+            before = found[-1] if found else None
+            if not isinstance(before, cst.SimpleStatementLine):
+                found.append(statement)
+                continue
+            assign = before.body[0]
+            if (
+                isinstance(statement, cst.With)
+                and len(statement.items) == 1
+                and statement.items[0].asname is None
+                and isinstance(statement.items[0].item, cst.Name)
+                and isinstance(assign, cst.Assign)
+                and len(assign.targets) == 1
+                and isinstance(assign.targets[0].target, cst.Name)
+                and assign.targets[0].target.value == statement.items[0].item.value
+                and _is_tape_call(assign.value)
+                and len(before.body) == 1
+            ):
+                name = statement.items[0].item
+                item = cst.WithItem(assign.value, asname=cst.AsName(name))
+                lines = [
+                    *before.leading_lines,
+                    cst.EmptyLine(indent=False),
+                    *statement.leading_lines,
+                ]
+                found[-1] = statement.with_changes(items=[item], leading_lines=lines)
+                continue
+            found.append(statement)
+        return found
+
+    def leave_IndentedBlock(
+        self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
+    ) -> cst.IndentedBlock:
+        return updated_node.with_changes(body=self._body(list(updated_node.body)))
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        return updated_node.with_changes(body=self._body(list(updated_node.body)))
+
+
+def as_with(module: cst.Module) -> cst.Module:
+    return module.visit(_AsWith())
 
 
 class _Variables(cst.CSTVisitor):
@@ -197,6 +260,36 @@ def _name_list(node: cst.BaseExpression) -> list[str] | None:
     return found
 
 
+def source_names(node: cst.BaseExpression) -> list[str] | None:
+    """The names of `x`, `[x, y]`, `(args, [x, variables])`; None if an item is not a name."""
+    if not isinstance(node, (cst.List, cst.Tuple)):
+        return [node.value] if isinstance(node, cst.Name) else None
+    found = []
+    for item in node.elements:
+        inner = source_names(item.value) if isinstance(item, cst.Element) else None
+        if inner is None:
+            return None
+        found.extend(inner)
+    return found
+
+
+def nested(node: cst.BaseExpression) -> bool:
+    """Whether sources are a list or tuple with a list or tuple inside."""
+    return isinstance(node, (cst.List, cst.Tuple)) and any(
+        isinstance(e.value, (cst.List, cst.Tuple)) for e in node.elements
+    )
+
+
+class _VariablesParameters(cst.CSTVisitor):
+    """Whether a function of the scope has a parameter `variables` (a grad_fn's)."""
+
+    def __init__(self) -> None:
+        self.found = False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.found |= "variables" in parameters(node)
+
+
 def check_gradient_call(call: cst.Call, allowed: set[str]) -> str | None:
     """Why a `tape.gradient(...)` call is not translated, or None. Its sources must be in
     `allowed`: watched, computed in the block, or variables."""
@@ -213,9 +306,9 @@ def check_gradient_call(call: cst.Call, allowed: set[str]) -> str | None:
         return "`tape.gradient` needs a target and sources"
     if isinstance(given["target"].value, (cst.List, cst.Tuple, cst.Dict)):
         return "a list of targets is not translated (sum them first)"
-    sources = _name_list(given["sources"].value)
+    sources = source_names(given["sources"].value)
     if sources is None:
-        return "the sources must be names or a list or tuple of names"
+        return "the sources must be names or (nested) lists or tuples of names"
     unwatched = [s for s in sources if s not in allowed]
     if unwatched:
         return (
@@ -291,6 +384,10 @@ def check(
     if uses != 1 + len(body) - len(rest) + len(calls):
         return "the tape is used other than by `tape.watch` and `tape.gradient`"
     sources = set(watched) | inside.bound | variables
+    grad_fns = _VariablesParameters()
+    scope.visit(grad_fns)
+    if grad_fns.found:
+        sources.add("variables")
     for gradient in calls:
         why = check_gradient_call(gradient, sources)
         if why is not None:

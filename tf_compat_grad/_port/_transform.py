@@ -75,7 +75,7 @@ def port_module(source: str, filename: str) -> PortResult:
             f"{error.message}; `port` translates valid Python 3 source"
         ) from None
     porter = _Porter()
-    code = MetadataWrapper(module).visit(porter).code
+    code = MetadataWrapper(_tape.as_with(module)).visit(porter).code
     entries = sorted(porter.entries, key=lambda e: e.line)
     return PortResult(_with_header(code, entries), tuple(entries))
 
@@ -313,7 +313,11 @@ class _Porter(_Classes):
             return
         name, watched, watches = found
         mapping = {w: self.fresh(f"{w}_watched", numbered=True) for w in dict.fromkeys(watched)}
-        tape = _tape.Tape(name, mapping, node, watches)
+        star = self.functions[-1].params.star_arg if self.functions else None
+        sequences = frozenset(
+            {star.name.value} & set(watched) if isinstance(star, cst.Param) else ()
+        )
+        tape = _tape.Tape(name, mapping, node, watches, sequences)
         self.tapes[id(node)] = tape
         self.tape_calls[id(call)] = tape
         for gradient in _tape.gradient_calls(body, name)[0]:
@@ -330,9 +334,12 @@ class _Porter(_Classes):
         if tape is None:
             return updated_node
         body = cst.ensure_type(updated_node.body, cst.IndentedBlock)
+        watch = "{0} if {0}.requires_grad else {0}.detach().requires_grad_()"
         assignments = [
             cst.parse_statement(
-                f"{new} = {old} if {old}.requires_grad else {old}.detach().requires_grad_()"
+                f"{new} = tuple({watch.format('t')} for t in {old})"
+                if old in tape.sequences
+                else f"{new} = {watch.format(old)}"
             )
             for old, new in tape.watched.items()
         ]
@@ -356,6 +363,15 @@ class _Porter(_Classes):
         given = {n: a.value for n, a in zip(names, positional, strict=False)}
         given |= {a.keyword.value: a.value for a in call.args if a.keyword is not None}
         sources = given["sources"]
+        if _tape.nested(sources) or set(_tape.source_names(sources) or ()) & tape.sequences:
+            renamed_sources = cst.ensure_type(sources.visit(_Rename(tape.watched)), type(sources))
+            args = {**given, "sources": renamed_sources}
+            keyword = ", output_gradients={output_gradients}" if "output_gradients" in given else ""
+            template = f"tf_ops.tape_gradient({{target}}, {{sources}}{keyword})"
+            result = _Fill(args).fill(template)
+            self.translated(original, f"{tape.name}.gradient", _code(result))
+            self.needed.add("tf_ops")
+            return result
         items = sources.elements if isinstance(sources, (cst.List, cst.Tuple)) else [sources]
         renamed = [
             cst.Element(cst.Name(tape.watched.get(cst.ensure_type(i.value, cst.Name).value, "")))

@@ -86,6 +86,29 @@ class CustomGradient(Generic[P, R]):
 
         method.__tf_compat_grad__ = self  # type: ignore[attr-defined]
         self._method = _in_place_of(f, method)
+        self._function: Callable[..., Any] | None = None  # made by `function`
+
+    def function(self) -> Callable[..., Any]:
+        """The function `custom_gradient` returns for a plain function (Note [a decorated
+        function is a function]): a call of it is a call of this wrapper."""
+        if self._function is not None:
+            return self._function
+        owner = self
+
+        @functools.wraps(self._f)
+        def function(*args: Any, **kwargs: Any) -> Any:  # one line: see `_in_place_of`
+            return owner._call_compiling(UNBOUND, args, kwargs) if _is_compiling() else owner._eager.entry(UNBOUND, args, kwargs)  # fmt: skip
+
+        # One set of attributes: `example`, `surrogate`, `__wrapped__`, and whatever is set on
+        # either later, is the same attribute of both.
+        function.__dict__ = self.__dict__
+        self.__tf_compat_grad__ = self
+        # TorchScript: `script(function)` is refused by name, a scripted caller calls it as
+        # Python (Note [TorchScript]).
+        self.__prepare_scriptable__ = self.__prepare_scriptable__  # type: ignore[method-assign]
+        torch.jit.ignore(function)  # type: ignore[no-untyped-call]
+        self._function = _in_place_of(self._f, function)
+        return function
 
     def __tf_compat_grad_calls__(self) -> Callable[..., Any]:
         """The function a call runs, for the proof that it reads no Parameter (`_reach.py`)."""
@@ -324,7 +347,9 @@ def custom_gradient(f: Any = None, *, example: Any = None, surrogate: str | None
             that differs. Not in TensorFlow; kept as `.surrogate`.
 
     Returns:
-        A `CustomGradient` that returns f's outputs and records grad_fn for autograd.
+        A function that returns f's outputs and records grad_fn for autograd, with f's name,
+        signature and file; for a method, or a callable that is not a function, a
+        `CustomGradient` that does the same.
 
     Raises:
         TypeError: `f` is a class or not callable.
@@ -354,9 +379,24 @@ def custom_gradient(f: Any = None, *, example: Any = None, surrogate: str | None
     if is_dynamo_compiling():
         graph_break(_decorated_while_compiling(f))  # under fullgraph=True, the error
     if isinstance(f, staticmethod):
-        return staticmethod(custom_gradient(f.__func__, example=example, surrogate=surrogate))
+        wrapped = _decorate(f.__func__, example, surrogate)
+        return staticmethod(wrapped.function() if _is_function(f.__func__) else wrapped)
     if isinstance(f, classmethod):
-        return _ClassMethod(_remake(custom_gradient, f.__func__, example, surrogate))
+        return _ClassMethod(_decorate(f.__func__, example, surrogate))
+    wrapped = _decorate(f, example, surrogate)
+    return wrapped.function() if _is_function(f) and not _is_method(f) else wrapped
+
+
+def custom_gradient_object(f: Any, surrogate: str | None = None) -> CustomGradient[Any, Any]:
+    """`custom_gradient(f)` as the wrapper object, also for a plain function: for
+    `recompute_grad` and `grad_pass_through` (Note [a decorated function is a function])."""
+    if is_dynamo_compiling():
+        graph_break(_decorated_while_compiling(f))  # under fullgraph=True, the error
+    return _decorate(f, None, surrogate)
+
+
+def _decorate(f: Any, example: Any, surrogate: str | None) -> CustomGradient[Any, Any]:
+    """The wrapper of f, after checking that f can be decorated."""
     if isinstance(f, type) or not callable(f):
         kind = f"the class {describe(f)}" if isinstance(f, type) else describe_value(f)
         raise CustomGradientTypeError(
@@ -366,10 +406,38 @@ def custom_gradient(f: Any = None, *, example: Any = None, surrogate: str | None
             "function, a method, a staticmethod or a classmethod (the decorator above or below "
             "@staticmethod / @classmethod)."
         )
-    wrapped = CustomGradient(f)
+    wrapped: CustomGradient[Any, Any] = CustomGradient(f)
     wrapped.example = example
     wrapped.surrogate = surrogate
     return wrapped
+
+
+# Note [a decorated function is a function]
+# `inspect.getfile` and `getsourcefile` (and tools built on them: debuggers, documentation
+# generators, IPython's `??`) take a function, a method, a class, a module or code, and test
+# that with `isinstance`, which no wrapper object passes. So for a plain function the decorator
+# returns a function: its code is placed in f's file (`_in_place_of`), it calls its
+# `CustomGradient`, and it shares that wrapper's attributes (`__tf_compat_grad__` names it).
+# Being a function, it is also what Python makes of a function: bound when a class holds it,
+# atomic for `copy`, pickled by reference (by the name f has where it is defined, so
+# `g = custom_gradient(f)` cannot be pickled, as with any decorator). So the wrapper object
+# stays what is returned where f will be a method, whose instance it binds without making it
+# an input (item 4): f defined in a class body (its `__qualname__` is `Class.name`) or taking
+# `self` or `cls` first (`Class.method = custom_gradient(f)`), and where f is not a function
+# (an `nn.Module`, a partial, a callable object), which `deepcopy` copies with its state.
+
+
+def _is_function(f: Any) -> bool:
+    return isinstance(f, types.FunctionType)
+
+
+def _is_method(f: types.FunctionType) -> bool:
+    """Whether f will be a method (Note [a decorated function is a function])."""
+    *outer, _ = f.__qualname__.split(".")
+    code = f.__code__
+    return (bool(outer) and outer[-1] != "<locals>") or (
+        code.co_argcount > 0 and code.co_varnames[0] in ("self", "cls")
+    )
 
 
 def _decorated_while_compiling(f: Any) -> str:

@@ -58,11 +58,13 @@ from typing import Any
 import torch
 
 from . import _run, _structure
+from ._captures import lost_under_compile_reason, settle
 from ._errors import PREFIX, CustomGradientNotImplementedError, CustomGradientTypeError, describe
 from ._record import Record, node_class, upstreams_refusal_of_code
-from ._run import Layout
-from ._torch_internals import graph_break, is_exporting, run_while_tracing
-from ._watcher import run_watched
+from ._run import Layout, call_f
+from ._torch_internals import graph_break, is_exporting, outside_compile, run_while_tracing
+from ._variables import check_accepts
+from ._watcher import CompiledWatcher, run_watched, watched_result
 
 # The call's `Layout` and variables as plain constants, the only kind of non-tensor argument
 # Dynamo passes through `apply` on every supported torch (Note [compile]): (bound, spec,
@@ -81,12 +83,18 @@ def call_compiled(
     """Call f through `node`, the class `make_compile_node` made for it. `described`: f by
     name, file and line, made before Dynamo traces (which misreads f's attributes)."""
     flat_args, layout, inputs = _run.inputs(f, bound, args)
-    with torch.no_grad():
-        result, grad_fn, variables = run_watched(f, bound, args, kwargs, flat_args, captures=False)
+    watcher = CompiledWatcher(flat_args, _structure.leaves(kwargs) if kwargs else ())
+    with torch.no_grad(), watcher:
+        out = call_f(f, bound, args, kwargs)
+    result, grad_fn, variables = watched_result(f, bound, out, watcher, flat_args, kwargs)
     outputs, out_spec = _run.outputs(f, result)
     if is_exporting():  # Note [export]
         exported = _exported(described, outputs, [*inputs, *variables])
         return _structure.unflatten(out_spec, exported)
+    if watcher.reaches(result):  # Note [lost gradients under compile] in `_captures.py`
+        graph_break(lost_under_compile_reason(described))  # under fullgraph=True, the error
+        variables = _settle_outside(settle, f, bound, kwargs, watcher.seeds, inputs, variables)
+        check_accepts(f, bound, grad_fn, variables)
     if not variables and not any(t.requires_grad for t in inputs):
         return _structure.unflatten(out_spec, outputs)
     if len(outputs) > 1 and type(grad_fn) is types.FunctionType:  # Note [upstreams under compile]
@@ -100,6 +108,12 @@ def call_compiled(
     )
     return _structure.unflatten(out_spec, node_outputs)
 
+
+# The exact check of Note [lost gradients under compile], as in eager mode.
+_settle_outside = outside_compile(
+    f"{PREFIX}a decorated function's outputs are computed from a tensor that requires grad and "
+    "that it was not given, so the call is checked outside the compiled graph"
+)
 
 # Dynamo reads grad_fn's code but cannot trace `inspect.signature`: the check runs as Python,
 # once per traced call site, its message a constant of the graph.

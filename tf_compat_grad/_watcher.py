@@ -151,3 +151,70 @@ class ParameterWatcher(TorchFunctionMode):
             return []
         passed = {id(x) for x in exclude if type(x) is not _Tensor and isinstance(x, Parameter)}
         return [p for key, p in self.found.items() if key not in passed]
+
+
+class CompiledWatcher(ParameterWatcher):
+    """The watcher of a call while Dynamo traces it (Note [lost gradients under compile] in
+    `_captures.py`): it also follows which tensors f computes from a tensor that requires grad
+    and that it was not given (`seeds`), by identity, which Dynamo folds into constants."""
+
+    def __init__(self, given: Iterable[Any], keywords: Iterable[Any]) -> None:
+        super().__init__()
+        self.places = None
+        self.known: list[_Tensor] = [t for t in given if isinstance(t, _Tensor)]
+        self.keywords = [t for t in keywords if isinstance(t, Parameter)]  # not variables
+        self.seeds: list[_Tensor] = []  # first reached first
+        self.tainted: list[_Tensor] = []
+
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        if kwargs is None:
+            kwargs = {}
+        if func in _METADATA:
+            return func(*args, **kwargs)
+        self._scan(args)
+        self._scan(kwargs.values())
+        touched = self._touches(args)
+        touched = self._touches(kwargs.values()) or touched
+        out = func(*args, **kwargs)
+        for tensor in out if isinstance(out, (list, tuple)) else (out,):
+            if isinstance(tensor, _Tensor):
+                self.known.append(tensor)
+                if touched:
+                    self.tainted.append(tensor)
+        return out
+
+    def _touches(self, values: Iterable[Any]) -> bool:
+        touched = False
+        for value in values:
+            if isinstance(value, _Tensor):
+                if any(value is t for t in self.tainted) or self._seed(value):
+                    touched = True
+            elif isinstance(value, (list, tuple)):
+                touched = self._touches(value) or touched
+        return touched
+
+    def _seed(self, value: _Tensor) -> bool:
+        """Whether value, unknown, requires grad and is no Parameter (a variable): a seed."""
+        if any(value is t for t in self.known) or not value.requires_grad:
+            return False
+        if isinstance(value, Parameter) and not any(value is t for t in self.keywords):
+            return False
+        if not any(value is t for t in self.seeds):
+            self.seeds.append(value)
+        return True
+
+    def reaches(self, result: Any) -> bool:
+        """Whether an output of f is a seed or computed from one."""
+        found = False
+        for tensor in [result] if isinstance(result, _Tensor) else _structure.leaves(result):
+            if isinstance(tensor, _Tensor) and (
+                any(tensor is t for t in self.tainted) or self._seed(tensor)
+            ):
+                found = True
+        return found

@@ -27,15 +27,16 @@ node are never compiled (`never_compiled`).
 
 # Note [upstreams under compile]
 A multi-output f whose grad_fn cannot take one upstream per output is refused when f returns
-(`check_upstreams`). Dynamo cannot trace `inspect.signature`, nor read a nested function's
-defaults when they hold tensors, but it reads its code: `upstreams_refusal_of_code` runs as Python
-while Dynamo traces, from the code alone, and refuses what no defaults can change (too many
-upstreams, the upstreams against `variables`). The refusal is a graph break, an error under
-`fullgraph=True` that shows the message; without it, the error itself is raised as the call
-runs past the graph break. A grad_fn that is not a plain function (a `functools.partial`, a callable
-object) is not looked at here, nor a grad_fn missing an upstream: those fail in backward with
-Python's own TypeError, as in TensorFlow (under `fullgraph=True`, Dynamo's trace of backward
-fails on them).
+(`check_upstreams`). Dynamo cannot trace `inspect.signature`, nor read the defaults of a function
+defined in the traced code, but it reads code, and the defaults of functions defined outside:
+`_parameters_of` reads what the upstreams will be bound to (a plain function; a
+`functools.partial`'s function, its arguments and keywords; a bound method's function; a
+callable object's `__call__`), and `upstreams_refusal_of_code` runs as Python while Dynamo
+traces, refusing what no unknown defaults can change: too many upstreams, too few for a
+function without positional defaults, the upstreams against `variables`. The refusal is a graph
+break, an error under `fullgraph=True` that shows the message (naming grad_fn's code); without
+it, `check_upstreams` raises eager's own error outside the graph. A grad_fn defined in the
+traced code with defaults that would miss an upstream fails in backward, as in TensorFlow.
 
 # Note [export]
 `torch.export` records f's forward ops, under `no_grad` (docs/torch_facts.md, "torch.jit.trace
@@ -51,16 +52,17 @@ program saved with `torch.export.save` loads wherever tf_compat_grad is imported
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
 from . import _run, _structure
 from ._captures import lost_under_compile_reason, settle
 from ._errors import PREFIX, CustomGradientNotImplementedError, CustomGradientTypeError, describe
-from ._record import Record, node_class, upstreams_refusal_of_code
+from ._record import Record, check_upstreams, node_class, upstreams_refusal_of_code
 from ._run import Layout, call_f
 from ._torch_internals import graph_break, is_exporting, outside_compile, run_while_tracing
 from ._variables import check_accepts
@@ -93,15 +95,18 @@ def call_compiled(
         return _structure.unflatten(out_spec, exported)
     if watcher.reaches(result):  # Note [lost gradients under compile] in `_captures.py`
         graph_break(lost_under_compile_reason(described))  # under fullgraph=True, the error
-        variables = _settle_outside(settle, f, bound, kwargs, watcher.seeds, inputs, variables)
+        variables = _outside(settle, f, bound, kwargs, watcher.seeds, inputs, variables)
         check_accepts(f, bound, grad_fn, variables)
     if not variables and not any(t.requires_grad for t in inputs):
         return _structure.unflatten(out_spec, outputs)
-    if len(outputs) > 1 and type(grad_fn) is types.FunctionType:  # Note [upstreams under compile]
-        refusal = _upstreams_refusal(grad_fn.__code__, len(outputs), bool(variables), described)
+    if len(outputs) > 1:  # Note [upstreams under compile]
+        readable = _parameters_of(grad_fn)
+        refusal = readable and _upstreams_refusal(
+            *readable, len(outputs), bool(variables), described
+        )
         if refusal:
             graph_break(refusal)  # under fullgraph=True, the error
-            raise CustomGradientTypeError(refusal)
+            _outside(_refuse_upstreams, f, grad_fn, len(outputs), variables, refusal)
     constants: _Constants = (layout.bound, layout.spec, layout.n_args, layout.positions, variables)
     node_outputs = node.apply(  # type: ignore[no-untyped-call]
         constants, grad_fn, len(outputs), *outputs, *inputs, *variables
@@ -109,15 +114,47 @@ def call_compiled(
     return _structure.unflatten(out_spec, node_outputs)
 
 
-# The exact check of Note [lost gradients under compile], as in eager mode.
-_settle_outside = outside_compile(
-    f"{PREFIX}a decorated function's outputs are computed from a tensor that requires grad and "
-    "that it was not given, so the call is checked outside the compiled graph"
-)
+# The eager checks, run where the graph breaks (Notes [lost gradients under compile] and
+# [upstreams under compile]).
+_outside = outside_compile(f"{PREFIX}a decorated call is checked outside the compiled graph")
 
 # Dynamo reads grad_fn's code but cannot trace `inspect.signature`: the check runs as Python,
 # once per traced call site, its message a constant of the graph.
 _upstreams_refusal = run_while_tracing(upstreams_refusal_of_code)
+
+
+def _parameters_of(
+    grad_fn: Any,
+) -> tuple[types.CodeType, int | None, int, tuple[str, ...]] | None:
+    """What Dynamo can read of grad_fn's parameters, as `upstreams_refusal_of_code` takes it:
+    the code of the function it calls, how many positional defaults that has (None: unknown,
+    as for a function defined in the traced code whose defaults are set), and the positional
+    arguments and keywords bound before the upstreams; None for a grad_fn without code."""
+    n_bound, keywords = 0, ()
+    if type(grad_fn) is functools.partial:
+        n_bound, keywords = len(grad_fn.args), tuple(grad_fn.keywords)  # type: ignore[assignment]
+        grad_fn = grad_fn.func
+    if type(grad_fn) is types.MethodType:
+        n_bound, grad_fn = n_bound + 1, grad_fn.__func__
+    elif type(grad_fn) is not types.FunctionType:  # a callable object
+        call = getattr(type(grad_fn), "__call__", None)  # noqa: B004 (its code is read)
+        if type(call) is not types.FunctionType:
+            return None
+        return call.__code__, len(call.__defaults__ or ()), n_bound + 1, keywords
+    return grad_fn.__code__, 0 if grad_fn.__defaults__ is None else None, n_bound, keywords
+
+
+def _refuse_upstreams(
+    f: Callable[..., Any],
+    grad_fn: Callable[..., Any],
+    n_outputs: int,
+    variables: list[torch.nn.Parameter],
+    refusal: str,
+) -> NoReturn:
+    """The refusal of Note [upstreams under compile], outside Dynamo: eager's, which names
+    grad_fn as it is (a partial, a callable object), or else the one made while tracing."""
+    check_upstreams(f, grad_fn, n_outputs, variables)
+    raise CustomGradientTypeError(refusal)
 
 
 def call_exported(f: Callable[..., Any], bound: Any, args: tuple[Any, ...], kwargs: Any) -> Any:

@@ -141,6 +141,19 @@ def lost_under_compile(f: Callable[..., Any]) -> str:
     )
 
 
+def parametrized_under_compile(f: Callable[..., Any]) -> str:
+    """Under torch.compile(fullgraph=True): f is a method of a module with a parametrized
+    weight, which only a call outside the graph gives the chain rule."""
+    return (
+        f"{PREFIX}{where(f)} is a method of a module with a parametrized weight "
+        "(torch.nn.utils.parametrize, parametrizations.*), whose originals get the weight's "
+        "gradient through the parametrization only in eager mode, so the call runs outside the "
+        "compiled graph (a graph break; this error under fullgraph=True). Compile without "
+        "fullgraph=True, or read the weight in an undecorated forward and pass it to the "
+        "decorated function as a positional argument"
+    )
+
+
 def lost_gradient(f: Callable[..., Any], what: str, computed_from: str | None = None) -> str:
     """f's output depends on `what` (`closure `w``, `keyword `scale``, `` `self.weight` ``), a
     tensor that requires grad and is neither an input nor a variable; `computed_from`: the

@@ -119,3 +119,40 @@ def test_no_gradient_to_lose_stays_in_one_graph(dynamo, fullgraph):
     x = _t(3)
     (got,) = torch.autograd.grad(_compiled(f, fullgraph)(x), x)
     torch.testing.assert_close(got, (w * y).detach())
+
+
+class _Double(torch.nn.Module):
+    def forward(self, weight):
+        return weight * 2
+
+
+class _Weighted(torch.nn.Module):
+    """`x * self.weight`, whose grad_fn gives the weight its true gradient as a variable."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(_t(3, requires_grad=False, seed=4))
+
+    @custom_gradient
+    def forward(self, x):
+        weight = self.weight
+
+        def grad_fn(dy, variables=None):
+            return dy * weight, [dy * x]
+
+        return x * weight, grad_fn
+
+
+def test_a_parametrized_weight_gets_the_chain_rule_under_compile(dynamo):
+    """The originals got grad_fn's gradient of the weight as theirs: half the true one here.
+    The call runs outside the graph, as in eager mode, against plain autograd of the math."""
+    module = _Weighted()
+    torch.nn.utils.parametrize.register_parametrization(module, "weight", _Double())
+    original = module.parametrizations.weight.original
+    x = _t(3)
+    got = torch.autograd.grad(_compiled(module, fullgraph=False)(x), [original, x])
+    true = torch.autograd.grad((x * module.weight).sum(), [original, x])
+    torch.testing.assert_close(got, true)
+    message = messages.parametrized_under_compile(_Weighted.forward)
+    with pytest.raises(Exception, match=re.escape(message)):
+        _compiled(module, fullgraph=True)(x)

@@ -38,6 +38,15 @@ break, an error under `fullgraph=True` that shows the message (naming grad_fn's 
 it, `check_upstreams` raises eager's own error outside the graph. A grad_fn defined in the
 traced code with defaults that would miss an upstream fails in backward, as in TensorFlow.
 
+# Note [parametrizations under compile]
+A parametrized weight that f reads is the variable, and its originals get its gradient through
+the parametrization (Note [lost gradients] in `_captures.py`), which needs the parametrize cache
+that a watched eager call opens: under compile the originals would be the variables and get
+grad_fn's gradient of the weight as theirs. So a method of a module that holds a parametrized
+weight runs outside the compiled graph, as in eager mode (a graph break; under `fullgraph=True`
+an error naming f and the fix). The check reads the module's structure while Dynamo traces,
+which guards on it: no cost when the graph runs.
+
 # Note [export]
 `torch.export` records f's forward ops, under `no_grad` (docs/torch_facts.md, "torch.jit.trace
 and torch.export"), and no grad_fn: the program it makes is for inference. A backward through
@@ -58,6 +67,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import torch
+from torch.nn.utils import parametrize
 
 from . import _run, _structure
 from ._captures import lost_under_compile_reason, settle
@@ -95,7 +105,7 @@ def call_compiled(
         return _structure.unflatten(out_spec, exported)
     if watcher.reaches(result):  # Note [lost gradients under compile] in `_captures.py`
         graph_break(lost_under_compile_reason(described))  # under fullgraph=True, the error
-        variables = _outside(settle, f, bound, kwargs, watcher.seeds, inputs, variables)
+        variables = outside(settle, f, bound, kwargs, watcher.seeds, inputs, variables)
         check_accepts(f, bound, grad_fn, variables)
     if not variables and not any(t.requires_grad for t in inputs):
         return _structure.unflatten(out_spec, outputs)
@@ -106,7 +116,7 @@ def call_compiled(
         )
         if refusal:
             graph_break(refusal)  # under fullgraph=True, the error
-            _outside(_refuse_upstreams, f, grad_fn, len(outputs), variables, refusal)
+            outside(_refuse_upstreams, f, grad_fn, len(outputs), variables, refusal)
     constants: _Constants = (layout.bound, layout.spec, layout.n_args, layout.positions, variables)
     node_outputs = node.apply(  # type: ignore[no-untyped-call]
         constants, grad_fn, len(outputs), *outputs, *inputs, *variables
@@ -116,11 +126,31 @@ def call_compiled(
 
 # The eager checks, run where the graph breaks (Notes [lost gradients under compile] and
 # [upstreams under compile]).
-_outside = outside_compile(f"{PREFIX}a decorated call is checked outside the compiled graph")
+outside = outside_compile(f"{PREFIX}a decorated call runs outside the compiled graph")
 
 # Dynamo reads grad_fn's code but cannot trace `inspect.signature`: the check runs as Python,
 # once per traced call site, its message a constant of the graph.
 _upstreams_refusal = run_while_tracing(upstreams_refusal_of_code)
+
+
+def parametrized(bound: Any) -> bool:
+    """Whether a method's instance holds a parametrized weight (Note [parametrizations under
+    compile])."""
+    return isinstance(bound, torch.nn.Module) and any(
+        parametrize.is_parametrized(module) for module in bound.modules()
+    )
+
+
+def parametrized_reason(described: str) -> str:
+    """Why such a call runs outside the compiled graph; `described`: f by name, file, line."""
+    return (
+        f"{PREFIX}{described} is a method of a module with a parametrized weight "
+        "(torch.nn.utils.parametrize, parametrizations.*), whose originals get the weight's "
+        "gradient through the parametrization only in eager mode, so the call runs outside the "
+        "compiled graph (a graph break; this error under fullgraph=True). Compile without "
+        "fullgraph=True, or read the weight in an undecorated forward and pass it to the "
+        "decorated function as a positional argument"
+    )
 
 
 def _parameters_of(

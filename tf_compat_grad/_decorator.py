@@ -204,6 +204,11 @@ class CustomGradient(Generic[P, R]):
             return self._outside_older_compile(self._call_older_compile, bound, args, kwargs)
         if functorch_transforms_active():  # Note [compile under torch.func]
             return self._outside_compile(self._call_eager, bound, args, kwargs)
+        if not is_exporting() and _compile.parametrized(
+            bound
+        ):  # Note [parametrizations under compile]
+            graph_break(_compile.parametrized_reason(self._described))
+            return _compile.outside(self._call_eager, bound, args, kwargs)
         return _compile.call_compiled(
             self._compile_node, self._f, bound, args, kwargs, self._described
         )

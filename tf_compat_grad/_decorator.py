@@ -228,9 +228,11 @@ class CustomGradient(Generic[P, R]):
 # `torch.jit.script` compiles a function's source into its own graph, which has no place for a
 # grad_fn written in Python (a closure, a lambda): it failed inside this file (`*args`) or on the
 # user's grad_fn, naming neither the function nor the way out. It calls `__prepare_scriptable__`
-# on the object it scripts and on every module in it first: the wrapper refuses there, and so
-# does a module class with a decorated method (one it does not define itself). A module that
-# calls a decorated function keeps it as a call to Python, with its custom gradient.
+# on the object it scripts and on every module in it first: the wrapper refuses there (the
+# function `custom_gradient` returns for a plain function holds the wrapper's), and so does a
+# module class with a decorated method (one it does not define itself). A module that calls a
+# decorated function keeps it as a call to Python, with its custom gradient (that function is
+# marked `torch.jit.ignore`, which a scripted caller calls as Python).
 
 
 def _script_error(f: Callable[..., Any]) -> str:

@@ -166,26 +166,18 @@ class CompiledWatcher(ParameterWatcher):
         self.seeds: list[_Tensor] = []  # first reached first
         self.tainted: list[_Tensor] = []
 
-    def __torch_function__(
-        self,
-        func: Callable[..., Any],
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        if kwargs is None:
-            kwargs = {}
-        if func in _METADATA:
-            return func(*args, **kwargs)
-        self._scan(args)
-        self._scan(kwargs.values())
-        touched = self._touches(args)
-        touched = self._touches(kwargs.values()) or touched
-        out = func(*args, **kwargs)
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        # Both looked at, so that every seed is recorded; a tensor's metadata is not its value.
+        touched = (
+            []
+            if func in _METADATA
+            else [self._touches(args), self._touches((kwargs or {}).values())]
+        )
+        out = super().__torch_function__(func, types, args, kwargs)
         for tensor in out if isinstance(out, (list, tuple)) else (out,):
             if isinstance(tensor, _Tensor):
                 self.known.append(tensor)
-                if touched:
+                if any(touched):
                     self.tainted.append(tensor)
         return out
 

@@ -155,8 +155,9 @@ class ParameterWatcher(TorchFunctionMode):
 
 class CompiledWatcher(ParameterWatcher):
     """The watcher of a call while Dynamo traces it (Note [lost gradients under compile] in
-    `_captures.py`): it also follows which tensors f computes from a tensor that requires grad
-    and that it was not given (`seeds`), by identity, which Dynamo folds into constants."""
+    `_captures.py`): it also finds the tensors f uses that require grad and that it was not
+    given (`seeds`: f runs under `no_grad`, so none of its own making), and follows which
+    tensors f computes from them, by identity, which Dynamo folds into constants."""
 
     def __init__(self, given: Iterable[Any], keywords: Iterable[Any]) -> None:
         super().__init__()
@@ -167,46 +168,64 @@ class CompiledWatcher(ParameterWatcher):
         self.tainted: list[_Tensor] = []
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        # Both looked at, so that every seed is recorded; a tensor's metadata is not its value.
-        touched = (
-            []
-            if func in _METADATA
-            else [self._touches(args), self._touches((kwargs or {}).values())]
-        )
-        out = super().__torch_function__(func, types, args, kwargs)
-        for tensor in out if isinstance(out, (list, tuple)) else (out,):
-            if isinstance(tensor, _Tensor):
-                self.known.append(tensor)
-                if any(touched):
+        # Per op, while there is no seed: what the Parameter watcher does, and a look at
+        # `requires_grad` (Dynamo traces all of it, for each op: the cost is compile time).
+        n_seeds = len(self.seeds)
+        touched = n_seeds and self._tainted_among([args, kwargs])
+        if func in _METADATA:
+            return func(*args, **(kwargs or {}))
+        self._scan(args)
+        if kwargs:
+            self._scan(kwargs.values())
+        out = func(*args, **(kwargs or {}))
+        if touched or len(self.seeds) > n_seeds:
+            for tensor in out if isinstance(out, (list, tuple)) else (out,):
+                if isinstance(tensor, _Tensor):
                     self.tainted.append(tensor)
         return out
 
-    def _touches(self, values: Iterable[Any]) -> bool:
-        touched = False
+    def _scan(self, values: Iterable[Any]) -> None:
+        for value in values:
+            kind = type(value)
+            if kind is _Tensor:
+                if value.requires_grad:  # not, under `no_grad`, what f computed
+                    self._seed(value)
+            elif kind is Parameter or isinstance(value, Parameter):
+                if value.requires_grad:
+                    if any(value is t for t in self.keywords):
+                        self._seed(value)
+                    else:
+                        self.found.setdefault(id(value), value)
+            elif kind is list or kind is tuple:
+                self._scan(value)
+
+    def _seed(self, value: _Tensor) -> None:
+        """Record value, which requires grad, as a seed unless it is known or one already."""
+        if not any(value is t for t in self.known) and not any(value is t for t in self.seeds):
+            self.seeds.append(value)
+
+    def _tainted_among(self, values: Iterable[Any]) -> bool:
         for value in values:
             if isinstance(value, _Tensor):
-                if any(value is t for t in self.tainted) or self._seed(value):
-                    touched = True
+                if any(value is t for t in self.tainted):
+                    return True
             elif isinstance(value, (list, tuple)):
-                touched = self._touches(value) or touched
-        return touched
-
-    def _seed(self, value: _Tensor) -> bool:
-        """Whether value, unknown, requires grad and is no Parameter (a variable): a seed."""
-        if any(value is t for t in self.known) or not value.requires_grad:
-            return False
-        if isinstance(value, Parameter) and not any(value is t for t in self.keywords):
-            return False
-        if not any(value is t for t in self.seeds):
-            self.seeds.append(value)
-        return True
+                if self._tainted_among(value):
+                    return True
+            elif isinstance(value, dict) and self._tainted_among(value.values()):
+                return True
+        return False
 
     def reaches(self, result: Any) -> bool:
-        """Whether an output of f is a seed or computed from one."""
-        found = False
-        for tensor in [result] if isinstance(result, _Tensor) else _structure.leaves(result):
-            if isinstance(tensor, _Tensor) and (
-                any(tensor is t for t in self.tainted) or self._seed(tensor)
-            ):
-                found = True
-        return found
+        """Whether an output of f is a seed (also one f returns as it is) or computed from
+        one."""
+        outputs = [result] if isinstance(result, _Tensor) else _structure.leaves(result)
+        for tensor in outputs:
+            if isinstance(tensor, _Tensor) and tensor.requires_grad:
+                self._seed(tensor)
+        if not self.seeds:
+            return False
+        return any(
+            isinstance(t, _Tensor) and (self._tainted_among([t]) or any(t is s for s in self.seeds))
+            for t in outputs
+        )

@@ -108,6 +108,10 @@ class CustomGradient(Generic[P, R]):
         self.__prepare_scriptable__ = self.__prepare_scriptable__  # type: ignore[method-assign]
         torch.jit.ignore(function)  # type: ignore[no-untyped-call]
         self._function = _in_place_of(self._f, function)
+        # Dynamo inlines it into a compiled caller as it inlines `__call__`; run as a frame of
+        # its own (after a graph break, e.g. under `torch.compile(torch.func.grad(f))`) it runs
+        # eagerly: Dynamo failed on the transform's tensor that such a frame's rest received.
+        never_compiled(function)
         return function
 
     def __tf_compat_grad_calls__(self) -> Callable[..., Any]:

@@ -178,7 +178,8 @@ class CompiledWatcher(ParameterWatcher):
         if kwargs:
             self._scan(kwargs.values())
         out = func(*args, **(kwargs or {}))
-        if touched or len(self.seeds) > n_seeds:
+        taint = touched or len(self.seeds) > n_seeds
+        if taint:
             for tensor in out if isinstance(out, (list, tuple)) else (out,):
                 if isinstance(tensor, _Tensor):
                     self.tainted.append(tensor)
@@ -201,7 +202,11 @@ class CompiledWatcher(ParameterWatcher):
 
     def _seed(self, value: _Tensor) -> None:
         """Record value, which requires grad, as a seed unless it is known or one already."""
-        if not any(value is t for t in self.known) and not any(value is t for t in self.seeds):
+        base = value._base  # a view Dynamo made without the mode (`w.T`) is known by its base
+        known = self.known
+        if not any(value is t or base is t for t in known) and not any(
+            value is t for t in self.seeds
+        ):
             self.seeds.append(value)
 
     def _tainted_among(self, values: Iterable[Any]) -> bool:

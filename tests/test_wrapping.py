@@ -524,7 +524,6 @@ def test_a_traceback_through_a_decorated_function_shows_the_users_line():
     frames = [(str(entry.path), entry.lineno + 1, entry.name) for entry in info.traceback]
     decorated_line = raises.__wrapped__.__code__.co_firstlineno  # `@custom_gradient`
     assert (__file__, decorated_line + 1, "raises") in frames  # the decorated function: `def`
-    assert all("_decorator.py" not in p for p, _, _ in frames)
 
 
 def test_getsource_of_a_decorated_function_is_its_source():

@@ -34,6 +34,7 @@ from ._torch_internals import (
     DYNAMO_TRACES_WATCHER,
     functorch_transforms_active,
     graph_break,
+    inlined_only,
     is_dynamo_compiling,
     is_exporting,
     never_compiled,
@@ -97,7 +98,7 @@ class CustomGradient(Generic[P, R]):
 
         @functools.wraps(self._f)
         def function(*args: Any, **kwargs: Any) -> Any:  # one line: see `_in_place_of`
-            return owner._call_compiling(UNBOUND, args, kwargs) if _is_compiling() else owner._eager.entry(UNBOUND, args, kwargs)  # fmt: skip
+            return owner(*args, **kwargs)
 
         # One set of attributes: `example`, `surrogate`, `__wrapped__`, and whatever is set on
         # either later, is the same attribute of both.
@@ -108,10 +109,9 @@ class CustomGradient(Generic[P, R]):
         self.__prepare_scriptable__ = self.__prepare_scriptable__  # type: ignore[method-assign]
         torch.jit.ignore(function)  # type: ignore[no-untyped-call]
         self._function = _in_place_of(self._f, function)
-        # Dynamo inlines it into a compiled caller as it inlines `__call__`; run as a frame of
-        # its own (after a graph break, e.g. under `torch.compile(torch.func.grad(f))`) it runs
-        # eagerly: Dynamo failed on the transform's tensor that such a frame's rest received.
-        never_compiled(function)
+        # Dynamo inlines it into a compiled caller; a frame of its own (after a graph break)
+        # it leaves to `__call__`'s (its rest failed on a `torch.func` transform's tensor).
+        inlined_only(function)
         return function
 
     def __tf_compat_grad_calls__(self) -> Callable[..., Any]:

@@ -203,6 +203,8 @@ class CompiledWatcher(ParameterWatcher):
     def _seed(self, value: _Tensor) -> None:
         """Record value, which requires grad, as a seed unless it is known or one already."""
         base = value._base  # a view Dynamo made without the mode (`w.T`) is known by its base
+        if isinstance(base, Parameter) and not any(base is t for t in self.keywords):
+            return  # a view of a variable (`weights[1]`)
         known = self.known
         if not any(value is t or base is t for t in known) and not any(
             value is t for t in self.seeds

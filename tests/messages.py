@@ -138,6 +138,34 @@ def variables_keyword(f: Callable[..., Any], count: int, names: str) -> str:
     )
 
 
+def lost_under_compile(f: Callable[..., Any]) -> str:
+    """Under torch.compile(fullgraph=True): f's output is computed from a tensor that requires
+    grad and that f was not given, which only a call outside the graph can check."""
+    return (
+        f"{PREFIX}the output of {where(f)} is computed from a tensor that requires grad but is "
+        "neither a positional argument nor a variable (a closure cell, a global, a keyword "
+        "argument, an attribute read through an object), and torch.compile cannot read the "
+        "graph that tells whether its gradient would be lost, so the call is checked outside "
+        "the compiled graph (a graph break; this error under fullgraph=True). Pass the tensor "
+        "as a positional argument and return its gradient from grad_fn, or `.detach()` it "
+        "where the function reads it, to keep TensorFlow's behaviour (for a tensor computed "
+        "from the inputs alone, whose gradient grad_fn gives, no number changes)"
+    )
+
+
+def parametrized_under_compile(f: Callable[..., Any]) -> str:
+    """Under torch.compile(fullgraph=True): f is a method of a module with a parametrized
+    weight, which only a call outside the graph gives the chain rule."""
+    return (
+        f"{PREFIX}{where(f)} is a method of a module with a parametrized weight "
+        "(torch.nn.utils.parametrize, parametrizations.*), whose originals get the weight's "
+        "gradient through the parametrization only in eager mode, so the call runs outside the "
+        "compiled graph (a graph break; this error under fullgraph=True). Compile without "
+        "fullgraph=True, or read the weight in an undecorated forward and pass it to the "
+        "decorated function as a positional argument"
+    )
+
+
 def lost_gradient(f: Callable[..., Any], what: str, computed_from: str | None = None) -> str:
     """f's output depends on `what` (`closure `w``, `keyword `scale``, `` `self.weight` ``), a
     tensor that requires grad and is neither an input nor a variable; `computed_from`: the

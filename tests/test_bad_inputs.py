@@ -11,6 +11,7 @@ Item numbers refer to docs/tensorflow_semantics.md.
 
 import functools
 import gc
+import inspect
 import re
 import warnings
 from pathlib import Path
@@ -690,8 +691,33 @@ UPSTREAM_PATHS = {
 }
 
 
+def _scaled_one(scale, upstream):
+    return upstream * scale
+
+
+class _OneUpstream:
+    """A callable object that takes one upstream."""
+
+    def __call__(self, upstream):
+        return upstream
+
+
+def _three_upstreams(d1, d2, d3):
+    return d1 + d2 + d3
+
+
 REFUSED_UPSTREAMS = [
     pytest.param(_one_upstream, "too many positional arguments", False, id="one upstream"),
+    pytest.param(
+        functools.partial(_scaled_one, 2.0),
+        "too many positional arguments",
+        False,
+        id="a partial of one upstream",
+    ),
+    pytest.param(_OneUpstream(), "too many positional arguments", False, id="callable object"),
+    pytest.param(
+        _three_upstreams, "missing a required argument: 'd3'", False, id="an upstream too few"
+    ),
     pytest.param(
         _fills_variables,
         "the upstream gradients would fill its `variables` parameter",
@@ -760,24 +786,42 @@ def test_grad_fn_with_variables_keyword_for_two_outputs_is_not_refused():
     assert w.grad is not None
 
 
+# Two compilations each: the cases the others' code paths cover run with the slow tests.
+REFUSED_UPSTREAMS_COMPILED = [
+    pytest.param(*case.values, id=case.id, marks=pytest.mark.slow)
+    if case.id in ("upstream in variables", "callable object", "an upstream too few")
+    else case
+    for case in REFUSED_UPSTREAMS
+]
+
+
 @pytest.mark.traced_compile
-@pytest.mark.parametrize(("grad_fn", "problem", "parameter"), REFUSED_UPSTREAMS)
+@pytest.mark.parametrize(("grad_fn", "problem", "parameter"), REFUSED_UPSTREAMS_COMPILED)
 def test_grad_fn_that_cannot_take_the_upstreams_is_refused_under_compile(
     dynamo, grad_fn, problem, parameter
 ):
-    """Dynamo cannot trace `inspect.signature`: the check reads grad_fn's code instead. Without
-    fullgraph the error is the eager one; under fullgraph=True, Dynamo's error shows it."""
+    """Dynamo cannot trace `inspect.signature`: the check reads grad_fn's code instead (a
+    partial's function, a callable object's `__call__`). Without fullgraph the error is the
+    eager one; under fullgraph=True, Dynamo's error shows it, naming that code."""
     w = torch.nn.Parameter(torch.ones(3, dtype=D)) if parameter else None
     fn = _two_outputs(grad_fn, w)
     message = messages.upstreams_not_taken(fn, grad_fn, 2, problem, parameter)
     with pytest.raises(CustomGradientTypeError, match=re.escape(message)) as info:
         _compiled_sum(fn, fullgraph=False)(leaf(3))
     assert_clear(info, CustomGradientTypeError, "two", message)
-    with pytest.raises(Exception, match=re.escape(message)):
+    if isinstance(grad_fn, functools.partial):
+        code_of = grad_fn.func
+    else:
+        code_of = grad_fn if inspect.isfunction(grad_fn) else type(grad_fn).__call__
+    traced = messages.upstreams_not_taken(fn, code_of, 2, problem, parameter)
+    with pytest.raises(Exception, match=re.escape(traced)):
         _compiled_sum(fn, fullgraph=True)(leaf(3))
 
 
 def _compiled_sum(fn, fullgraph):
+    """Compiled afresh: Dynamo keeps what it compiled per code object, also the frames it
+    compiled after a graph break."""
+    torch._dynamo.reset()
     return torch.compile(
         lambda t: sum(o.sum() for o in fn(t)), backend="eager", fullgraph=fullgraph
     )

@@ -456,20 +456,33 @@ def test_threads_each_get_their_own_variables(n_threads, shared):
     assert not errors, real or errors
 
 
+def make_local():
+    @custom_gradient
+    def local(x):
+        return x * 2, triple
+
+    return local
+
+
 @pytest.mark.parametrize(
     "get",
     [
+        pytest.param(lambda: plain, id="decorated function"),
+        pytest.param(make_local, id="decorated local function"),
+        pytest.param(lambda: WithStaticBelow.method, id="@custom_gradient above @staticmethod"),
         pytest.param(lambda: Scale.forward, id="decorated forward, on the class"),
         pytest.param(lambda: Scale().forward, id="decorated forward, bound"),
         pytest.param(lambda: WithMethod.method, id="decorated method"),
     ],
 )
-def test_inspect_finds_the_users_file_and_source_for_decorated_methods(get):
-    """The function a class holds for a decorated method gave the library's file."""
-    method = get()
-    assert inspect.getsourcefile(method) == __file__
-    assert inspect.getfile(method) == __file__
-    assert inspect.getsource(method).lstrip().startswith("@custom_gradient")
+def test_inspect_finds_the_users_file_and_source(get):
+    """A decorated function raised TypeError; the function a class holds for a decorated
+    method gave the library's file (Note [a decorated function is a function])."""
+    fn = get()
+    assert inspect.getsourcefile(fn) == __file__
+    assert inspect.getfile(fn) == __file__
+    assert inspect.getsource(fn).lstrip().startswith("@custom_gradient")
+    assert inspect.getsourcelines(fn)[1] == inspect.unwrap(fn).__code__.co_firstlineno
 
 
 def test_a_traceback_through_a_decorated_method_shows_the_users_line():
@@ -486,15 +499,31 @@ def test_a_traceback_through_a_decorated_method_shows_the_users_line():
     assert all("_decorator.py" not in p for p, _, _ in frames)
 
 
-def test_inspect_finds_the_users_file_of_a_decorated_function_through_wrapped():
-    """`inspect.getfile` takes modules, classes, methods, functions and code only, so it refuses
-    the wrapper object (as it refuses TensorFlow's); `getsource` and `unwrap` follow
-    `__wrapped__` to the user's function (docs/tensorflow_semantics.md, item 2)."""
-    assert inspect.getsourcefile(inspect.unwrap(plain)) == __file__
-    assert inspect.getsource(plain) == inspect.getsource(plain.__wrapped__)
-    assert inspect.getsource(plain).startswith("@custom_gradient\ndef plain(x):")
-    with pytest.raises(TypeError, match="got CustomGradient"):
-        inspect.getfile(plain)
+def test_a_decorated_function_is_a_function_sharing_its_wrappers_attributes():
+    """What `custom_gradient` returns for a plain function: a function (`inspect.getfile` takes
+    no other object) with f's metadata, whose attributes are its `CustomGradient`'s."""
+    assert inspect.isfunction(plain) and plain.__wrapped__ is plain.__tf_compat_grad__._f
+    assert (plain.__name__, plain.__qualname__, plain.__doc__) == (
+        "plain",
+        "plain",
+        "Doubles x; its gradient triples.",
+    )
+    assert inspect.signature(plain) == inspect.signature(plain.__wrapped__)
+    local = make_local()
+    local.example = lambda: (make_x(),)
+    assert local.__tf_compat_grad__.example is local.example
+
+
+def test_a_traceback_through_a_decorated_function_shows_the_users_line():
+    @custom_gradient
+    def raises(x):
+        raise ValueError("in f")
+
+    with pytest.raises(ValueError, match="in f") as info:
+        raises(make_x())
+    frames = [(str(entry.path), entry.lineno + 1, entry.name) for entry in info.traceback]
+    decorated_line = raises.__wrapped__.__code__.co_firstlineno  # `@custom_gradient`
+    assert (__file__, decorated_line + 1, "raises") in frames  # the decorated function: `def`
 
 
 def test_getsource_of_a_decorated_function_is_its_source():

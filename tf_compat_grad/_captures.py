@@ -35,6 +35,21 @@ reach proof lists the plain tensors f's code can name and its per-call check loo
 `requires_grad` (Note [watching only when needed] in `_reach.py`); a keyword argument or a watched call (which
 can read anything) always walks.
 
+# Note [lost gradients under compile]
+While Dynamo traces a call, f runs under `no_grad` (Note [compile] in `_compile.py`), so there is
+no graph to walk, and the graph of a tensor made before the compiled region is not Dynamo's to
+read. The watcher of a compiled call (`CompiledWatcher` in `_watcher.py`) follows instead, op by
+op, which tensors f computes from a tensor that requires grad and that it was not given (no
+argument, no Parameter it reads as a variable): a closure cell, a global, a keyword argument, an
+attribute. It compares tensors by identity, which Dynamo folds into constants, so a call with no
+such tensor keeps its single graph at no cost when it runs; and Dynamo guards on every tensor f
+uses, its `requires_grad` too, so a change retraces the call. When f's outputs are computed from
+such a tensor, whether its gradient would be lost depends on its own graph (`x + u`, computed
+from the input, loses nothing): the graph breaks there, and `settle` runs outside Dynamo on those
+tensors, as in eager mode: it refuses with eager's message, or makes a tensor in a Parameter's
+slot a variable, or lets the call go on. Under `fullgraph=True` the break is the error, which
+names f and the two fixes.
+
 Item numbers refer to docs/tensorflow_semantics.md.
 """
 
@@ -392,6 +407,21 @@ def _tensor_attributes(module: torch.nn.Module) -> list[tuple[str, _Tensor]]:
         for n in module.parametrizations:  # type: ignore[union-attr]
             found.append((n, getattr(module, n)))
     return found
+
+
+def lost_under_compile_reason(described: str) -> str:
+    """Why a compiled call is checked outside the graph (Note [lost gradients under compile]);
+    `described`: f by name, file and line."""
+    return (
+        f"{PREFIX}the output of {described} is computed from a tensor that requires grad but is "
+        "neither a positional argument nor a variable (a closure cell, a global, a keyword "
+        "argument, an attribute read through an object), and torch.compile cannot read the "
+        "graph that tells whether its gradient would be lost, so the call is checked outside "
+        "the compiled graph (a graph break; this error under fullgraph=True). Pass the tensor "
+        "as a positional argument and return its gradient from grad_fn, or `.detach()` it "
+        "where the function reads it, to keep TensorFlow's behaviour (for a tensor computed "
+        "from the inputs alone, whose gradient grad_fn gives, no number changes)"
+    )
 
 
 def _lost_error(

@@ -31,7 +31,6 @@ from types import ModuleType
 from typing import Any
 
 from ._checker import console
-from ._decorator import CustomGradient
 from ._exit_status import ExitStatus
 from .testing import CHECKS, Report, Status
 
@@ -116,14 +115,15 @@ def load(target: str) -> ModuleType:
 def discover(module: ModuleType) -> list[Entry]:
     """The decorated functions a module defines: module-level ones, decorated methods of its
     classes, and factories that make one (listed, with nothing to check)."""
-    from ._checker.subject import location
+    from ._checker.subject import decorated, location
 
     entries: list[Entry] = []
     here = module.__name__
     for attr, value in list(vars(module).items()):
-        if isinstance(value, CustomGradient):
+        cg = decorated(value)
+        if cg is not None and (value is cg or value is cg._function):  # not a method's
             if getattr(value, "__module__", here) == here:
-                entries.append(Entry(attr, value, value.example, location(value)))
+                entries.append(Entry(attr, value, cg.example, location(cg)))
         elif isinstance(value, type) and value.__module__ == here:
             entries.extend(_methods(value))
         elif inspect.isfunction(value) and value.__module__ == here and _is_factory(value):

@@ -51,15 +51,25 @@ node are never compiled (`never_compiled`).
 
 # Note [upstreams under compile]
 A multi-output f whose grad_fn cannot take one upstream per output is refused when f returns
-(`check_upstreams`). Dynamo cannot trace `inspect.signature`, nor read a nested function's
-defaults when they hold tensors, but it reads its code: `upstreams_refusal_of_code` runs as Python
-while Dynamo traces, from the code alone, and refuses what no defaults can change (too many
-upstreams, the upstreams against `variables`). The refusal is a graph break, an error under
-`fullgraph=True` that shows the message; without it, the error itself is raised as the call
-runs past the graph break. A grad_fn that is not a plain function (a `functools.partial`, a callable
-object) is not looked at here, nor a grad_fn missing an upstream: those fail in backward with
-Python's own TypeError, as in TensorFlow (under `fullgraph=True`, Dynamo's trace of backward
-fails on them).
+(`check_upstreams`). Dynamo cannot trace `inspect.signature`, nor read the defaults of a function
+defined in the traced code, but it reads code, and the defaults of functions defined outside:
+`_parameters_of` reads what the upstreams will be bound to (a plain function; a
+`functools.partial`'s function, its arguments and keywords; a bound method's function; a
+callable object's `__call__`), and `upstreams_refusal_of_code` runs as Python while Dynamo
+traces, refusing what no unknown defaults can change: too many upstreams, too few for a
+function without positional defaults, the upstreams against `variables`. The refusal is a graph
+break, an error under `fullgraph=True` that shows the message (naming grad_fn's code); without
+it, `check_upstreams` raises eager's own error outside the graph. A grad_fn defined in the
+traced code with defaults that would miss an upstream fails in backward, as in TensorFlow.
+
+# Note [parametrizations under compile]
+A parametrized weight that f reads is the variable, and its originals get its gradient through
+the parametrization (Note [lost gradients] in `_captures.py`), which needs the parametrize cache
+that a watched eager call opens: under compile the originals would be the variables and get
+grad_fn's gradient of the weight as theirs. So a method of a module that holds a parametrized
+weight runs outside the compiled graph, as in eager mode (a graph break; under `fullgraph=True`
+an error naming f and the fix). The check reads the module's structure while Dynamo traces,
+which guards on it: no cost when the graph runs.
 
 # Note [export]
 `torch.export` records f's forward ops, under `no_grad` (docs/torch_facts.md, "torch.jit.trace
@@ -75,27 +85,32 @@ program saved with `torch.export.save` loads wherever tf_compat_grad is imported
 
 from __future__ import annotations
 
+import functools
 import os
 import types
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
+from torch.nn.utils import parametrize
 
 from . import _run, _structure
+from ._captures import lost_under_compile_reason, settle
 from ._errors import PREFIX, CustomGradientNotImplementedError, CustomGradientTypeError, describe
-from ._record import Record, upstreams_refusal_of_code
-from ._run import UNBOUND, Layout
+from ._record import Record, check_upstreams, upstreams_refusal_of_code
+from ._run import UNBOUND, Layout, call_f
 from ._torch_internals import (
     DYNAMO_TRACES_WATCHER,
     graph_break,
     is_dynamo_compiling,
     is_exporting,
+    outside_compile,
     run_while_tracing,
     set_grad_mode,
     transforms_active_while_tracing,
 )
-from ._watcher import run_watched
+from ._variables import check_accepts
+from ._watcher import CompiledWatcher, run_watched, watched_result
 
 _grad_enabled = torch.is_grad_enabled
 _is_compiling = torch.compiler.is_compiling
@@ -123,12 +138,15 @@ def call_compiled(
     else:
         flat_args, full, inputs = _run.inputs(f, bound, args)
         layout = (full.bound, full.spec, full.n_args, full.positions)
+    watcher = CompiledWatcher(flat_args, _structure.leaves(kwargs) if kwargs else ())
     prior = _grad_enabled()
     set_grad_mode(False)
     try:
-        result, grad_fn, variables = run_watched(f, bound, args, kwargs, flat_args, None, False)
+        with watcher:
+            out = call_f(f, bound, args, kwargs)
     finally:
         set_grad_mode(prior)
+    result, grad_fn, variables = watched_result(f, bound, out, watcher, flat_args, kwargs)
     # How the outputs are rebuilt: "one" tensor, a "tuple" of tensors, else by their spec.
     kind = result.__class__
     if _is_tensor_class(kind):
@@ -140,14 +158,20 @@ def call_compiled(
         outputs, rebuild = _run.outputs(f, result)
     if is_exporting():  # Note [export]
         return _rebuilt(rebuild, _exported(described, outputs, [*inputs, *variables]))
+    if watcher.reaches(result):  # Note [lost gradients under compile] in `_captures.py`
+        graph_break(lost_under_compile_reason(described))  # under fullgraph=True, the error
+        variables = outside(settle, f, bound, kwargs, watcher.seeds, inputs, variables)
+        check_accepts(f, bound, grad_fn, variables)
     if not variables and not any(t.requires_grad for t in inputs):
         return _rebuilt(rebuild, outputs)
-    if len(outputs) > 1 and _is_function_class(type(grad_fn)):
-        # Note [upstreams under compile]
-        refusal = _upstreams_refusal(grad_fn.__code__, len(outputs), bool(variables), described)
+    if len(outputs) > 1:  # Note [upstreams under compile]
+        readable = _parameters_of(grad_fn)
+        refusal = readable and _upstreams_refusal(
+            *readable, len(outputs), bool(variables), described
+        )
         if refusal:
             graph_break(refusal)  # under fullgraph=True, the error
-            raise CustomGradientTypeError(refusal)
+            outside(_refuse_upstreams, f, grad_fn, len(outputs), variables, refusal)
     node_outputs = _CompileNode.apply(  # type: ignore[no-untyped-call]
         (*layout, variables), f, grad_fn, len(outputs), *outputs, *inputs, *variables
     )
@@ -231,9 +255,67 @@ def _described_code(code: types.CodeType) -> str:
     return f"`{name}` ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
 
 
+# The eager checks, run where the graph breaks (Notes [lost gradients under compile] and
+# [upstreams under compile]).
+outside = outside_compile(f"{PREFIX}a decorated call runs outside the compiled graph")
+
 # Dynamo reads grad_fn's code but cannot trace `inspect.signature`: the check runs as Python,
 # once per traced call site, its message a constant of the graph.
 _upstreams_refusal = run_while_tracing(upstreams_refusal_of_code)
+
+
+def parametrized(bound: Any) -> bool:
+    """Whether a method's instance holds a parametrized weight (Note [parametrizations under
+    compile])."""
+    return isinstance(bound, torch.nn.Module) and any(
+        parametrize.is_parametrized(module) for module in bound.modules()
+    )
+
+
+def parametrized_reason(described: str) -> str:
+    """Why such a call runs outside the compiled graph; `described`: f by name, file, line."""
+    return (
+        f"{PREFIX}{described} is a method of a module with a parametrized weight "
+        "(torch.nn.utils.parametrize, parametrizations.*), whose originals get the weight's "
+        "gradient through the parametrization only in eager mode, so the call runs outside the "
+        "compiled graph (a graph break; this error under fullgraph=True). Compile without "
+        "fullgraph=True, or read the weight in an undecorated forward and pass it to the "
+        "decorated function as a positional argument"
+    )
+
+
+def _parameters_of(
+    grad_fn: Any,
+) -> tuple[types.CodeType, int | None, int, tuple[str, ...]] | None:
+    """What Dynamo can read of grad_fn's parameters, as `upstreams_refusal_of_code` takes it:
+    the code of the function it calls, how many positional defaults that has (None: unknown,
+    as for a function defined in the traced code whose defaults are set), and the positional
+    arguments and keywords bound before the upstreams; None for a grad_fn without code."""
+    n_bound, keywords = 0, ()
+    if type(grad_fn) is functools.partial:
+        n_bound, keywords = len(grad_fn.args), tuple(grad_fn.keywords)  # type: ignore[assignment]
+        grad_fn = grad_fn.func
+    if type(grad_fn) is types.MethodType:
+        n_bound, grad_fn = n_bound + 1, grad_fn.__func__
+    elif type(grad_fn) is not types.FunctionType:  # a callable object
+        call = getattr(type(grad_fn), "__call__", None)  # noqa: B004 (its code is read)
+        if type(call) is not types.FunctionType:
+            return None
+        return call.__code__, len(call.__defaults__ or ()), n_bound + 1, keywords
+    return grad_fn.__code__, 0 if grad_fn.__defaults__ is None else None, n_bound, keywords
+
+
+def _refuse_upstreams(
+    f: Callable[..., Any],
+    grad_fn: Callable[..., Any],
+    n_outputs: int,
+    variables: list[torch.nn.Parameter],
+    refusal: str,
+) -> NoReturn:
+    """The refusal of Note [upstreams under compile], outside Dynamo: eager's, which names
+    grad_fn as it is (a partial, a callable object), or else the one made while tracing."""
+    check_upstreams(f, grad_fn, n_outputs, variables)
+    raise CustomGradientTypeError(refusal)
 
 
 def call_exported(f: Callable[..., Any], bound: Any, args: tuple[Any, ...], kwargs: Any) -> Any:

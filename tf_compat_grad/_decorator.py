@@ -22,6 +22,9 @@ from ._compile import (
     call_compiled,
     call_exported,
     decorated_while_tracing,
+    outside,
+    parametrized,
+    parametrized_reason,
     under_transform_reason,
 )
 from ._eager import EagerPath
@@ -38,6 +41,7 @@ from ._torch_internals import (
     DYNAMO_TRACES_WATCHER,
     functorch_transforms_active,
     graph_break,
+    inlined_only,
     is_dynamo_compiling,
     is_exporting,
     never_compiled,
@@ -90,6 +94,32 @@ class CustomGradient(Generic[P, R]):
 
         method.__tf_compat_grad__ = self  # type: ignore[attr-defined]
         self._method = _in_place_of(f, method)
+        self._function: Callable[..., Any] | None = None  # made by `function`
+
+    def function(self) -> Callable[..., Any]:
+        """The function `custom_gradient` returns for a plain function (Note [a decorated
+        function is a function]): a call of it is a call of this wrapper."""
+        if self._function is not None:
+            return self._function
+        owner = self
+
+        @functools.wraps(self._f)
+        def function(*args: Any, **kwargs: Any) -> Any:  # one line: see `_in_place_of`
+            return owner(*args, **kwargs)
+
+        # One set of attributes: `example`, `surrogate`, `__wrapped__`, and whatever is set on
+        # either later, is the same attribute of both.
+        function.__dict__ = self.__dict__
+        self.__tf_compat_grad__ = self
+        # TorchScript: `script(function)` is refused by name, a scripted caller calls it as
+        # Python (Note [TorchScript]).
+        self.__prepare_scriptable__ = self.__prepare_scriptable__  # type: ignore[method-assign]
+        torch.jit.ignore(function)  # type: ignore[no-untyped-call]
+        self._function = _in_place_of(self._f, function)
+        # Dynamo inlines it into a compiled caller; a frame of its own (after a graph break)
+        # it leaves to `__call__`'s (its rest failed on a `torch.func` transform's tensor).
+        inlined_only(function)
+        return function
 
     def __tf_compat_grad_calls__(self) -> Callable[..., Any]:
         """The function a call runs, for the proof that it reads no Parameter (`_reach.py`)."""
@@ -185,6 +215,9 @@ class CustomGradient(Generic[P, R]):
             return self._outside_older_compile(self._call_older_compile, bound, args, kwargs)
         if transforms_active_while_tracing():  # Note [compile under torch.func]
             return self._outside_compile(self._call_eager, bound, args, kwargs)
+        if not is_exporting() and parametrized(bound):  # Note [parametrizations under compile]
+            graph_break(parametrized_reason(self._described))
+            return outside(self._call_eager, bound, args, kwargs)
         return call_compiled(self._f, bound, args, kwargs, self._described)
 
     def _call_older_compile(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -202,9 +235,11 @@ class CustomGradient(Generic[P, R]):
 # `torch.jit.script` compiles a function's source into its own graph, which has no place for a
 # grad_fn written in Python (a closure, a lambda): it failed inside this file (`*args`) or on the
 # user's grad_fn, naming neither the function nor the way out. It calls `__prepare_scriptable__`
-# on the object it scripts and on every module in it first: the wrapper refuses there, and so
-# does a module class with a decorated method (one it does not define itself). A module that
-# calls a decorated function keeps it as a call to Python, with its custom gradient.
+# on the object it scripts and on every module in it first: the wrapper refuses there (the
+# function `custom_gradient` returns for a plain function holds the wrapper's), and so does a
+# module class with a decorated method (one it does not define itself). A module that calls a
+# decorated function keeps it as a call to Python, with its custom gradient (that function is
+# marked `torch.jit.ignore`, which a scripted caller calls as Python).
 
 
 def _script_error(f: Callable[..., Any]) -> str:
@@ -326,7 +361,9 @@ def custom_gradient(f: Any = None, *, example: Any = None, surrogate: str | None
             that differs. Not in TensorFlow; kept as `.surrogate`.
 
     Returns:
-        A `CustomGradient` that returns f's outputs and records grad_fn for autograd.
+        A function that returns f's outputs and records grad_fn for autograd, with f's name,
+        signature and file; for a method, or a callable that is not a function, a
+        `CustomGradient` that does the same.
 
     Raises:
         TypeError: `f` is a class or not callable.
@@ -359,9 +396,24 @@ def custom_gradient(f: Any = None, *, example: Any = None, surrogate: str | None
             return traced
         graph_break(_decorated_while_compiling(f))  # under fullgraph=True, the error
     if isinstance(f, staticmethod):
-        return staticmethod(custom_gradient(f.__func__, example=example, surrogate=surrogate))
+        wrapped = _decorate(f.__func__, example, surrogate)
+        return staticmethod(wrapped.function() if _is_function(f.__func__) else wrapped)
     if isinstance(f, classmethod):
-        return _ClassMethod(_remake(custom_gradient, f.__func__, example, surrogate))
+        return _ClassMethod(_decorate(f.__func__, example, surrogate))
+    wrapped = _decorate(f, example, surrogate)
+    return wrapped.function() if _is_function(f) and not _is_method(f) else wrapped
+
+
+def custom_gradient_object(f: Any, surrogate: str | None = None) -> CustomGradient[Any, Any]:
+    """`custom_gradient(f)` as the wrapper object, also for a plain function: for
+    `recompute_grad` and `grad_pass_through` (Note [a decorated function is a function])."""
+    if is_dynamo_compiling():
+        graph_break(_decorated_while_compiling(f))  # under fullgraph=True, the error
+    return _decorate(f, None, surrogate)
+
+
+def _decorate(f: Any, example: Any, surrogate: str | None) -> CustomGradient[Any, Any]:
+    """The wrapper of f, after checking that f can be decorated."""
     if isinstance(f, type) or not callable(f):
         kind = f"the class {describe(f)}" if isinstance(f, type) else describe_value(f)
         raise CustomGradientTypeError(
@@ -371,10 +423,38 @@ def custom_gradient(f: Any = None, *, example: Any = None, surrogate: str | None
             "function, a method, a staticmethod or a classmethod (the decorator above or below "
             "@staticmethod / @classmethod)."
         )
-    wrapped = CustomGradient(f)
+    wrapped: CustomGradient[Any, Any] = CustomGradient(f)
     wrapped.example = example
     wrapped.surrogate = surrogate
     return wrapped
+
+
+# Note [a decorated function is a function]
+# `inspect.getfile` and `getsourcefile` (and tools built on them: debuggers, documentation
+# generators, IPython's `??`) take a function, a method, a class, a module or code, and test
+# that with `isinstance`, which no wrapper object passes. So for a plain function the decorator
+# returns a function: its code is placed in f's file (`_in_place_of`), it calls its
+# `CustomGradient`, and it shares that wrapper's attributes (`__tf_compat_grad__` names it).
+# Being a function, it is also what Python makes of a function: bound when a class holds it,
+# atomic for `copy`, pickled by reference (by the name f has where it is defined, so
+# `g = custom_gradient(f)` cannot be pickled, as with any decorator). So the wrapper object
+# stays what is returned where f will be a method, whose instance it binds without making it
+# an input (item 4): f defined in a class body (its `__qualname__` is `Class.name`) or taking
+# `self` or `cls` first (`Class.method = custom_gradient(f)`), and where f is not a function
+# (an `nn.Module`, a partial, a callable object), which `deepcopy` copies with its state.
+
+
+def _is_function(f: Any) -> bool:
+    return isinstance(f, types.FunctionType)
+
+
+def _is_method(f: types.FunctionType) -> bool:
+    """Whether f will be a method (Note [a decorated function is a function])."""
+    *outer, _ = f.__qualname__.split(".")
+    code = f.__code__
+    return (bool(outer) and outer[-1] != "<locals>") or (
+        code.co_argcount > 0 and code.co_varnames[0] in ("self", "cls")
+    )
 
 
 def _decorated_while_compiling(f: Any) -> str:

@@ -256,6 +256,10 @@ def _check_value(
             raise _Unsafe  # a user module: its attributes are checked where they are named
         return
     if isinstance(value, types.FunctionType):
+        decorated = value.__dict__.get("__tf_compat_grad__")
+        if getattr(decorated, "_function", None) is value:  # what `custom_gradient` returned
+            _check_value(decorated, deps, seen)
+            return
         # Where the code was defined, not `__module__`: `functools.wraps` copies that from what a
         # wrapper wraps (a `recompute_grad` of an `nn.Module` would pass as torch's own code).
         if value.__globals__.get("__name__", "").partition(".")[0] in (

@@ -14,7 +14,7 @@ import torch
 from typing_extensions import ParamSpec
 
 from . import _structure
-from ._decorator import CustomGradient, custom_gradient
+from ._decorator import CustomGradient, custom_gradient_object
 from ._rng import RngState
 from ._run import BOUND_KEYWORD, UNBOUND
 from ._torch_internals import functorch_transforms_active
@@ -97,7 +97,9 @@ def recompute_grad(f: Callable[P, R]) -> CustomGradient[P, R]:
         return result, grad_fn
 
     setattr(recompute, BOUND_KEYWORD, True)
-    wrapped: CustomGradient[P, R] = custom_gradient(recompute)
+    # The wrapper object, not a function (Note [a decorated function is a function]): it
+    # deep-copies an `nn.Module` f and pickles under another name than f's.
+    wrapped: CustomGradient[P, R] = custom_gradient_object(recompute)
     wrapped.__wrapped__ = f
     wrapped._made_by = recompute_grad
     return wrapped
@@ -238,7 +240,7 @@ def grad_pass_through(f: Callable[P, R]) -> CustomGradient[P, R]:
         return call(*args, **kwargs), grad_fn
 
     setattr(pass_through, BOUND_KEYWORD, True)
-    wrapped: CustomGradient[P, R] = custom_gradient(
+    wrapped: CustomGradient[P, R] = custom_gradient_object(
         pass_through, surrogate="grad_pass_through: the upstream gradient passes through unchanged"
     )
     wrapped.__wrapped__ = f

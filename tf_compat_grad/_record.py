@@ -157,19 +157,28 @@ def check_upstreams(
 
 
 def upstreams_refusal_of_code(
-    code: types.CodeType, n_outputs: int, variables: bool, described: str
+    code: types.CodeType,
+    n_defaults: int | None,
+    n_bound: int,
+    keywords: tuple[str, ...],
+    n_outputs: int,
+    variables: bool,
+    described: str,
 ) -> str:
-    """`check_upstreams` for a grad_fn known by its code alone (while Dynamo traces, which reads
-    a function's code but not its defaults when they hold tensors): the refusal's message, or
-    "" when grad_fn may take the upstreams. Every parameter counts as having a default, so only
-    what no defaults can change is refused: too many upstreams for its positional parameters, and
-    the upstreams against its `variables` parameter (a missing upstream is not refused here).
-    `described`: f by name, file and line."""
+    """`check_upstreams` for a grad_fn known by what Dynamo can read of it (its code, and not its
+    defaults when they hold tensors): the refusal's message, or "" when grad_fn may take the
+    upstreams. `n_defaults`: how many positional parameters have one, None when unknown (then
+    each may, so only what no defaults can change is refused); `n_bound` and `keywords`: the
+    positional arguments and keywords bound before the upstreams (a `functools.partial`'s, the
+    instance of a method or callable object). Keyword-only parameters count as having
+    defaults. `described`: f by name, file and line."""
     cells = tuple(types.CellType() for _ in code.co_freevars)
-    stand_in = types.FunctionType(code, {}, None, (None,) * code.co_argcount, cells)
+    defaults = (None,) * (code.co_argcount if n_defaults is None else n_defaults)
+    stand_in = types.FunctionType(code, {}, None, defaults, cells)
     keyword_only = code.co_varnames[code.co_argcount : code.co_argcount + code.co_kwonlyargcount]
     stand_in.__kwdefaults__ = dict.fromkeys(keyword_only)
-    problem = _upstreams_problem(inspect.signature(stand_in), n_outputs, variables)
+    bound = functools.partial(stand_in, *(None,) * n_bound, **dict.fromkeys(keywords))
+    problem = _upstreams_problem(inspect.signature(bound), n_outputs, variables)
     if problem is None:
         return ""
     name = getattr(code, "co_qualname", code.co_name)  # Python >= 3.11 has the qualified name

@@ -151,3 +151,88 @@ class ParameterWatcher(TorchFunctionMode):
             return []
         passed = {id(x) for x in exclude if type(x) is not _Tensor and isinstance(x, Parameter)}
         return [p for key, p in self.found.items() if key not in passed]
+
+
+class CompiledWatcher(ParameterWatcher):
+    """The watcher of a call while Dynamo traces it (Note [lost gradients under compile] in
+    `_captures.py`): it also finds the tensors f uses that require grad and that it was not
+    given (`seeds`: f runs under `no_grad`, so none of its own making), and follows which
+    tensors f computes from them, by identity, which Dynamo folds into constants."""
+
+    def __init__(self, given: Iterable[Any], keywords: Iterable[Any]) -> None:
+        super().__init__()
+        self.places = None
+        self.known: list[_Tensor] = [t for t in given if isinstance(t, _Tensor)]
+        self.keywords = [t for t in keywords if isinstance(t, Parameter)]  # not variables
+        self.seeds: list[_Tensor] = []  # first reached first
+        self.tainted: list[_Tensor] = []
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        # Per op, while there is no seed: what the Parameter watcher does, and a look at
+        # `requires_grad` (Dynamo traces all of it, for each op: the cost is compile time).
+        n_seeds = len(self.seeds)
+        touched = n_seeds and self._tainted_among([args, kwargs])
+        if func in _METADATA:
+            return func(*args, **(kwargs or {}))
+        self._scan(args)
+        if kwargs:
+            self._scan(kwargs.values())
+        out = func(*args, **(kwargs or {}))
+        taint = touched or len(self.seeds) > n_seeds
+        if taint:
+            for tensor in out if isinstance(out, (list, tuple)) else (out,):
+                if isinstance(tensor, _Tensor):
+                    self.tainted.append(tensor)
+        return out
+
+    def _scan(self, values: Iterable[Any]) -> None:
+        for value in values:
+            kind = type(value)
+            if kind is _Tensor:
+                if value.requires_grad:  # not, under `no_grad`, what f computed
+                    self._seed(value)
+            elif kind is Parameter or isinstance(value, Parameter):
+                if value.requires_grad:
+                    if any(value is t for t in self.keywords):
+                        self._seed(value)
+                    else:
+                        self.found.setdefault(id(value), value)
+            elif kind is list or kind is tuple:
+                self._scan(value)
+
+    def _seed(self, value: _Tensor) -> None:
+        """Record value, which requires grad, as a seed unless it is known or one already."""
+        base = value._base  # a view Dynamo made without the mode (`w.T`) is known by its base
+        if isinstance(base, Parameter) and not any(base is t for t in self.keywords):
+            return  # a view of a variable (`weights[1]`)
+        known = self.known
+        if not any(value is t or base is t for t in known) and not any(
+            value is t for t in self.seeds
+        ):
+            self.seeds.append(value)
+
+    def _tainted_among(self, values: Iterable[Any]) -> bool:
+        for value in values:
+            if isinstance(value, _Tensor):
+                if any(value is t for t in self.tainted):
+                    return True
+            elif isinstance(value, (list, tuple)):
+                if self._tainted_among(value):
+                    return True
+            elif isinstance(value, dict) and self._tainted_among(value.values()):
+                return True
+        return False
+
+    def reaches(self, result: Any) -> bool:
+        """Whether an output of f is a seed (also one f returns as it is) or computed from
+        one."""
+        outputs = [result] if isinstance(result, _Tensor) else _structure.leaves(result)
+        for tensor in outputs:
+            if isinstance(tensor, _Tensor) and tensor.requires_grad:
+                self._seed(tensor)
+        if not self.seeds:
+            return False
+        return any(
+            isinstance(t, _Tensor) and (self._tainted_among([t]) or any(t is s for s in self.seeds))
+            for t in outputs
+        )

@@ -178,9 +178,9 @@ class _Subject:
 
 
 def decorated(obj: Any) -> CustomGradient[Any, Any] | None:
-    """The `CustomGradient` behind obj: obj itself, or the one a decorated method's function
-    names (`__tf_compat_grad__`, as the class holds it), also behind a bound method, a
-    staticmethod or a classmethod (`__func__`); None for anything else."""
+    """The `CustomGradient` behind obj: obj itself, or the one a decorated function or the
+    function a class holds for a decorated method names (`__tf_compat_grad__`), also behind a
+    bound method, a staticmethod or a classmethod (`__func__`); None for anything else."""
     for candidate in (obj, getattr(obj, "__func__", None)):
         if isinstance(candidate, CustomGradient):
             return candidate
@@ -202,7 +202,7 @@ def _unwrap(
         return cg, (fn.__self__,), False
     # The function a class holds for a decorated method (taken from the class, unbound): its
     # first argument is the instance. Not a staticmethod object, which `decorated` sees through.
-    return cg, (), getattr(fn, "__tf_compat_grad__", None) is cg
+    return cg, (), fn is cg._method
 
 
 def _unravel(k: int, shape: Sequence[int]) -> tuple[int, ...]:

@@ -242,12 +242,12 @@ def capture(grad_fn: Callable[..., Any], inside: str) -> tuple[Captured, list[to
 def plain(values: Iterable[Any]) -> bool:
     """Default values that hold no tensor for certain (`None`, numbers, strings)."""
     for value in values:  # noqa: SIM110 (a loop costs less than all() and a generator)
-        if type(value) not in _PLAIN_TYPES:
+        if type(value) not in PLAIN_TYPES:
             return False
     return True
 
 
-_PLAIN_TYPES = frozenset({type(None), bool, int, float, complex, str})
+PLAIN_TYPES = frozenset({type(None), bool, int, float, complex, str})
 
 
 def _index(tensor: torch.Tensor, saved: list[torch.Tensor], seen: dict[int, int]) -> int:

@@ -6,7 +6,7 @@ import re
 
 import pytest
 import torch
-from helpers import D
+from helpers import D, flatten
 from messages import count, variables_count, variables_keyword
 
 from tf_compat_grad import CustomGradientTypeError, custom_gradient, examples
@@ -470,3 +470,178 @@ def test_each_grad_fn_is_checked_for_variables_even_after_one_that_takes_them():
     assert planned(y)
     with pytest.raises(TypeError, match=re.escape(variables_keyword(f, 1, "`w`"))):
         f(x, torch.tensor(0))
+
+
+# --- call shapes: each takes a plan from its second call, and gives plain autograd's results ---
+
+
+def _outputs(out):
+    """The tensors of a structure of outputs, in flattening order (sorted dict keys)."""
+    return flatten(out)
+
+
+@custom_gradient
+def clipped(x, clip):
+    def grad(dy):
+        return dy * ((x > 0) & (x < clip)).to(dy.dtype), None
+
+    return x.clamp(min=0, max=clip), grad
+
+
+@custom_gradient
+def by_keyword(x, scale=1.0, name="unused"):
+    def grad(dy):
+        return dy * scale
+
+    return x * scale, grad
+
+
+@custom_gradient
+def several(a, b):
+    def grad(dp, ds, dd):
+        return dp * b + ds + dd, dp * a + ds - dd
+
+    return {"p": a * b, "q": (a + b, a - b)}, grad
+
+
+@custom_gradient
+def as_list(a, b):
+    def grad(du, dv):
+        return du * b + dv, du * a + dv
+
+    return [a * b, a + b], grad
+
+
+@custom_gradient
+def nested_inputs(pair, weights):
+    x, y = pair
+    u, v = weights["u"], weights["v"]
+
+    def grad(dz):
+        return ([dz * u, dz * v], {"u": dz * x, "v": dz * y})
+
+    return x * u + y * v, grad
+
+
+class Scale(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.rand(3, dtype=D) + 0.5)
+        self.shift = 0.25
+
+    @custom_gradient
+    def forward(self, x):
+        def grad(dy, variables=None):
+            return dy * self.weight, [(dy * x).sum(0)]
+
+        return x * self.weight + self.shift, grad
+
+
+SHAPES = {
+    "a float argument": (clipped, lambda: (leaf(2, 3), 0.5), {}, lambda x, c: x.clamp(0, c)),
+    "keyword numbers": (
+        by_keyword,
+        lambda: (leaf(2, 3),),
+        {"scale": 1.5, "name": "s"},
+        lambda x, scale, name: x * scale,
+    ),
+    "nested dict and tuple outputs": (
+        several,
+        lambda: (leaf(3), leaf(3)),
+        {},
+        lambda a, b: {"p": a * b, "q": (a + b, a - b)},
+    ),
+    "list outputs": (as_list, lambda: (leaf(3), leaf(3)), {}, lambda a, b: [a * b, a + b]),
+    "nested inputs": (
+        nested_inputs,
+        lambda: ((leaf(3), leaf(3)), {"v": leaf(3), "u": leaf(3)}),
+        {},
+        lambda pair, w: pair[0] * w["u"] + pair[1] * w["v"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_each_call_shape_takes_a_plan_and_matches_plain_autograd(name):
+    fn, make_args, kwargs, reference = SHAPES[name]
+    for call in range(3):
+        args = make_args()
+        out = fn(*args, **kwargs)
+        expected = reference(*args, **kwargs)
+        assert type(out) is type(expected)
+        if isinstance(out, dict):
+            assert list(out) == list(expected)
+        outs, wanted = _outputs(out), _outputs(expected)
+        assert all(planned(o) for o in outs) == (call > 0), "the plan serves the second call on"
+        leaves = [t for t in flatten(args) if isinstance(t, torch.Tensor)]
+        ups = [torch.randn_like(o) for o in outs]
+        got = torch.autograd.grad(outs, leaves, ups)
+        want = torch.autograd.grad(wanted, leaves, ups)
+        for g, w in zip((*outs, *got), (*wanted, *want), strict=True):
+            torch.testing.assert_close(g, w)
+
+
+def test_a_method_reading_its_module_parameter_takes_a_watched_plan():
+    module = Scale()
+    for call in range(3):
+        x = leaf(2, 3)
+        y = module(x)
+        assert planned(y) == (call > 0)
+        if call:
+            assert y.grad_fn.plan[3] == [module.weight]
+        gx, gw = grads(y, x, module.weight)
+        torch.testing.assert_close(y, (x * module.weight + 0.25).detach())
+        torch.testing.assert_close(gx, module.weight.detach().expand(2, 3))
+        torch.testing.assert_close(gw, x.detach().sum(0))
+
+
+def test_without_grad_a_plan_returns_outputs_that_need_no_gradient():
+    a, b = leaf(3), leaf(3)
+    several(a, b)  # the plan
+    with torch.no_grad():
+        out = several(a, b)
+    assert list(out) == ["p", "q"] and not any(t.requires_grad for t in _outputs(out))
+    torch.testing.assert_close(out["q"][1], a.detach() - b.detach())
+
+
+def test_another_call_shape_or_mode_takes_the_general_code_with_the_same_results():
+    x = leaf(3)
+    clipped(x, 0.5)  # a plan for (tensor, number)
+    changed = {
+        "a tensor where a number was": lambda: clipped(x, torch.tensor(0.5, dtype=D)),
+        "autocast": lambda: _autocast(lambda: clipped(x, 0.5)),
+        "dual level": lambda: _in_dual_level(lambda: clipped(x, 0.5)),
+    }
+    for name, call in changed.items():
+        y = call()
+        assert not planned(y), name
+        (g,) = grads(y, x)
+        torch.testing.assert_close(g, ((x > 0) & (x < 0.5)).to(D), msg=name)
+
+
+def _autocast(call):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return call()
+
+
+def _in_dual_level(call):
+    with torch.autograd.forward_ad.dual_level():
+        return call()
+
+
+def test_outputs_of_another_structure_take_the_general_code():
+    @custom_gradient
+    def f(x, as_pair):
+        def grad(*dys):
+            return sum(dys) * 2, None
+
+        return ((x * 2, x * 2) if as_pair else x * 2), grad
+
+    x = leaf(3)
+    f(x, 1)  # the plan: a pair of outputs
+    for as_pair in (1, 0, 1):
+        out = f(x, as_pair)
+        outs = list(out) if as_pair else [out]
+        assert all(planned(o) for o in outs) == bool(as_pair)
+        (g,) = torch.autograd.grad(outs, x, [torch.ones(3, dtype=D)] * len(outs))
+        torch.testing.assert_close(g, torch.full((3,), 2.0 * len(outs), dtype=D))

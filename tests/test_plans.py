@@ -1,6 +1,7 @@
-"""The eager fast path's plans (Note [plans] in `_plan.py`): code generated per number of tensor
-arguments. Every other test file runs through them too (a plan serves a function's first call);
-these tests pin what the plans must hand to the general code, and that they do."""
+"""The eager plans (Note [plans] in `_plan.py`): code generated per call shape, learned from a
+call of the general code. Every other test file runs through them too (a plan serves a shape's
+calls from the second on); these tests pin that each common shape takes one and gives plain
+autograd's results, and what the plans must hand to the general code, and that they do."""
 
 import re
 

@@ -68,7 +68,7 @@ Tree = Any  # "t" (a tensor), "n" (a number), or (kind, what, children): see `_t
 class Shape:
     """The shape of a call that a plan is generated for (Note [plans])."""
 
-    __slots__ = ("args", "bound", "cells", "keywords", "kwdefaults", "outputs")
+    __slots__ = ("args", "bound", "cells", "defaults", "keywords", "kwdefaults", "outputs")
 
     def __init__(
         self,
@@ -77,6 +77,7 @@ class Shape:
         keywords: tuple[str, ...],
         outputs: Tree,
         cells: str | None,
+        defaults: int | None,
         kwdefaults: bool,
     ) -> None:
         self.bound = bound  # a method call
@@ -84,6 +85,7 @@ class Shape:
         self.keywords = keywords  # the keyword arguments' names
         self.outputs = outputs  # the tree of f's outputs
         self.cells = cells  # per closure cell of grad_fn: "t" a tensor, "s" shared; None: none
+        self.defaults = defaults  # how many default values grad_fn has, None for none
         self.kwdefaults = kwdefaults  # grad_fn has keyword-only defaults
 
     def key(self) -> tuple[Any, ...]:
@@ -167,7 +169,8 @@ def shape_of(key: tuple[Any, ...], result: Any, grad_fn: Any) -> Shape | None:
             else:
                 return None
     bound, args, keywords = key
-    return Shape(bound, args, keywords, outputs, cells, kwdefaults is not None)
+    count = None if defaults is None else len(defaults)
+    return Shape(bound, args, keywords, outputs, cells, count, kwdefaults is not None)
 
 
 def _leaves(trees: Any) -> list[str]:
@@ -361,7 +364,11 @@ def make_call(
     add(1, "closure = grad_fn.__closure__")
     add(1, "defaults = grad_fn.__defaults__")
     guard = ["closure is None" if shape.cells is None else "closure is not None"]
-    guard.append("(defaults is None or plain(defaults))")
+    if shape.defaults is None:
+        guard.append("defaults is None")
+    else:  # plain values: `variables=None`, numbers
+        guard.append(f"defaults is not None and len(defaults) == {shape.defaults}")
+        guard += [f"type(defaults[{i}]) in PLAIN" for i in range(shape.defaults)]
     if shape.kwdefaults:
         add(1, "kwd = grad_fn.__kwdefaults__")
         guard.append("kwd is not None and plain(kwd.values())")

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from ._plan import Shape, Source, _leaves
-from ._record import EXACT_GRADIENT, exact_gradient, input_meta, node_class
+from ._record import EXACT_GRADIENT, input_meta, node_class
 from ._structure import leaves
 from ._torch_internals import call_backward_directly, function_apply_c
 
@@ -126,11 +126,21 @@ def _exact_return(
     add(indent + 1, f"return {returned}")
 
 
-def _exact_all(grads: list[Any], variables: Sequence[torch.nn.Parameter]) -> bool:
-    """Whether each of the variables' gradients is exact for its variable as it is now."""
+def _exact_all_maker() -> Callable[[list[Any], Sequence[torch.nn.Parameter]], bool]:
+    """Whether each of the variables' gradients is exact for its variable as it is now (a
+    Parameter outlives the call)."""
+    test = EXACT_GRADIENT.format(g="g", shape="v.shape", dtype="v.dtype", device="v.device")
+    source = f"""def exact_all(grads, variables):
     if len(grads) != len(variables):
         return False
-    for grad, variable in zip(grads, variables, strict=True):
-        if not exact_gradient(grad, input_meta(variable)):
+    for g, v in zip(grads, variables):
+        if not ({test}):
             return False
     return True
+"""
+    namespace: dict[str, Any] = {"Tensor": torch.Tensor}
+    exec(compile(source, "<tf_compat_grad exact variable gradients>", "exec"), namespace)
+    return namespace["exact_all"]  # type: ignore[no-any-return]
+
+
+_exact_all = _exact_all_maker()

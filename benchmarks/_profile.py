@@ -62,8 +62,10 @@ def bytecodes(top: int = 20) -> str:
     """Python bytecode instructions and garbage-collected objects of one fwd+bwd step: log1pexp
     n=100 (the hand-written Function, the minimal decorator of `--floor`, tf_compat_grad), and a
     linear layer of width 8, batch 4, where the kernels cost almost nothing (the Function, and
-    tf_compat_grad with the Parameters as arguments or read from the closure); and, for
-    tf_compat_grad's log1pexp, the instructions per function of the library.
+    tf_compat_grad with the Parameters as arguments or read from the closure), and the other n=100
+    ops of `_cases.py` (the Function and tf_compat_grad), each also as a forward alone under
+    `torch.no_grad()`; and, for tf_compat_grad's log1pexp, the instructions per function of the
+    library.
 
     Unlike timings, instruction counts are the same on every run and every machine (for one
     Python and torch version), so they compare revisions exactly. Counted with `sys.settrace`

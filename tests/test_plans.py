@@ -596,6 +596,34 @@ def test_a_method_reading_its_module_parameter_takes_a_watched_plan():
         torch.testing.assert_close(gw, x.detach().sum(0))
 
 
+class Shift(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.factor = 3.0
+
+    @custom_gradient
+    def forward(self, x):
+        def grad(dy):
+            return dy * self.factor  # `self` in grad's cell: shared as it is
+
+        return x * self.factor, grad
+
+
+def test_a_method_that_reads_no_parameter_takes_a_plan_without_variables():
+    module = Shift()
+    for call in range(3):
+        x = leaf(2, 3)
+        y = module(x)
+        assert planned(y) == (call > 0)
+        if call:
+            assert y.grad_fn.plan[3] == []
+        (gx,) = grads(y, x)
+        torch.testing.assert_close(gx, torch.full((2, 3), 3.0, dtype=D))
+    with torch.no_grad():
+        assert not module(leaf(2)).requires_grad
+    assert module(torch.ones(2, dtype=D)).grad_fn is None, "no input needs a gradient: no node"
+
+
 def test_without_grad_a_plan_returns_outputs_that_need_no_gradient():
     a, b = leaf(3), leaf(3)
     several(a, b)  # the plan

@@ -342,24 +342,27 @@ def make_call(
     add(1, f"if type(grad_fn) is not FunctionType or {' or '.join(f'type({r}) is not Tensor' for r in outs)}:")  # fmt: skip
     add(2, f"return unplanned({rest})")
     if watched:
-        add(1, "found = watcher.found")
-        add(1, "if not found or watcher.places:")
+        add(1, "if watcher.places:")
         add(2, f"return unplanned({rest})")
-        add(1, "variables = [*found.values()]")
+        add(1, "variables = [*watcher.found.values()]")
         # A Parameter passed as an argument is an input.
         add(1, f"if {' or '.join(f'type({a}) is not Tensor' for a in inputs)}:")
         add(2, f"variables = [v for v in variables if {' and '.join(f'v is not {a}' for a in inputs)}]")  # fmt: skip
         add(1, "if not own:")
         add(2, f"variables = settle(f, bound, kwargs, result, ({', '.join(inputs)},), variables)")
-        add(1, "if not variables or not (grad_fn.__code__ is accepted[0] or accepts(grad_fn, accepted)):")  # fmt: skip
-        add(2, f"return unplanned({rest})")
+        add(1, "if variables:")
+        add(2, "if not (grad_fn.__code__ is accepted[0] or accepts(grad_fn, accepted)):")
+        add(3, f"return unplanned({rest})")
+        add(1, f"elif not ({' or '.join(f'{a}.requires_grad' for a in inputs)}):")
+        add(2, f"return {rebuild(shape.outputs, fresh, src)}  # nothing to record (item 39)")
         variables, more_inputs = "variables", ", *variables"
     else:
         add(1, f"if not ({' or '.join(f'{a}.requires_grad' for a in inputs)}):")
         add(2, f"return {rebuild(shape.outputs, fresh, src)}  # nothing to record (item 39)")
         variables, more_inputs = "None", ""
-    if len(outs) > 1:  # Note [one upstream per output] in `_record.py`
-        add(1, "if grad_fn.__code__ is not upstreams_ok[0] or grad_fn.__dict__:")
+    if len(outs) > 1:  # grad_fn takes one upstream per output (`check_upstreams`)
+        which = "bool(variables)" if watched else "0"
+        add(1, f"if grad_fn.__code__ is not upstreams_ok[{which}] or grad_fn.__dict__:")
         add(2, f"upstreams(grad_fn, {variables if watched else '()'})")
     add(1, "closure = grad_fn.__closure__")
     add(1, "defaults = grad_fn.__defaults__")
@@ -446,12 +449,12 @@ def _accepts(grad_fn: types.FunctionType, accepted: list[types.CodeType | None])
 def _upstreams_check(
     f: Callable[..., Any], n_outputs: int
 ) -> tuple[Callable[[Any, Any], None], list[Any]]:
-    """`check_upstreams` for a plan of n outputs, and the code of the last grad_fn it passed
-    (one with no attributes, which could change its signature)."""
-    ok: list[Any] = [None]
+    """`check_upstreams` for a plan of n outputs, and the code of the last grad_fn it passed,
+    without variables and with (one with no attributes, which could change its signature)."""
+    ok: list[Any] = [None, None]  # without variables, with
 
     def upstreams(grad_fn: types.FunctionType, variables: Any) -> None:
         check_upstreams(f, grad_fn, n_outputs, variables)
-        ok[0] = None if grad_fn.__dict__ else grad_fn.__code__
+        ok[bool(variables)] = None if grad_fn.__dict__ else grad_fn.__code__
 
     return upstreams, ok

@@ -75,12 +75,16 @@ def _backward(shape: Shape, watched: bool, checked: Checked) -> Callable[..., An
         for g, (s, d, v) in zip(grads, metas, strict=True)
     )
     passed = ", ".join(grads)
-    if watched:
-        add(1, f"returned = grad_fn({upstream}, variables=list(variables))")
-        add(1, "if type(returned) is tuple and len(returned) == 2:")
-        add(2, "given, variable_grads = returned")
-        add(2, "if type(variable_grads) is list and exact_all(variable_grads, variables):")
-        _exact_return(src, 3, "given", kinds, positions, exact, f"None, {passed}, *variable_grads")
+    if watched:  # variables when f read Parameters, else grad_fn called as unwatched
+        add(1, "if variables:")
+        add(2, f"returned = grad_fn({upstream}, variables=list(variables))")
+        add(2, "if type(returned) is tuple and len(returned) == 2:")
+        add(3, "given, variable_grads = returned")
+        add(3, "if type(variable_grads) is list and exact_all(variable_grads, variables):")
+        _exact_return(src, 4, "given", kinds, positions, exact, f"None, {passed}, *variable_grads")
+        add(1, "else:")
+        add(2, f"returned = grad_fn({upstream})")
+        _exact_return(src, 2, "returned", kinds, positions, exact, f"None, {passed}")
         tail = "*map(meta, variables)"
     else:
         add(1, f"returned = grad_fn({upstream})")

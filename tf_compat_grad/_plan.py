@@ -21,7 +21,8 @@ grad mode and no autocast it is of one of two kinds, chosen by the reach proof (
 only when needed] in `_reach.py`): "none" when f provably reads no Parameter, f then called
 directly while the proof's per-call check holds; "watched" otherwise, f running under the
 Parameter watcher, pushed and popped without `TorchFunctionMode`'s Python frames, the Parameters
-it read, less those passed to it, being the call's variables. While the check of Note
+it read, less those passed to it, being the call's variables (none: the node calls grad_fn
+without `variables=`, as the general code does). While the check of Note
 [Parameters of f's own] holds (never for a method: the instance can hold more), no gradient can
 be lost and the walk of Note [lost gradients] is skipped. Tensor-valued keyword arguments,
 anything the flattening of `tf.nest` treats as a container other than lists, tuples,

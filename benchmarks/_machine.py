@@ -6,13 +6,12 @@ attribute (`x.shape`) 1 bytecode and 500-900. Callgrind counts every machine ins
 process executes, the same on every run for one build of Python and torch, so revisions and
 implementations compare exactly, including the C code of torch and of the interpreter.
 
-Each implementation runs once in a child process under `valgrind --tool=callgrind`, which
-counts only inside `eval` (`--toggle-collect=builtin_eval`): the child imports and warms up,
-then runs the n measured steps as one code object passed to `eval`, which nothing else in the
-child calls (imports run their modules through `exec`, which is why `eval` is the toggle). The
-count over n is the count per step. About a minute per implementation on a quiet machine; needs
-valgrind (Debian: `apt-get install valgrind`) and a Python whose shared library has its symbols
-(pyenv's has).
+Each implementation runs twice in a child process under `valgrind --tool=callgrind`, which
+counts only inside `exec` (`--toggle-collect=builtin_exec`; every import runs its module
+through `exec` too): the child warms up, then runs the measured steps in one `exec`, 0 steps
+the first time and n the second. The difference over n is the count per step. About two
+minutes per implementation; needs valgrind (Debian: `apt-get install valgrind`) and a Python
+whose shared library has its symbols (pyenv's has).
 """
 
 from __future__ import annotations
@@ -32,12 +31,12 @@ import _profile
 step = _profile._steps()[{case!r}][{impl!r}]
 for _ in range(50):
     step()
-eval(compile("for _ in range({n}):\\n    step()", "<steps>", "exec"))
+exec("for _ in range({n}):\\n    step()")
 """
 
 
 def _count(case: str, impl: str, n: int) -> float:
-    return _total(case, impl, n) / n
+    return (_total(case, impl, n) - _total(case, impl, 0)) / n
 
 
 def _total(case: str, impl: str, n: int) -> int:
@@ -45,7 +44,7 @@ def _total(case: str, impl: str, n: int) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
         subprocess.run(
-            ["valgrind", "--tool=callgrind", "--toggle-collect=builtin_eval",
+            ["valgrind", "--tool=callgrind", "--toggle-collect=builtin_exec",
              f"--callgrind-out-file={out}", sys.executable, "-c",
              _CHILD.format(here=here, case=case, impl=impl, n=n)],
             check=True, capture_output=True, env={**os.environ, "PYTHONHASHSEED": "0"},

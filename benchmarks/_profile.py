@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import cProfile
+import functools
 import gc
 import io
 import os
@@ -15,7 +16,7 @@ from typing import Any
 
 import _redecorate
 import torch
-from _cases import CASES, TF
+from _cases import CASES, FUNCTION, N100_CASES, TF, _flat
 
 PACKAGE = os.sep + "tf_compat_grad" + os.sep
 
@@ -62,8 +63,10 @@ def bytecodes(top: int = 20) -> str:
     """Python bytecode instructions and garbage-collected objects of one fwd+bwd step: log1pexp
     n=100 (the hand-written Function, the minimal decorator of `--floor`, tf_compat_grad), and a
     linear layer of width 8, batch 4, where the kernels cost almost nothing (the Function, and
-    tf_compat_grad with the Parameters as arguments or read from the closure); and, for
-    tf_compat_grad's log1pexp, the instructions per function of the library.
+    tf_compat_grad with the Parameters as arguments or read from the closure), and the other n=100
+    ops of `_cases.py` (the Function and tf_compat_grad), each also as a forward alone under
+    `torch.no_grad()`; and, for tf_compat_grad's log1pexp, the instructions per function of the
+    library.
 
     Unlike timings, instruction counts are the same on every run and every machine (for one
     Python and torch version), so they compare revisions exactly. Counted with `sys.settrace`
@@ -76,7 +79,8 @@ def bytecodes(top: int = 20) -> str:
     out = io.StringIO()
     out.write(
         "Per fwd+bwd step: Python bytecode instructions; objects tracked by the garbage "
-        "collector that the forward leaves alive; collections per 1000 steps\n"
+        "collector that the forward leaves alive; collections per 1000 steps; Python "
+        "instructions of the forward alone under torch.no_grad()\n"
     )
     mine: Counter[tuple[str, str]] = Counter()
     for case, impls in steps.items():
@@ -86,11 +90,12 @@ def bytecodes(top: int = 20) -> str:
             counts = step.count()
             total = sum(counts.values())
             reference = total if reference is None else reference
+            no_grad = "" if name == "minimal" else f"{step.count_no_grad():5d}"
             out.write(
-                f"  {name:40s} {total:6d} ({total - reference:+5d})  objects {step.kept():3d}  "
-                f"collections {step.collections():4.1f}\n"
+                f"  {name:40s} {total:6d} ({total - reference:+5d})  no-grad forward "
+                f"{no_grad:>5s}  objects {step.kept():3d}  collections {step.collections():4.1f}\n"
             )
-            if name == TF:
+            if name == TF and case == "log1pexp n=100":
                 mine = counts
     ours = [(n, where) for where, n in mine.items() if "tf_compat_grad" in where[0]]
     ours.sort(reverse=True)
@@ -116,7 +121,7 @@ def _steps() -> dict[str, dict[str, _Step]]:
     w = torch.nn.Parameter(torch.randn(8, 8, generator=gen))
     b = torch.nn.Parameter(torch.zeros(8))
     closure = make_closure_linear(w, b)
-    return {
+    steps: dict[str, dict[str, _Step]] = {
         "log1pexp n=100": {
             "Function": _Step(lambda: Log1pexpFunction.apply(x), [x]),
             "minimal": _Step(lambda: minimal(x), [x]),
@@ -128,6 +133,32 @@ def _steps() -> dict[str, dict[str, _Step]]:
             f"{TF} (closure Parameters)": _Step(lambda: closure(xl), [xl, w, b]),
         },
     }
+    for case in CASES:  # the other n=100 ops, as the timed run calls them
+        if case.key in N100_CASES and case.key != "log1pexp_n100":
+            impls = {name: case.make(name) for name in (FUNCTION, TF)}
+            steps[case.title] = {
+                name: _Step(functools.partial(impl.fn, *impl.args), impl.leaves)
+                for name, impl in impls.items()
+            }
+    return steps
+
+
+def _count(run: Any) -> Counter[tuple[str, str]]:
+    """Python instructions of one call of run, by code object (file, name)."""
+    counts: Counter[tuple[str, str]] = Counter()
+
+    def trace(frame: types.FrameType, event: str, arg: Any) -> Any:
+        frame.f_trace_opcodes = True
+        if event == "opcode":
+            counts[(frame.f_code.co_filename, frame.f_code.co_name)] += 1
+        return trace
+
+    sys.settrace(trace)
+    try:
+        run()
+    finally:
+        sys.settrace(None)
+    return counts
 
 
 class _Step:
@@ -136,29 +167,27 @@ class _Step:
     def __init__(self, forward: Any, leaves: list[torch.Tensor]) -> None:
         self.forward = forward
         self.leaves = leaves
-        self.upstream = torch.ones_like(forward().detach())
+        self.upstream = [torch.ones_like(y) for y in _flat(forward())]
 
     def __call__(self) -> None:
-        self.forward().backward(self.upstream)
+        y = self.forward()
+        if type(y) is torch.Tensor:  # the bare step of one output
+            y.backward(self.upstream[0])
+        else:
+            torch.autograd.backward(_flat(y), self.upstream)
         for leaf in self.leaves:
             leaf.grad = None
 
+    def count_no_grad(self) -> int:
+        """Python instructions of one forward under `torch.no_grad()`."""
+        with torch.no_grad():
+            self.forward()
+            counts = _count(self.forward)
+        return sum(counts.values())
+
     def count(self) -> Counter[tuple[str, str]]:
-        counts: Counter[tuple[str, str]] = Counter()
-
-        def trace(frame: types.FrameType, event: str, arg: Any) -> Any:
-            frame.f_trace_opcodes = True
-            if event == "opcode":
-                counts[(frame.f_code.co_filename, frame.f_code.co_name)] += 1
-            return trace
-
         self()
-        sys.settrace(trace)
-        try:
-            self()
-        finally:
-            sys.settrace(None)
-        return counts
+        return _count(self)
 
     def kept(self) -> int:
         gc.collect()
@@ -169,7 +198,7 @@ class _Step:
             before = gc.get_count()[0]
             y = self.forward()
             after = gc.get_count()[0]
-            y.backward(self.upstream)
+            torch.autograd.backward(_flat(y), self.upstream)
         finally:
             del hold
             gc.enable()

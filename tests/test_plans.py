@@ -1,15 +1,21 @@
-"""The eager fast path's plans (Note [plans] in `_plan.py`): code generated per number of tensor
-arguments. Every other test file runs through them too (a plan serves a function's first call);
-these tests pin what the plans must hand to the general code, and that they do."""
+"""The eager plans (Note [plans] in `_plan.py`): code generated per call shape, learned from a
+call of the general code. Every other test file runs through them too (a plan serves a shape's
+calls from the second on); these tests pin that each common shape takes one and gives plain
+autograd's results, and what the plans must hand to the general code, and that they do."""
 
 import re
 
 import pytest
 import torch
-from helpers import D
-from messages import count, variables_count, variables_keyword
+from helpers import D, flatten
+from messages import count, edited_in_place, variables_count, variables_keyword
 
-from tf_compat_grad import CustomGradientTypeError, custom_gradient, examples
+from tf_compat_grad import (
+    CustomGradientTypeError,
+    CustomGradientValueError,
+    custom_gradient,
+    examples,
+)
 
 
 def planned(y: torch.Tensor) -> bool:
@@ -52,7 +58,8 @@ def test_each_number_of_arguments_gets_its_own_plan_and_they_chain():
 
 def test_log1pexp_takes_the_plan_and_keeps_an_exact_second_derivative():
     x = leaf(5)
-    for _ in range(2):  # the first call makes the plan, the second reuses it
+    examples.log1pexp(x)  # the general code, which makes the plan
+    for _ in range(2):
         y = examples.log1pexp(x)
         assert planned(y)
         (g,) = torch.autograd.grad(y.sum(), x, create_graph=True)
@@ -169,6 +176,7 @@ def test_gradients_that_are_not_exact_are_repaired_by_the_general_checks():
         return x * w, grad
 
     x, w = leaf(3), leaf(3)
+    f(x, w)  # the plan
     y = f(x, w)
     assert planned(y)
     gx, gw = grads(y, x, w)
@@ -189,6 +197,7 @@ def test_a_gradient_of_the_right_shape_in_another_dtype_is_checked():
 
         return x * 2, grad
 
+    f(leaf(3))  # the plan
     y = f(leaf(3))
     assert planned(y)
     with pytest.raises(CustomGradientTypeError, match=r"complex128.*argument `x`"):
@@ -313,6 +322,7 @@ def test_a_layer_with_closure_parameters_takes_a_watched_plan():
     w, b = parameters()
     layer = closure_layer(w, b)
     x = leaf(2, 3)
+    layer(x)  # the plan
     for _ in range(2):
         y = layer(x)
         assert planned(y) and y.grad_fn.plan[3] == [w, b]  # the variables
@@ -324,7 +334,9 @@ def test_a_layer_with_closure_parameters_takes_a_watched_plan():
 
 def test_variables_reach_their_gradients_when_no_input_needs_one():
     w, b = parameters()
-    y = closure_layer(w, b)(torch.randn(2, 3, dtype=D))
+    layer = closure_layer(w, b)
+    layer(torch.randn(2, 3, dtype=D))  # the plan
+    y = layer(torch.randn(2, 3, dtype=D))
     assert planned(y)
     y.sum().backward()
     torch.testing.assert_close(b.grad, torch.full((4,), 2.0, dtype=D))
@@ -341,6 +353,7 @@ def test_a_parameter_passed_as_an_argument_is_not_a_variable():
         return torch.nn.functional.linear(x, w, v), grad  # w from the closure, v passed
 
     x = leaf(2, 3)
+    f(x, b)  # the plan
     y = f(x, b)
     assert planned(y) and y.grad_fn.plan[3] == [w]
     _, gb, gw = grads(y, x, b, w)
@@ -402,6 +415,7 @@ def test_a_list_of_variable_gradients_that_need_repair_takes_the_general_checks(
         return torch.nn.functional.linear(x, w, b), grad
 
     x = leaf(2, 3)
+    f(x)  # the plan
     y = f(x)
     assert planned(y)
     _, gw, gb = grads(y, x, w, b)
@@ -420,6 +434,7 @@ def test_a_wrong_number_of_variable_gradients_is_the_general_error():
 
         return torch.nn.functional.linear(x, w, b), grad
 
+    f(leaf(2, 3))  # the plan
     y = f(leaf(2, 3))
     assert planned(y)
     with pytest.raises(ValueError, match=re.escape(variables_count(f, [[4, 3], [4]], 1))):
@@ -456,7 +471,262 @@ def test_each_grad_fn_is_checked_for_variables_even_after_one_that_takes_them():
         return x @ w.t(), takes if keyword.item() else does_not
 
     x = leaf(2, 3)
+    f(x, torch.tensor(1))  # the plan
     y = f(x, torch.tensor(1))
     assert planned(y)
     with pytest.raises(TypeError, match=re.escape(variables_keyword(f, 1, "`w`"))):
         f(x, torch.tensor(0))
+
+
+# --- call shapes: each takes a plan from its second call, and gives plain autograd's results ---
+
+
+def _outputs(out):
+    """The tensors of a structure of outputs, in flattening order (sorted dict keys)."""
+    return flatten(out)
+
+
+@custom_gradient
+def clipped(x, clip):
+    def grad(dy):
+        return dy * ((x > 0) & (x < clip)).to(dy.dtype), None
+
+    return x.clamp(min=0, max=clip), grad
+
+
+@custom_gradient
+def by_keyword(x, scale=1.0, name="unused"):
+    def grad(dy):
+        return dy * scale
+
+    return x * scale, grad
+
+
+@custom_gradient
+def several(a, b):
+    def grad(dp, ds, dd):
+        return dp * b + ds + dd, dp * a + ds - dd
+
+    return {"p": a * b, "q": (a + b, a - b)}, grad
+
+
+@custom_gradient
+def as_list(a, b):
+    def grad(du, dv):
+        return du * b + dv, du * a + dv
+
+    return [a * b, a + b], grad
+
+
+@custom_gradient
+def nested_inputs(pair, weights):
+    x, y = pair
+    u, v = weights["u"], weights["v"]
+
+    def grad(dz):
+        return ([dz * u, dz * v], {"u": dz * x, "v": dz * y})
+
+    return x * u + y * v, grad
+
+
+class Scale(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.rand(3, dtype=D) + 0.5)
+        self.shift = 0.25
+
+    @custom_gradient
+    def forward(self, x):
+        def grad(dy, variables=None):
+            return dy * self.weight, [(dy * x).sum(0)]
+
+        return x * self.weight + self.shift, grad
+
+
+SHAPES = {
+    "a float argument": (clipped, lambda: (leaf(2, 3), 0.5), {}, lambda x, c: x.clamp(0, c)),
+    "keyword numbers": (
+        by_keyword,
+        lambda: (leaf(2, 3),),
+        {"scale": 1.5, "name": "s"},
+        lambda x, scale, name: x * scale,
+    ),
+    "nested dict and tuple outputs": (
+        several,
+        lambda: (leaf(3), leaf(3)),
+        {},
+        lambda a, b: {"p": a * b, "q": (a + b, a - b)},
+    ),
+    "list outputs": (as_list, lambda: (leaf(3), leaf(3)), {}, lambda a, b: [a * b, a + b]),
+    "nested inputs": (
+        nested_inputs,
+        lambda: ((leaf(3), leaf(3)), {"v": leaf(3), "u": leaf(3)}),
+        {},
+        lambda pair, w: pair[0] * w["u"] + pair[1] * w["v"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_each_call_shape_takes_a_plan_and_matches_plain_autograd(name):
+    fn, make_args, kwargs, reference = SHAPES[name]
+    for call in range(3):
+        args = make_args()
+        out = fn(*args, **kwargs)
+        expected = reference(*args, **kwargs)
+        assert type(out) is type(expected)
+        if isinstance(out, dict):
+            assert list(out) == list(expected)
+        outs, wanted = _outputs(out), _outputs(expected)
+        assert all(planned(o) for o in outs) == (call > 0), "the plan serves the second call on"
+        leaves = [t for t in flatten(args) if isinstance(t, torch.Tensor)]
+        ups = [torch.randn_like(o) for o in outs]
+        got = torch.autograd.grad(outs, leaves, ups)
+        want = torch.autograd.grad(wanted, leaves, ups)
+        for g, w in zip((*outs, *got), (*wanted, *want), strict=True):
+            torch.testing.assert_close(g, w)
+
+
+def test_a_method_reading_its_module_parameter_takes_a_watched_plan():
+    module = Scale()
+    for call in range(3):
+        x = leaf(2, 3)
+        y = module(x)
+        assert planned(y) == (call > 0)
+        if call:
+            assert y.grad_fn.plan[3] == [module.weight]
+        gx, gw = grads(y, x, module.weight)
+        torch.testing.assert_close(y, (x * module.weight + 0.25).detach())
+        torch.testing.assert_close(gx, module.weight.detach().expand(2, 3))
+        torch.testing.assert_close(gw, x.detach().sum(0))
+
+
+class Shift(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.factor = 3.0
+
+    @custom_gradient
+    def forward(self, x):
+        def grad(dy):
+            return dy * self.factor  # `self` in grad's cell: shared as it is
+
+        return x * self.factor, grad
+
+
+def test_a_method_that_reads_no_parameter_takes_a_plan_without_variables():
+    module = Shift()
+    for call in range(3):
+        x = leaf(2, 3)
+        y = module(x)
+        assert planned(y) == (call > 0)
+        if call:
+            assert y.grad_fn.plan[3] == []
+        (gx,) = grads(y, x)
+        torch.testing.assert_close(gx, torch.full((2, 3), 3.0, dtype=D))
+    with torch.no_grad():
+        assert not module(leaf(2)).requires_grad
+    assert module(torch.ones(2, dtype=D)).grad_fn is None, "no input needs a gradient: no node"
+
+
+def test_without_grad_a_plan_returns_outputs_that_need_no_gradient():
+    a, b = leaf(3), leaf(3)
+    several(a, b)  # the plan
+    with torch.no_grad():
+        out = several(a, b)
+    assert list(out) == ["p", "q"] and not any(t.requires_grad for t in _outputs(out))
+    torch.testing.assert_close(out["q"][1], a.detach() - b.detach())
+
+
+def test_another_call_shape_or_mode_takes_the_general_code_with_the_same_results():
+    x = leaf(3)
+    clipped(x, 0.5)  # a plan for (tensor, number)
+    changed = {
+        "a tensor where a number was": lambda: clipped(x, torch.tensor(0.5, dtype=D)),
+        "autocast": lambda: _autocast(lambda: clipped(x, 0.5)),
+        "dual level": lambda: _in_dual_level(lambda: clipped(x, 0.5)),
+    }
+    for name, call in changed.items():
+        y = call()
+        assert not planned(y), name
+        (g,) = grads(y, x)
+        torch.testing.assert_close(g, ((x > 0) & (x < 0.5)).to(D), msg=name)
+
+
+def _autocast(call):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return call()
+
+
+def _in_dual_level(call):
+    with torch.autograd.forward_ad.dual_level():
+        return call()
+
+
+def test_outputs_of_another_structure_take_the_general_code():
+    @custom_gradient
+    def f(x, as_pair):
+        def grad(*dys):
+            return sum(dys) * 2, None
+
+        return ((x * 2, x * 2) if as_pair else x * 2), grad
+
+    x = leaf(3)
+    f(x, 1)  # the plan: a pair of outputs
+    for as_pair in (1, 0, 1):
+        out = f(x, as_pair)
+        outs = list(out) if as_pair else [out]
+        assert all(planned(o) for o in outs) == bool(as_pair)
+        (g,) = torch.autograd.grad(outs, x, [torch.ones(3, dtype=D)] * len(outs))
+        torch.testing.assert_close(g, torch.full((3,), 2.0 * len(outs), dtype=D))
+
+
+@custom_gradient
+def passes_or_views(x, which):
+    """x itself, a view of it, or a new tensor (`which`: 0, 1, 2), with gradient 3 upstream."""
+    y = (x, x[:2], x * 1.0)[which]
+
+    def grad(dy):
+        return (3 * dy if which != 1 else torch.cat([3 * dy, torch.zeros_like(x[2:])]), None)
+
+    return y, grad
+
+
+@pytest.mark.parametrize("which", [0, 1, 2], ids=["the input", "a view of it", "a new tensor"])
+def test_a_planned_output_that_aliases_its_input_is_a_copy(which):
+    # From the second call on a plan serves the shape: its output must be a copy of the input
+    # too (Note [outputs that alias an input]), so that an edit of it leaves x as it was.
+    x = leaf(3)
+    for _ in range(3):
+        y = passes_or_views(x, which)
+        y.mul_(2)
+        (y.sum() + (x * x).sum()).backward()
+        expected = 2 * x.detach()
+        expected[: 2 if which == 1 else 3] += 6
+        assert torch.equal(x.grad, expected)
+        x.grad = None
+    assert planned(passes_or_views(x, 2))  # the shape has its plan
+
+
+@custom_gradient
+def edits(x, y, edit):
+    """x * y, editing x in place when `edit`: refused whichever path serves the call."""
+    out = x * y
+    if edit:
+        x.mul_(1.0)
+
+    def grad(dy):
+        return dy * y, dy * x, None
+
+    return out, grad
+
+
+def test_an_argument_edited_in_place_is_refused_by_the_plan_too():
+    x, y = leaf(3), leaf(3)
+    a, b = x * 1, y * 1  # not leaves: torch lets f edit them
+    edits(a, b, False)  # the general code, which makes the plan for this shape
+    assert planned(edits(a, b, False))
+    for _ in range(2):
+        with pytest.raises(CustomGradientValueError) as refused:
+            edits(a, b, True)
+        assert str(refused.value) == edited_in_place(edits, "x")

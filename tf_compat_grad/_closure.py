@@ -14,9 +14,9 @@ hold no tensor are shared with the rebuilt function as they are, so `nonlocal` s
 A tensor held by several cells is saved once. Default values are those grad_fn had when f
 returned it, as the cells are.
 
-The usual grad_fn, whose cells all hold tensors of their own and whose defaults hold none, is
-kept as a tuple (`_TensorCells`), which is cheaper to make on every call than an object; any
-other takes `_Template`.
+The usual grad_fn, whose cells hold tensors of their own and plain values and whose defaults
+hold no tensor, is taken apart the same way by the code a plan generates for it (Note [plans]
+in `_plan.py`); `capture` is the general code's.
 
 Lists and dicts are mutable, and a grad_fn may add to one it closes over, so they are shared as
 they are, like a grad_fn that is not a plain Python function (a bound method, a
@@ -182,25 +182,8 @@ class _Unchanged:
         return self.fn
 
 
-class _TensorCells(tuple[types.CodeType, dict[str, Any], str, str, Any, Any]):
-    """What `capture` returns for the usual grad_fn: a plain function whose every closure cell
-    holds a tensor of its own (none in two cells), saved in the order of the cells, and whose
-    default values (`variables=None`) hold none. Kept as a tuple, the cheapest object to make
-    on every call: code, globals, name, qualified name, defaults and keyword defaults."""
-
-    __slots__ = ()
-
-    def rebuild(self, saved: Sequence[torch.Tensor]) -> Callable[..., Any]:
-        code, namespace, name, qualname, defaults, kwdefaults = self
-        fn = _FunctionType(code, namespace, name, defaults, tuple(map(_CellType, saved)))
-        fn.__qualname__ = qualname
-        if kwdefaults:
-            fn.__kwdefaults__ = dict(kwdefaults)  # as the forward saw them, per backward
-        return fn
-
-
 # A grad_fn with its closure tensors taken out; see Note [saved closures].
-Captured = _Template | _TensorCells | _Unchanged
+Captured = _Template | _Unchanged
 
 
 def capture(grad_fn: Callable[..., Any], inside: str) -> tuple[Captured, list[torch.Tensor]]:
@@ -211,43 +194,25 @@ def capture(grad_fn: Callable[..., Any], inside: str) -> tuple[Captured, list[to
     """
     if type(grad_fn) is not _FunctionType:
         return _Unchanged(grad_fn), []
-    closure = grad_fn.__closure__
-    defaults = grad_fn.__defaults__
-    kwdefaults = grad_fn.__kwdefaults__
-    if closure is None:
-        if defaults is None and kwdefaults is None:
-            return _Unchanged(grad_fn), []
-    elif (defaults is None or plain(defaults)) and (
-        kwdefaults is None or plain(kwdefaults.values())
+    if (
+        grad_fn.__closure__ is None
+        and grad_fn.__defaults__ is None
+        and grad_fn.__kwdefaults__ is None
     ):
-        saved: list[torch.Tensor] = []
-        try:
-            for cell in closure:
-                value = cell.cell_contents
-                if type(value) not in EXACT_TENSOR_TYPES:
-                    break
-                saved.append(value)
-            else:
-                if len(saved) == 1 or len(set(map(id, saved))) == len(saved):
-                    return _TensorCells(
-                        (grad_fn.__code__, grad_fn.__globals__, grad_fn.__name__,
-                         grad_fn.__qualname__, defaults, kwdefaults and dict(kwdefaults))
-                    ), saved  # fmt: skip
-        except ValueError:  # an empty cell (a name f assigns later)
-            pass
-    saved = []
+        return _Unchanged(grad_fn), []
+    saved: list[torch.Tensor] = []
     return _Template(grad_fn, inside, saved, {}, None), saved
 
 
 def plain(values: Iterable[Any]) -> bool:
     """Default values that hold no tensor for certain (`None`, numbers, strings)."""
     for value in values:  # noqa: SIM110 (a loop costs less than all() and a generator)
-        if type(value) not in _PLAIN_TYPES:
+        if type(value) not in PLAIN_TYPES:
             return False
     return True
 
 
-_PLAIN_TYPES = frozenset({type(None), bool, int, float, complex, str})
+PLAIN_TYPES = frozenset({type(None), bool, int, float, complex, str})
 
 
 def _index(tensor: torch.Tensor, saved: list[torch.Tensor], seen: dict[int, int]) -> int:

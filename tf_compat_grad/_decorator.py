@@ -90,7 +90,7 @@ class CustomGradient(Generic[P, R]):
 
         @functools.wraps(f)
         def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:  # one line: see `_in_place_of`
-            return owner._call_compiling(self, args, kwargs) if _is_compiling() else owner._call_eager(self, args, kwargs)  # fmt: skip
+            return owner._call_compiling(self, args, kwargs) if _is_compiling() else owner._eager.entry(self, args, kwargs)  # fmt: skip
 
         method.__tf_compat_grad__ = self  # type: ignore[attr-defined]
         self._method = _in_place_of(f, method)

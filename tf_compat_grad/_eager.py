@@ -18,18 +18,19 @@ Item numbers refer to docs/tensorflow_semantics.md.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-from . import _functorch, _plan, _run, _structure
-from ._closure import EXACT_TENSOR_TYPES, Captured, capture
+from . import _functorch, _plan, _plan_node, _run, _structure
+from ._closure import Captured, capture
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
 from ._reach import ParameterReach
 from ._record import InputMeta, Record, check_upstreams, node_class
-from ._run import UNBOUND, Layout
+from ._run import Layout
 from ._torch_internals import (
     any_dual,
     call_backward_directly,
@@ -37,7 +38,7 @@ from ._torch_internals import (
     functorch_transforms_active,
     is_functorch_wrapped,
     jit_tracing_state,
-    plain_autograd,
+    untransformed,
 )
 from ._watcher import ParameterWatcher, run_watched, watched_result
 
@@ -72,37 +73,19 @@ def make_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
     return node
 
 
-class _Layouts(dict[int, Layout]):
-    """The `Layout` of a call with n tensors as its positional arguments, made on first use:
-    key n for a plain call, ~n for a method call."""
-
-    def __init__(self, f: Callable[..., Any]) -> None:
-        super().__init__()
-        self.f = f
-
-    def __missing__(self, key: int) -> Layout:
-        layout = self[key] = Layout.of_tensors(self.f, key < 0, ~key if key < 0 else key)
-        return layout
-
-
 class EagerPath:
     """The calls of one decorated function outside `torch.compile`: under plain autograd through
     its node (Note [where f runs]), under `torch.no_grad()` with no node, and under a `torch.func`
     transform or with dual tensors through the transform node (Note [transforms]).
 
-    # Note [the fast path]
-    Most calls pass tensors only, by position, under plain autograd. Such a call of an unbound f
-    runs the plan for its number of arguments (Note [plans] in `_plan.py`), which `call` makes
-    on the first one. Other calls with tensors only (a method, a number of arguments past the
-    plans' cap) still skip, in `call`, what only the remaining calls need: flattening and
-    checking the arguments and building their `Layout` (one per number of arguments is kept).
-    Any other call takes the general branch, which handles every call; both end in the same
-    record and node.
+    `call` handles every call, and learns from each one the shape of a plan (Note [plans] in
+    `_plan.py`), which serves the calls of that shape from then on: `entry` is the newest
+    plan, which hands the calls it does not fit to the plan before it, and the first to `call`.
     """
 
     __slots__ = (
-        "_c_apply", "_checked", "_f", "_inside", "_layouts", "_node", "_planned",
-        "_transform_node", "entry", "reach",
+        "_c_apply", "_checked", "_f", "_inside", "_node", "_planned", "_transform_node",
+        "entry", "reach",
     )  # fmt: skip
 
     def __init__(self, f: Callable[..., Any]) -> None:
@@ -115,83 +98,93 @@ class EagerPath:
         self._transform_node = _functorch.make_transform_node(f)
         self._inside = getattr(f, "__qualname__", "") + ".<locals>."
         self._checked = False  # a call has passed the `variables` check (item 33)
-        self._layouts = _Layouts(f)
         self.reach = ParameterReach(f)
-        # The call a call of the decorated function makes: `call`, or the newest plan, which
-        # hands the calls it does not fit to the plan before it (Note [plans]).
         self.entry: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any] = self.call
-        self._planned: set[int] = set()  # the numbers of arguments that have a plan
+        self._planned: set[tuple[Any, ...]] = set()  # the `Shape.key`s that have a plan
 
     def call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        inputs: Sequence[torch.Tensor] | None = None  # set when the call takes the fast path
-        if not kwargs and plain_autograd():  # Note [the fast path]
-            for arg in args:
-                if (
-                    type(arg) not in EXACT_TENSOR_TYPES
-                    or arg.is_nested
-                    or is_functorch_wrapped(arg)  # left over from a finished transform
-                ):
-                    break
-            else:
-                inputs = args
         f = self._f
-        if inputs is not None:
-            n = len(args)
-            if (
-                bound is UNBOUND
-                and n not in self._planned
-                and n > 0
-                and len(self._planned) < _plan.MAX_PLANS
-            ):
-                self._planned.add(n)
-                reach = self.reach
-                if not reach.possible(()):
-                    kind, holds = "none", reach.reads_none
-                else:
-                    kind, holds = "watched", reach.reads_own
-                apply = _plan.make_node(f, n, kind != "none", self._checked_gradients)
-                self.entry = _plan.make_call(n, kind, f, holds, apply, self.entry, self._unplanned)
-                return self.entry(bound, args, kwargs)
-            versions = [arg._version for arg in args]
-            result, grad_fn, variables = run_watched(f, bound, args, kwargs, args, self.reach)
-            self._checked = True
-            layout = self._layouts[n if bound is UNBOUND else ~n]
-            _run.check_unedited(f, layout, args, versions)
-            apply = self._c_apply
-        else:
+        if not untransformed():  # Note [call modes]
             if jit_tracing_state() is not None:
                 raise _jit_trace_error(f)
             if functorch_transforms_active():
                 return _functorch.call_under_transform(self._transform_node, f, bound, args, kwargs)
-            flat_args, layout, inputs = _run.inputs(f, bound, args)
-            if any_dual(inputs):
-                return _functorch.call_under_transform(
-                    self._transform_node, f, bound, args, kwargs, dual=True
-                )
-            if not _grad_enabled():
-                return self._call_without_grad(bound, args, kwargs, flat_args)
-            versions = [tensor._version for tensor in inputs]
-            result, grad_fn, variables = run_watched(f, bound, args, kwargs, flat_args, self.reach)
-            self._checked = True
-            _run.check_unedited(f, layout, inputs, versions)
-            # `Function.apply` first unwraps tensors left over from a finished transform.
-            wrapped = any(map(is_functorch_wrapped, inputs))
-            apply = self._node.apply if wrapped else self._c_apply
-        return self._finish(result, grad_fn, variables, layout, inputs, apply)
+        flat_args, layout, inputs = _run.inputs(f, bound, args)
+        if any_dual(inputs):
+            return _functorch.call_under_transform(
+                self._transform_node, f, bound, args, kwargs, dual=True
+            )
+        if not _grad_enabled():
+            return self._call_without_grad(bound, args, kwargs, flat_args, layout)
+        versions = [tensor._version for tensor in inputs]
+        result, grad_fn, variables = run_watched(f, bound, args, kwargs, flat_args, self.reach)
+        self._checked = True
+        _run.check_unedited(f, layout, inputs, versions)
+        # `Function.apply` first unwraps tensors left over from a finished transform.
+        wrapped = any(map(is_functorch_wrapped, inputs))
+        apply = self._node.apply if wrapped else self._c_apply
+        out = self._finish(result, grad_fn, variables, layout, inputs, apply)
+        self._learn(bound, args, kwargs, result, grad_fn, layout)
+        return out
 
-    def _unplanned(self, out: Any, args: tuple[Any, ...], watcher: ParameterWatcher | None) -> Any:
+    def _learn(
+        self,
+        bound: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        result: Any,
+        grad_fn: Any,
+        layout: Layout,
+    ) -> None:
+        """Make the plan for the shape of a call the general code handled, unless there is one
+        or no plan can take it (Note [plans])."""
+        if len(self._planned) >= _plan.MAX_PLANS:
+            return
+        key = _plan.input_key(bound, args, kwargs)
+        if key is None or key in self._planned:
+            return
+        shape = _plan.shape_of(key, result, grad_fn)
+        if shape is None:
+            return
+        self._planned.add(key)
+        reach = self.reach
+        if shape.bound or reach.possible(kwargs.values()):
+            kind, holds = "watched", reach.reads_own
+        else:
+            kind, holds = "none", reach.reads_none
+        checked = functools.partial(self._checked_gradients, layout)
+        apply = _plan_node.make_node(self._f, shape, kind == "watched", checked)
+        self.entry = _plan.make_call(
+            self._f, shape, kind, holds, apply, self.entry, self._unplanned, self._fresh
+        )
+
+    def _unplanned(
+        self,
+        out: Any,
+        bound: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        watcher: ParameterWatcher | None,
+    ) -> Any:
         """The rest of a plan's call whose f returned what the plan does not handle (`watcher`:
         what watched f, for a watched plan)."""
+        f = self._f
+        flat_args, layout, inputs = _run.inputs(f, bound, args)
         variables: list[torch.nn.Parameter] = _NO_VARIABLES
         if watcher is None:
-            result, grad_fn = _run.split(self._f, out)
+            result, grad_fn = _run.split(f, out)
         else:
-            result, grad_fn, variables = watched_result(self._f, UNBOUND, out, watcher, args)
-        layout = self._layouts[len(args)]
-        return self._finish(result, grad_fn, variables, layout, args, self._c_apply)
+            result, grad_fn, variables = watched_result(f, bound, out, watcher, flat_args, kwargs)
+        return self._finish(result, grad_fn, variables, layout, inputs, self._c_apply)
+
+    def _fresh(self, out: Any) -> Any:
+        """The rest of a plan's call without grad whose f returned what the plan does not
+        handle."""
+        return _run.fresh(self._f, _run.split(self._f, out)[0])
 
     def _checked_gradients(
         self,
+        layout: Layout,
         metas: tuple[InputMeta, ...],
         variables: list[torch.nn.Parameter] | None,
         returned: Any,
@@ -199,7 +192,6 @@ class EagerPath:
     ) -> list[Any]:
         """The general checks of what a plan's grad_fn returned (Note [plans])."""
         variables = variables or _NO_VARIABLES
-        layout = self._layouts[len(metas) - len(variables)]
         return Record(layout, list(metas), variables, ()).checked(returned, needs, first=1)
 
     def _finish(
@@ -231,7 +223,12 @@ class EagerPath:
         return _structure.unflatten(out_spec, apply(record, handoff, *inputs, *variables))
 
     def _call_without_grad(
-        self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any], flat_args: Sequence[Any]
+        self,
+        bound: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        flat_args: Sequence[Any],
+        layout: Layout,
     ) -> Any:
         """No gradient can be asked for: f's outputs, no node (item 9).
 
@@ -241,10 +238,13 @@ class EagerPath:
         """
         f = self._f
         if self._checked:
-            return _run.fresh(f, _run.split(f, _run.call_f(f, bound, args, kwargs))[0])
-        result, _, _ = run_watched(f, bound, args, kwargs, flat_args, self.reach)
-        self._checked = True
-        return _run.fresh(f, result)
+            result, grad_fn = _run.split(f, _run.call_f(f, bound, args, kwargs))
+        else:
+            result, grad_fn, _ = run_watched(f, bound, args, kwargs, flat_args, self.reach)
+            self._checked = True
+        out = _run.fresh(f, result)
+        self._learn(bound, args, kwargs, result, grad_fn, layout)
+        return out
 
 
 _NO_VARIABLES: list[torch.nn.Parameter] = []  # never written to

@@ -42,8 +42,23 @@ _Tensor = torch.Tensor
 InputMeta = tuple[torch.Size, torch.dtype, torch.device]
 
 
-def input_meta(tensor: torch.Tensor) -> InputMeta:
-    return tensor.shape, tensor.dtype, tensor.device
+# Note [exact gradients]
+# An input's metadata is noted when f returns, and a gradient that is already a tensor of that
+# shape, dtype and device is passed on as it is; anything else goes to `repair`. Both are
+# written once, as source: `input_meta` and `exact_gradient` evaluate them for the general
+# code, and the plans render them into their generated forward and backward (`_plan.py`), the
+# comparisons cheapest first.
+INPUT_META = "{t}.shape, {t}.dtype, {t}.device"
+EXACT_GRADIENT = (
+    "type({g}) is Tensor and {g}.dtype is {dtype} and {g}.shape == {shape} "
+    "and {g}.device == {device}"
+)
+input_meta: Callable[[torch.Tensor], InputMeta] = eval(f"lambda t: ({INPUT_META.format(t='t')})")
+exact_gradient: Callable[[Any, InputMeta], bool] = eval(
+    "lambda g, meta: "
+    + EXACT_GRADIENT.format(g="g", shape="meta[0]", dtype="meta[1]", device="meta[2]"),
+    {"Tensor": _Tensor},
+)
 
 
 def _is_number_like(value: object, real: bool) -> bool:
@@ -331,8 +346,8 @@ class Record:
         if raw:
             return flat
         metas = self.metas
-        for i, grad in enumerate(flat):  # `input_meta` written out: this runs per gradient
-            if type(grad) is not _Tensor or (grad.shape, grad.dtype, grad.device) != metas[i]:
+        for i, grad in enumerate(flat):
+            if not exact_gradient(grad, metas[i]):
                 flat[i] = self._repair(grad, i, needs, first)
         return flat
 

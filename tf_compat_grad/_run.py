@@ -50,9 +50,9 @@ def call_f(f: Callable[..., Any], bound: Any, args: tuple[Any, ...], kwargs: dic
 class Layout:
     """Where the tensor inputs stand among a call's flattened positional arguments (item 11).
 
-    `inputs` builds it from the arguments; the eager path keeps one per number of arguments for
-    calls with plain tensors only. Every path hands it unchanged to its node's `Record` (the
-    compile path through `apply` as plain constants, Note [compile]).
+    `inputs` builds it from the arguments; a plan keeps the one of the call it was learned from
+    (Note [plans]). Every path hands it unchanged to its node's `Record` (the compile path
+    through `apply` as plain constants, Note [compile]).
     """
 
     __slots__ = ("bound", "f", "n_args", "positions", "spec", "tensors_only")

@@ -243,15 +243,22 @@ def dual_level_active() -> bool:
     return forward_ad._current_level >= 0
 
 
-def plain_autograd() -> bool:
-    """Whether a call runs under plain autograd: grad mode on, and no `torch.jit.trace`,
-    `torch.func` transform or `forward_ad` dual level around it (the eager fast path)."""
-    return (
-        _grad_enabled()
-        and jit_tracing_state() is None
-        and not functorch_transforms_active()
-        and forward_ad._current_level < 0
-    )
+# Note [call modes]
+# A call outside `torch.compile` is untransformed when no `torch.jit.trace`, `torch.func`
+# transform or `forward_ad` dual level is around it; only then can f run before its node
+# (Note [where f runs] in `_eager.py`), under grad mode or `torch.no_grad()`. The question is
+# written once, as an expression: `untransformed` evaluates it for the general code, and the
+# plans render it into their generated guard (`UNTRANSFORMED`, over the names `MODE_NAMES`).
+UNTRANSFORMED = (
+    "jit_tracing_state() is None and not functorch_transforms_active() "
+    "and forward_ad._current_level < 0"
+)
+MODE_NAMES: dict[str, Any] = {
+    "jit_tracing_state": jit_tracing_state,
+    "functorch_transforms_active": functorch_transforms_active,
+    "forward_ad": forward_ad,
+}
+untransformed: Callable[[], bool] = eval(f"lambda: {UNTRANSFORMED}", dict(MODE_NAMES))
 
 
 def any_dual(tensors: Sequence[torch.Tensor]) -> bool:

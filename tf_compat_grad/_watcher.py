@@ -112,8 +112,7 @@ _METADATA: frozenset[Any] = frozenset(
 class ParameterWatcher(TorchFunctionMode):
     """Records the trainable Parameters used by torch calls made while the mode is active."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self) -> None:  # `TorchFunctionMode.__init__` sets nothing: not called
         self.found: dict[int, Parameter] = {}
         # The parametrized weights cached while it watched (Note [lost gradients] in
         # `_captures.py`); None: the tensors f's outputs reach are not to be settled.
@@ -126,18 +125,25 @@ class ParameterWatcher(TorchFunctionMode):
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
-        if kwargs is None:
-            kwargs = {}
         if func not in _METADATA:
-            self._scan(args)
+            found = self.found
+            for value in args:  # `_scan` written out for the usual arguments: runs per op
+                kind = type(value)
+                if kind is _Tensor:  # the common case; Parameter's isinstance check is slow
+                    continue
+                if kind is Parameter:
+                    if value.requires_grad:
+                        found.setdefault(id(value), value)
+                elif kind is list or kind is tuple or isinstance(value, Parameter):
+                    self._scan((value,))
             if kwargs:
                 self._scan(kwargs.values())
-        return func(*args, **kwargs)
+        return func(*args, **kwargs) if kwargs else func(*args)
 
     def _scan(self, values: Iterable[Any]) -> None:
         for value in values:
             kind = type(value)
-            if kind is _Tensor:  # the common case; Parameter's isinstance check is slow
+            if kind is _Tensor:
                 continue
             if kind is Parameter or isinstance(value, Parameter):
                 if value.requires_grad:

@@ -19,6 +19,7 @@ import torch
 from typing_extensions import ParamSpec
 
 from . import _compile
+from ._captures import CAPTURED_RULES, CapturedRule
 from ._compile import make_compile_node
 from ._eager import EagerPath
 from ._errors import (
@@ -86,6 +87,17 @@ class CustomGradient(Generic[P, R]):
 
         method.__tf_compat_grad__ = self  # type: ignore[attr-defined]
         self._method = _in_place_of(f, method)
+
+    @property
+    def captured(self) -> CapturedRule:
+        """`custom_gradient(captured=...)`: what a call does with a tensor f's outputs depend
+        on that is neither a positional argument nor a variable (refuse it, or keep it a
+        constant of f as TensorFlow does)."""
+        return self._eager.captured
+
+    @captured.setter
+    def captured(self, rule: CapturedRule) -> None:
+        self._eager.captured = rule
 
     def __tf_compat_grad_calls__(self) -> Callable[..., Any]:
         """The function a call runs, for the proof that it reads no Parameter (`_reach.py`)."""
@@ -157,7 +169,7 @@ class CustomGradient(Generic[P, R]):
                 "name bound to something else since). Define it at the top level of a module, "
                 "or as a method of a class there, so that another process can import it."
             )
-        return _remake, (self._made_by, f, self.example, self.surrogate)
+        return _remake, (self._made_by, f, self.example, self.surrogate, self.captured)
 
     def __copy__(self) -> CustomGradient[P, R]:
         return self  # a function is atomic for `copy`
@@ -171,7 +183,7 @@ class CustomGradient(Generic[P, R]):
         copied = copy.deepcopy(f, memo)
         if copied is f:
             return self
-        return _remake(self._made_by, copied, self.example)
+        return _remake(self._made_by, copied, self.example, self.surrogate, self.captured)
 
     def _call_compiling(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call while Dynamo traces (or `torch.export` exports) the caller."""
@@ -257,11 +269,13 @@ def _remake(
     f: Callable[..., Any],
     example: Any,
     surrogate: str | None = None,
+    captured: CapturedRule = "refuse",
 ) -> CustomGradient[Any, Any]:
     """Unpickles a wrapper that is not found by its name (see `CustomGradient.__reduce__`)."""
     wrapped = made_by(f)
     wrapped.example = example
     wrapped.surrogate = surrogate or wrapped.surrogate
+    wrapped.captured = captured
     return wrapped
 
 
@@ -287,6 +301,7 @@ def custom_gradient(
     *,
     example: Any = None,
     surrogate: str | None = None,
+    captured: CapturedRule = "refuse",
 ) -> Callable[Concatenate[_M, P], R]: ...
 
 
@@ -296,16 +311,27 @@ def custom_gradient(
     *,
     example: Any = None,
     surrogate: str | None = None,
+    captured: CapturedRule = "refuse",
 ) -> CustomGradient[P, R]: ...
 
 
 @overload
 def custom_gradient(
-    f: None = None, *, example: Any = None, surrogate: str | None = None
+    f: None = None,
+    *,
+    example: Any = None,
+    surrogate: str | None = None,
+    captured: CapturedRule = "refuse",
 ) -> _Decorator: ...
 
 
-def custom_gradient(f: Any = None, *, example: Any = None, surrogate: str | None = None) -> Any:
+def custom_gradient(
+    f: Any = None,
+    *,
+    example: Any = None,
+    surrogate: str | None = None,
+    captured: CapturedRule = "refuse",
+) -> Any:
     """Decorate `f(*args) -> (outputs, grad_fn)` so autograd differentiates it with grad_fn.
 
     Works as `@custom_gradient`, `@custom_gradient()` and `custom_gradient(f=fn)`, like
@@ -322,6 +348,12 @@ def custom_gradient(f: Any = None, *, example: Any = None, surrogate: str | None
         surrogate: why grad_fn deliberately differs from the true derivative (e.g.
             `"straight-through estimator"`), for the checker, which otherwise fails a gradient
             that differs. Not in TensorFlow; kept as `.surrogate`.
+        captured: what a call does when f's outputs depend on a tensor that requires grad
+            and is neither a positional argument nor a variable (a closure, a global, an
+            attribute, a keyword argument). `"refuse"` (the default) raises, since the
+            gradient through f's outputs into that tensor would be lost; `"constant"` keeps
+            TensorFlow's behaviour: no gradient for it through f's outputs (grad_fn's own use
+            of it is still differentiated at second order). Kept as `.captured`.
 
     Returns:
         A `CustomGradient` that returns f's outputs and records grad_fn for autograd.
@@ -349,14 +381,23 @@ def custom_gradient(f: Any = None, *, example: Any = None, surrogate: str | None
             f"the true derivative, as a non-empty string, but it was given {surrogate!r}. Write "
             'e.g. `@custom_gradient(surrogate="straight-through estimator")`.'
         )
+    if captured not in CAPTURED_RULES:
+        raise CustomGradientTypeError(
+            f'{PREFIX}custom_gradient(captured=...) takes "refuse" or "constant", but it was '
+            f'given {captured!r}. Write e.g. `@custom_gradient(captured="constant")`.'
+        )
     if f is None:
-        return functools.partial(custom_gradient, example=example, surrogate=surrogate)
+        return functools.partial(
+            custom_gradient, example=example, surrogate=surrogate, captured=captured
+        )
     if is_dynamo_compiling():
         graph_break(_decorated_while_compiling(f))  # under fullgraph=True, the error
     if isinstance(f, staticmethod):
-        return staticmethod(custom_gradient(f.__func__, example=example, surrogate=surrogate))
+        return staticmethod(
+            custom_gradient(f.__func__, example=example, surrogate=surrogate, captured=captured)
+        )
     if isinstance(f, classmethod):
-        return _ClassMethod(_remake(custom_gradient, f.__func__, example, surrogate))
+        return _ClassMethod(_remake(custom_gradient, f.__func__, example, surrogate, captured))
     if isinstance(f, type) or not callable(f):
         kind = f"the class {describe(f)}" if isinstance(f, type) else describe_value(f)
         raise CustomGradientTypeError(
@@ -369,6 +410,7 @@ def custom_gradient(f: Any = None, *, example: Any = None, surrogate: str | None
     wrapped = CustomGradient(f)
     wrapped.example = example
     wrapped.surrogate = surrogate
+    wrapped.captured = captured
     return wrapped
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from . import _functorch, _plan, _run, _structure
+from ._captures import CapturedRule
 from ._closure import EXACT_TENSOR_TYPES, Captured, capture
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
 from ._reach import ParameterReach
@@ -102,7 +103,7 @@ class EagerPath:
 
     __slots__ = (
         "_c_apply", "_checked", "_f", "_inside", "_layouts", "_node", "_planned",
-        "_transform_node", "entry", "reach",
+        "_transform_node", "captured", "entry", "reach",
     )  # fmt: skip
 
     def __init__(self, f: Callable[..., Any]) -> None:
@@ -121,6 +122,9 @@ class EagerPath:
         # hands the calls it does not fit to the plan before it (Note [plans]).
         self.entry: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any] = self.call
         self._planned: set[int] = set()  # the numbers of arguments that have a plan
+        # What a call does with a tensor its outputs depend on that it was not given
+        # (`custom_gradient(captured=...)`, Note [lost gradients] in `_captures.py`).
+        self.captured: CapturedRule = "refuse"
 
     def call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         inputs: Sequence[torch.Tensor] | None = None  # set when the call takes the fast path
@@ -150,9 +154,13 @@ class EagerPath:
                 else:
                     kind, holds = "watched", reach.reads_own
                 apply = _plan.make_node(f, n, kind != "none", self._checked_gradients)
-                self.entry = _plan.make_call(n, kind, f, holds, apply, self.entry, self._unplanned)
+                self.entry = _plan.make_call(
+                    n, kind, f, holds, apply, self.entry, self._unplanned, self.captured
+                )
                 return self.entry(bound, args, kwargs)
-            result, grad_fn, variables = run_watched(f, bound, args, kwargs, args, self.reach)
+            result, grad_fn, variables = run_watched(
+                f, bound, args, kwargs, args, self.reach, captured=self.captured
+            )
             self._checked = True
             layout = self._layouts[n if bound is UNBOUND else ~n]
             apply = self._c_apply
@@ -160,15 +168,19 @@ class EagerPath:
             if jit_tracing_state() is not None:
                 raise _jit_trace_error(f)
             if functorch_transforms_active():
-                return _functorch.call_under_transform(self._transform_node, f, bound, args, kwargs)
+                return _functorch.call_under_transform(
+                    self._transform_node, f, bound, args, kwargs, captured=self.captured
+                )
             flat_args, layout, inputs = _run.inputs(f, bound, args)
             if any_dual(inputs):
                 return _functorch.call_under_transform(
-                    self._transform_node, f, bound, args, kwargs, dual=True
+                    self._transform_node, f, bound, args, kwargs, True, self.captured
                 )
             if not _grad_enabled():
                 return self._call_without_grad(bound, args, kwargs, flat_args)
-            result, grad_fn, variables = run_watched(f, bound, args, kwargs, flat_args, self.reach)
+            result, grad_fn, variables = run_watched(
+                f, bound, args, kwargs, flat_args, self.reach, captured=self.captured
+            )
             self._checked = True
             # `Function.apply` first unwraps tensors left over from a finished transform.
             wrapped = any(map(is_functorch_wrapped, inputs))
@@ -182,7 +194,9 @@ class EagerPath:
         if watcher is None:
             result, grad_fn = _run.split(self._f, out)
         else:
-            result, grad_fn, variables = watched_result(self._f, UNBOUND, out, watcher, args)
+            result, grad_fn, variables = watched_result(
+                self._f, UNBOUND, out, watcher, args, None, self.captured
+            )
         layout = self._layouts[len(args)]
         return self._finish(result, grad_fn, variables, layout, args, self._c_apply)
 

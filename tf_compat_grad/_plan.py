@@ -41,7 +41,7 @@ from typing import Any
 import torch
 from torch.autograd import forward_ad
 
-from ._captures import close_cache, open_cache, settle
+from ._captures import CapturedRule, close_cache, open_cache, settle
 from ._closure import EXACT_TENSOR_TYPES, plain
 from ._record import InputMeta, input_meta, node_class
 from ._run import UNBOUND
@@ -182,16 +182,18 @@ def make_call(
     apply: Callable[..., Any],
     general: Call,
     unplanned: Callable[[Any, tuple[Any, ...], ParameterWatcher | None], Any],
+    captured: CapturedRule = "refuse",
 ) -> Call:
     """The call of f's plan for n positional tensor arguments (Note [plans]) of one `kind`:
     "none" when f provably reads no Parameter, while the per-call check `holds`; "watched" when
-    it runs under the watcher, skipping the walk of Note [lost gradients] while `holds`."""
+    it runs under the watcher, skipping the walk of Note [lost gradients] while `holds`, and
+    settling by the rule `captured` otherwise."""
     return _maker(n, kind)(
         f, holds, apply, general, unplanned, UNBOUND, torch.is_grad_enabled,
         jit_tracing_state, functorch_transforms_active, forward_ad, is_functorch_wrapped,
         any_autocast_enabled, EXACT_TENSOR_TYPES, _Tensor, _FunctionType, plain,
         ParameterWatcher, push_function_mode, pop_function_mode, _accepts, open_cache,
-        close_cache, settle,
+        close_cache, settle if captured == "refuse" else functools.partial(settle, captured=captured),
     )  # fmt: skip
 
 

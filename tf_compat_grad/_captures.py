@@ -30,6 +30,15 @@ and stops there. When no input needs a gradient, f's own autodiff used to take o
 a captured tensor then got f's gradient and grad_fn was never called, two rules for one
 function; that is refused too.
 
+`custom_gradient(captured="constant")` asks for TensorFlow's behaviour instead: the walk still
+puts tensors in Parameter places among the variables, but a gradient it finds lost is not
+refused, since the node's outputs are detached from f's graph and so give such a tensor none,
+as TensorFlow does; grad_fn's own use of it is untouched and differentiates at second order. The
+call is still refused when no input or variable requires grad: no node would be recorded and
+TensorFlow would give the tensor f's own autodiff (item 39), not the constant the option promises.
+Under a transform, `Taint` then does not refuse (the node's outputs are the transform's own), but an
+op torch cannot run under `vmap` is refused by name.
+
 The walk runs only when a tensor that f can reach outside its arguments requires grad: the
 reach proof lists the plain tensors f's code can name and its per-call check looks at their
 `requires_grad` (Note [watching only when needed] in `_reach.py`); a keyword argument or a watched call (which

@@ -147,9 +147,10 @@ def lost_under_compile(f: Callable[..., Any]) -> str:
         "argument, an attribute read through an object), and torch.compile cannot read the "
         "graph that tells whether its gradient would be lost, so the call is checked outside "
         "the compiled graph (a graph break; this error under fullgraph=True). Pass the tensor "
-        "as a positional argument and return its gradient from grad_fn, or `.detach()` it "
-        "where the function reads it, to keep TensorFlow's behaviour (for a tensor computed "
-        "from the inputs alone, whose gradient grad_fn gives, no number changes)"
+        "as a positional argument and return its gradient from grad_fn, or decorate with "
+        '`@custom_gradient(captured="constant")` to keep TensorFlow\'s behaviour (no gradient '
+        "for it through the outputs; for a tensor computed from the inputs alone, whose "
+        "gradient grad_fn gives, no number changes)"
     )
 
 
@@ -178,8 +179,27 @@ def lost_gradient(f: Callable[..., Any], what: str, computed_from: str | None = 
         f"passed): the gradient that would flow through the output into {target} would be "
         "lost, since that gradient goes through grad_fn to the positional arguments and "
         "variables only. Pass the tensor as a positional argument and return its gradient from "
-        "grad_fn, or `.detach()` it where the function reads it to keep TensorFlow's behaviour "
-        "(no gradient for it through this function)."
+        'grad_fn, or decorate with `@custom_gradient(captured="constant")` to keep TensorFlow\'s '
+        "behaviour (no gradient for it through the function's outputs, while grad_fn's own use "
+        "of it is still differentiated at second order). `.detach()` where the function reads "
+        "it gives the same first-order gradients, but also detaches grad_fn's use of it."
+    )
+
+
+def lost_gradient_without_inputs(
+    f: Callable[..., Any], what: str, computed_from: str | None = None
+) -> str:
+    """The same with `captured="constant"` when no positional argument or variable requires
+    grad, so that TensorFlow would differentiate f's own ops."""
+    target = "it" if computed_from is None else f"{computed_from}, which it is computed from,"
+    return (
+        f"{PREFIX}the output of {where(f)} depends on {what}, a tensor that requires grad but "
+        "is neither a positional argument nor a variable (a Parameter read without being "
+        "passed), and no positional argument or variable requires grad. With "
+        '`captured="constant"` it is a constant of the function, but with nothing to record '
+        f"TensorFlow would differentiate the function's own ops into {target} and never call "
+        "grad_fn. Pass a tensor that requires grad as a positional argument, or `.detach()` the "
+        "tensor where the function reads it, or call the function under `torch.no_grad()`."
     )
 
 

@@ -10,8 +10,10 @@ call, given the recorded weights by attribute path, and called again.
 Files the translator cannot translate yet are listed in NOT_YET with what they need: each is a
 strict xfail that only a translation keeping TensorFlow satisfies (`NotTranslated`), so a file
 that starts to pass fails the run until it is taken off the list, and one that translates but
-gives other numbers, or crashes, fails as any other file does. CONSTANTS lists the arguments
-passed as constants, with the reason.
+gives other numbers, or crashes, fails as any other file does. Every float argument requires
+grad: where f captures one from the function around it, the port writes
+`@custom_gradient(captured="constant")`, which gives it TensorFlow's gradient (none through f's
+output, grad_fn's own use of it at second order).
 """
 
 from __future__ import annotations
@@ -43,18 +45,6 @@ TOLERANCE = {  # (rtol, atol) by the dtype computed in
 NOT_YET: dict[str, str] = {}
 
 
-# (file, function) -> the arguments passed as constants (not requiring grad), and why. A tensor
-# that f captures (a closure) rather than takes as an argument gets no gradient through f's
-# output in TF, without a word; where it requires grad, the library refuses the call instead
-# (docs/tensorflow_semantics.md, "Lost gradients"). These arguments are such captures, which
-# the code uses as constants (ground-truth boxes, noise): passed as constants here, everything
-# else (outputs, the other arguments' gradients and second derivatives) is compared.
-CONSTANTS: dict[tuple[str, str], tuple[tuple[int, ...], str]] = {
-    ("automl_iou_get_v.py", "_get_v"): ((0, 1), "the ground-truth box, captured by f"),
-    ("tfc_perturb_and_apply.py", "scaled_sine"): ((2,), "the noise u, captured by f"),
-}
-
-
 class NotTranslated(Exception):
     """The translation still imports TensorFlow: the report says which lines were left."""
 
@@ -70,16 +60,16 @@ def ported(file: str) -> types.ModuleType:
     return module
 
 
-def argument(spec: Any, constant: bool = False) -> Any:
+def argument(spec: Any) -> Any:
     """A recorded argument: a Python number, or a tensor (float64 unless it says otherwise)
-    that requires grad unless `constant`."""
+    that requires grad."""
     if isinstance(spec, dict) and "py" in spec:
         return spec["py"]
     if isinstance(spec, dict):
         values, dtype = spec["tensor"], getattr(torch, spec["dtype"])
     else:
         values, dtype = spec, torch.float64
-    return torch.tensor(values, dtype=dtype, requires_grad=not constant)
+    return torch.tensor(values, dtype=dtype, requires_grad=True)
 
 
 def attribute(obj: Any, path: str) -> Any:
@@ -150,8 +140,7 @@ def test_wild_file_ports_and_matches_tensorflow(file: str, name: str) -> None:
     """Translated with no hand edit, run without TensorFlow: TF's outputs and gradients."""
     case = REFERENCE["files"][file][name]
     module = ported(file)
-    constants = CONSTANTS.get((file, name), ((), ""))[0]
-    args = [argument(a, i in constants) for i, a in enumerate(case["args"])]
+    args = [argument(a) for a in case["args"]]
     fn, parameters = callable_and_parameters(module, name, case, args)
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     kept = [j for j, a in enumerate(tensors) if a.requires_grad]  # TF's sources compared
@@ -186,22 +175,10 @@ def test_wild_file_ports_and_matches_tensorflow(file: str, name: str) -> None:
         assert_matches(grad, expected, f"second-order gradient {kept[j]}", gradient=True)
 
 
-@pytest.mark.parametrize(("file", "name"), sorted(CONSTANTS))
-def test_a_captured_argument_that_requires_grad_is_refused(file: str, name: str) -> None:
-    """Why CONSTANTS holds these arguments: requiring grad, TF's silent loss of their gradient
-    through f's output is refused by name. When the library keeps TF's behaviour instead, this
-    fails: take the entry off CONSTANTS."""
-    case = REFERENCE["files"][file][name]
-    args = [argument(a) for a in case["args"]]
-    with pytest.raises(ValueError, match=r"depends on closure `\w+`, a tensor that requires grad"):
-        getattr(ported(file), name)(*args)
-
-
 def test_every_wild_file_is_recorded_and_the_list_names_only_wild_files() -> None:
     files = {p.name for p in WILD.glob("*.py")}
     assert files == set(REFERENCE["files"]), "re-record: tests/port_corpus/record_tf.py"
     assert set(NOT_YET) <= files
-    assert {f for f, _ in CONSTANTS} <= files
     assert REFERENCE["tensorflow"] == "2.21.0"
 
 

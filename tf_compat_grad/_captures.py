@@ -30,6 +30,15 @@ and stops there. When no input needs a gradient, f's own autodiff used to take o
 a captured tensor then got f's gradient and grad_fn was never called, two rules for one
 function; that is refused too.
 
+`custom_gradient(captured="constant")` asks for TensorFlow's behaviour instead: the walk still
+puts tensors in Parameter places among the variables, but a gradient it finds lost is not
+refused, since the node's outputs are detached from f's graph and so give such a tensor none,
+as TensorFlow does; grad_fn's own use of it is untouched and differentiates at second order. The
+call is still refused when no input or variable requires grad: no node would be recorded and
+TensorFlow would give the tensor f's own autodiff (item 39), not the constant the option promises.
+Under a transform, `Taint` then does not refuse (the node's outputs are the transform's own), but an
+op torch cannot run under `vmap` is refused by name.
+
 The walk runs only when a tensor that f can reach outside its arguments requires grad: the
 reach proof lists the plain tensors f's code can name and its per-call check looks at their
 `requires_grad` (Note [watching only when needed] in `_reach.py`); a keyword argument or a watched call (which
@@ -59,7 +68,7 @@ import contextlib
 import threading
 import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch.nn import Parameter
@@ -67,11 +76,22 @@ from torch.nn.utils import parametrize
 from torch.overrides import TorchFunctionMode
 
 from . import _structure
-from ._errors import PREFIX, CustomGradientValueError, describe
+from ._errors import (
+    PREFIX,
+    CustomGradientNotImplementedError,
+    CustomGradientValueError,
+    describe,
+)
 from ._run import UNBOUND
 from ._torch_internals import grad_tracked, is_functorch_wrapped
 
 _Tensor = torch.Tensor
+
+# What a call does with a tensor that f's outputs depend on without being a positional argument
+# or a variable (`custom_gradient(captured=...)`): refuse the call, or keep TensorFlow's
+# behaviour, which is no gradient for it through f's outputs (Note [lost gradients]).
+CapturedRule = Literal["refuse", "constant"]
+CAPTURED_RULES: tuple[CapturedRule, ...] = ("refuse", "constant")
 
 
 def open_cache() -> None:
@@ -102,11 +122,14 @@ def settle(
     inputs: Iterable[Any],
     variables: list[Any],
     places: Sequence[_Tensor] = (),
+    captured: CapturedRule = "refuse",
 ) -> list[Any]:
     """The variables of a call whose f has run and returned `result`: `variables`, with the
     tensors in Parameter places that the outputs reach put in (`places`: the parametrized
     weights cached while f ran; slots of modules f can reach are looked at when needed).
-    Raises when a gradient would still be lost (Note [lost gradients])."""
+    Raises when a gradient would still be lost (Note [lost gradients]), unless `captured` is
+    "constant" and an input or a variable requires grad, so that the node is recorded and the
+    outputs' gradients go through grad_fn alone, as in TensorFlow."""
     roots = [t for t in _tensors(result) if t.requires_grad]
     if not roots:
         return variables
@@ -131,9 +154,13 @@ def settle(
             variables = SlotVariables([*variables, *(t for _, t in found)])
             variables.slots = [slot for slot, _ in found]
             variables.placed = [t for _, t in found]
-    if lost:
-        raise _lost_error(f, bound, kwargs, lost[0])
+    if lost and (captured == "refuse" or not _any_requires_grad([*inputs, *variables])):
+        raise _lost_error(f, bound, kwargs, lost[0], captured)
     return variables
+
+
+def _any_requires_grad(tensors: Iterable[_Tensor]) -> bool:
+    return any(t.requires_grad for t in tensors)
 
 
 Slot = tuple[torch.nn.Module, str, str]  # a module, "_parameters" or "_buffers", a name
@@ -196,9 +223,11 @@ class Taint(TorchFunctionMode):
         f: Callable[..., Any],
         bound: Any,
         kwargs: dict[str, Any],
+        captured: CapturedRule = "refuse",
     ) -> None:
         super().__init__()
         self.f, self.bound, self.kwargs = f, bound, kwargs
+        self.captured = captured
         self.seed: _Tensor | None = None  # the first captured tensor f computed from
         # Kept alive, so that no id is reused: what f was given or computed, and which of
         # those it computed from a captured tensor.
@@ -218,6 +247,8 @@ class Taint(TorchFunctionMode):
             out = func(*args, **kwargs)
         except RuntimeError as error:
             if touched and self.seed is not None:  # under vmap: torch's internal assert
+                if self.captured == "constant":
+                    raise _vmap_error(self.f, self.bound, self.kwargs, self.seed) from error
                 raise _lost_error(self.f, self.bound, self.kwargs, self.seed) from error
             raise
         for tensor in _tensors(out):
@@ -240,8 +271,13 @@ class Taint(TorchFunctionMode):
         return touched
 
     def check(self, result: Any) -> None:
-        """Raise when an output of f is computed from such a captured tensor."""
-        if self.seed is not None and any(id(t) in self._tainted for t in _tensors(result)):
+        """Raise when an output of f is computed from such a captured tensor (unless it is a
+        constant of f, `captured="constant"`)."""
+        if (
+            self.captured == "refuse"
+            and self.seed is not None
+            and any(id(t) in self._tainted for t in _tensors(result))
+        ):
             raise _lost_error(self.f, self.bound, self.kwargs, self.seed)
 
 
@@ -418,16 +454,42 @@ def lost_under_compile_reason(described: str) -> str:
         "argument, an attribute read through an object), and torch.compile cannot read the "
         "graph that tells whether its gradient would be lost, so the call is checked outside "
         "the compiled graph (a graph break; this error under fullgraph=True). Pass the tensor "
-        "as a positional argument and return its gradient from grad_fn, or `.detach()` it "
-        "where the function reads it, to keep TensorFlow's behaviour (for a tensor computed "
-        "from the inputs alone, whose gradient grad_fn gives, no number changes)"
+        "as a positional argument and return its gradient from grad_fn, or decorate with "
+        '`@custom_gradient(captured="constant")` to keep TensorFlow\'s behaviour (no gradient '
+        "for it through the outputs; for a tensor computed from the inputs alone, whose "
+        "gradient grad_fn gives, no number changes)"
+    )
+
+
+def _label(f: Callable[..., Any], bound: Any, kwargs: dict[str, Any], leaf: _Tensor) -> str:
+    """The tensor as f's code reaches it, or its shape."""
+    named = (name for name, t in _candidates(f, bound, kwargs) if t is leaf)
+    return next(named, f"a tensor of shape {list(leaf.shape)}")
+
+
+def _vmap_error(
+    f: Callable[..., Any], bound: Any, kwargs: dict[str, Any], leaf: _Tensor
+) -> CustomGradientNotImplementedError:
+    """The refusal of an op of f on a captured tensor of the transform that torch cannot run
+    under `vmap` in the node's forward (with `captured="constant"`)."""
+    return CustomGradientNotImplementedError(
+        f"{PREFIX}{describe(f)} computes with {_label(f, bound, kwargs, leaf)}, a tensor of a "
+        "`torch.func` transform that it captures rather than is passed, and under `vmap` torch "
+        "cannot run that op inside the custom node (its error is chained below). Pass the "
+        "tensor as a positional argument, and return None as its gradient from grad_fn to keep "
+        '`captured="constant"`\'s behaviour.'
     )
 
 
 def _lost_error(
-    f: Callable[..., Any], bound: Any, kwargs: dict[str, Any], leaf: _Tensor
+    f: Callable[..., Any],
+    bound: Any,
+    kwargs: dict[str, Any],
+    leaf: _Tensor,
+    captured: CapturedRule = "refuse",
 ) -> CustomGradientValueError:
-    """The refusal of a call whose outputs reach `leaf` other than through grad_fn."""
+    """The refusal of a call whose outputs reach `leaf` other than through grad_fn (with
+    `captured="constant"`: when no input or variable requires grad, so no node is recorded)."""
     candidates = _candidates(f, bound, kwargs)
     label = next((name for name, t in candidates if t is leaf), None)
     via = next(
@@ -439,12 +501,27 @@ def _lost_error(
     else:
         source = label or f"the tensor of shape {list(leaf.shape)}"
         what, target = via, f"{source}, which it is computed from,"
-    return CustomGradientValueError(
+    head = (
         f"{PREFIX}the output of {describe(f)} depends on {what}, a tensor that requires grad "
         "but is neither a positional argument nor a variable (a Parameter read without being "
-        f"passed): the gradient that would flow through the output into {target} would be "
+        "passed)"
+    )
+    if captured == "constant":
+        return CustomGradientValueError(
+            f"{head}, and no positional argument or variable requires grad. With "
+            '`captured="constant"` it is a constant of the function, but with nothing to '
+            "record TensorFlow would differentiate the function's own ops into "
+            f"{target} and never call grad_fn. Pass a tensor that requires grad as a "
+            "positional argument, or `.detach()` the tensor where the function reads it, or "
+            "call the function under `torch.no_grad()`."
+        )
+    return CustomGradientValueError(
+        f"{head}: the gradient that would flow through the output into {target} would be "
         "lost, since that gradient goes through grad_fn to the positional arguments and "
-        "variables only. Pass the tensor as a positional "
-        "argument and return its gradient from grad_fn, or `.detach()` it where the function "
-        "reads it to keep TensorFlow's behaviour (no gradient for it through this function)."
+        "variables only. Pass the tensor as a positional argument and return its gradient "
+        'from grad_fn, or decorate with `@custom_gradient(captured="constant")` to keep '
+        "TensorFlow's behaviour (no gradient for it through the function's outputs, while "
+        "grad_fn's own use of it is still differentiated at second order). `.detach()` where "
+        "the function reads it gives the same first-order gradients, but also detaches "
+        "grad_fn's use of it."
     )

@@ -95,7 +95,7 @@ import torch
 from torch.nn.utils import parametrize
 
 from . import _run, _structure
-from ._captures import lost_under_compile_reason, settle
+from ._captures import CapturedRule, lost_under_compile_reason, settle
 from ._errors import PREFIX, CustomGradientNotImplementedError, CustomGradientTypeError, describe
 from ._record import Record, check_upstreams, upstreams_refusal_of_code
 from ._run import UNBOUND, Layout, call_f
@@ -127,10 +127,11 @@ def call_compiled(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     described: str,
+    captured: CapturedRule = "refuse",
 ) -> Any:
     """Call f through the compile node (Note [compile]). `described`: f by name, file and
-    line, made before Dynamo traces (which misreads f's attributes). Written for few guards
-    (Note [compile guards])."""
+    line, made before Dynamo traces (which misreads f's attributes); `captured`: the rule of
+    `custom_gradient(captured=...)`. Written for few guards (Note [compile guards])."""
     layout = _plain_layout(bound is not UNBOUND, [arg.__class__ for arg in args])
     if layout is not None and not any(args[i].is_nested for i in layout[3]):
         flat_args: Sequence[Any] = args
@@ -160,7 +161,9 @@ def call_compiled(
         return _rebuilt(rebuild, _exported(described, outputs, [*inputs, *variables]))
     if watcher.reaches(result):  # Note [lost gradients under compile] in `_captures.py`
         graph_break(lost_under_compile_reason(described))  # under fullgraph=True, the error
-        variables = outside(settle, f, bound, kwargs, watcher.seeds, inputs, variables)
+        variables = outside(
+            settle, f, bound, kwargs, watcher.seeds, inputs, variables, (), captured
+        )
         check_accepts(f, bound, grad_fn, variables)
     if not variables and not any(t.requires_grad for t in inputs):
         return _rebuilt(rebuild, outputs)
@@ -224,12 +227,13 @@ def _plain_layout(bound: bool, kinds: list[type]) -> tuple[Any, ...] | None:
 
 
 def decorated_while_tracing(
-    f: Any, decorate: Callable[[Any], Callable[..., Any]]
+    f: Any, decorate: Callable[[Any], Callable[..., Any]], captured: CapturedRule = "refuse"
 ) -> Callable[..., Any] | None:
     """What `custom_gradient(f)` returns while Dynamo traces the code that decorates f (Note
     [decorating while compiling]): a function that calls f through the compile node, or None
     where the decoration must leave the graph. Called outside Dynamo, or under a `torch.func`
-    transform, the function decorates f with `decorate` (`custom_gradient`) and calls that."""
+    transform, the function decorates f with `decorate` (`custom_gradient` with the decoration's
+    options, `captured` among them) and calls that."""
     if (
         not DYNAMO_TRACES_WATCHER
         or transforms_active_while_tracing()
@@ -241,7 +245,7 @@ def decorated_while_tracing(
 
     def decorated(*args: Any, **kwargs: Any) -> Any:
         if _is_compiling() and not transforms_active_while_tracing():
-            return call_compiled(f, UNBOUND, args, kwargs, described)
+            return call_compiled(f, UNBOUND, args, kwargs, described, captured)
         return decorate(f)(*args, **kwargs)
 
     return decorated

@@ -18,6 +18,7 @@ from typing import Any, Concatenate, Generic, NoReturn, Protocol, TypeVar, overl
 import torch
 from typing_extensions import ParamSpec
 
+from ._captures import CAPTURED_RULES, CapturedRule
 from ._compile import (
     call_compiled,
     call_exported,
@@ -121,6 +122,18 @@ class CustomGradient(Generic[P, R]):
         inlined_only(function)
         return function
 
+    @property
+    def captured(self) -> CapturedRule:
+        """`custom_gradient(captured=...)`: what a call does with a tensor f's outputs depend
+        on that is neither a positional argument nor a variable (refuse it, or keep it a
+        constant of f as TensorFlow does)."""
+        return self._eager.captured
+
+    @captured.setter
+    def captured(self, rule: CapturedRule) -> None:
+        self._eager.captured = rule
+        self.__dict__["captured"] = rule  # what the function of `function` shows
+
     def __tf_compat_grad_calls__(self) -> Callable[..., Any]:
         """The function a call runs, for the proof that it reads no Parameter (`_reach.py`)."""
         return self._f
@@ -191,7 +204,7 @@ class CustomGradient(Generic[P, R]):
                 "name bound to something else since). Define it at the top level of a module, "
                 "or as a method of a class there, so that another process can import it."
             )
-        return _remake, (self._made_by, f, self.example, self.surrogate)
+        return _remake, (self._made_by, f, self.example, self.surrogate, self.captured)
 
     def __copy__(self) -> CustomGradient[P, R]:
         return self  # a function is atomic for `copy`
@@ -205,7 +218,7 @@ class CustomGradient(Generic[P, R]):
         copied = copy.deepcopy(f, memo)
         if copied is f:
             return self
-        return _remake(self._made_by, copied, self.example)
+        return _remake(self._made_by, copied, self.example, self.surrogate, self.captured)
 
     def _call_compiling(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call while Dynamo traces (or `torch.export` exports) the caller."""
@@ -218,7 +231,7 @@ class CustomGradient(Generic[P, R]):
         if not is_exporting() and parametrized(bound):  # Note [parametrizations under compile]
             graph_break(parametrized_reason(self._described))
             return outside(self._call_eager, bound, args, kwargs)
-        return call_compiled(self._f, bound, args, kwargs, self._described)
+        return call_compiled(self._f, bound, args, kwargs, self._described, self._eager.captured)
 
     def _call_older_compile(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call that left Dynamo on torch < 2.13, run as in eager mode, unless a
@@ -294,11 +307,14 @@ def _remake(
     f: Callable[..., Any],
     example: Any,
     surrogate: str | None = None,
+    captured: CapturedRule = "refuse",
 ) -> CustomGradient[Any, Any]:
     """Unpickles a wrapper that is not found by its name (see `CustomGradient.__reduce__`)."""
     wrapped = made_by(f)
     wrapped.example = example
     wrapped.surrogate = surrogate or wrapped.surrogate
+    # The wrapper object: a plain function's shares its attributes, but not this property.
+    getattr(wrapped, "__tf_compat_grad__", wrapped).captured = captured
     return wrapped
 
 
@@ -324,6 +340,7 @@ def custom_gradient(
     *,
     example: Any = None,
     surrogate: str | None = None,
+    captured: CapturedRule = "refuse",
 ) -> Callable[Concatenate[_M, P], R]: ...
 
 
@@ -333,16 +350,27 @@ def custom_gradient(
     *,
     example: Any = None,
     surrogate: str | None = None,
+    captured: CapturedRule = "refuse",
 ) -> CustomGradient[P, R]: ...
 
 
 @overload
 def custom_gradient(
-    f: None = None, *, example: Any = None, surrogate: str | None = None
+    f: None = None,
+    *,
+    example: Any = None,
+    surrogate: str | None = None,
+    captured: CapturedRule = "refuse",
 ) -> _Decorator: ...
 
 
-def custom_gradient(f: Any = None, *, example: Any = None, surrogate: str | None = None) -> Any:
+def custom_gradient(
+    f: Any = None,
+    *,
+    example: Any = None,
+    surrogate: str | None = None,
+    captured: CapturedRule = "refuse",
+) -> Any:
     """Decorate `f(*args) -> (outputs, grad_fn)` so autograd differentiates it with grad_fn.
 
     Works as `@custom_gradient`, `@custom_gradient()` and `custom_gradient(f=fn)`, like
@@ -359,6 +387,12 @@ def custom_gradient(f: Any = None, *, example: Any = None, surrogate: str | None
         surrogate: why grad_fn deliberately differs from the true derivative (e.g.
             `"straight-through estimator"`), for the checker, which otherwise fails a gradient
             that differs. Not in TensorFlow; kept as `.surrogate`.
+        captured: what a call does when f's outputs depend on a tensor that requires grad
+            and is neither a positional argument nor a variable (a closure, a global, an
+            attribute, a keyword argument). `"refuse"` (the default) raises, since the
+            gradient through f's outputs into that tensor would be lost; `"constant"` keeps
+            TensorFlow's behaviour: no gradient for it through f's outputs (grad_fn's own use
+            of it is still differentiated at second order). Kept as `.captured`.
 
     Returns:
         A function that returns f's outputs and records grad_fn for autograd, with f's name,
@@ -388,19 +422,29 @@ def custom_gradient(f: Any = None, *, example: Any = None, surrogate: str | None
             f"the true derivative, as a non-empty string, but it was given {surrogate!r}. Write "
             'e.g. `@custom_gradient(surrogate="straight-through estimator")`.'
         )
+    if captured not in CAPTURED_RULES:
+        raise CustomGradientTypeError(
+            f'{PREFIX}custom_gradient(captured=...) takes "refuse" or "constant", but it was '
+            f'given {captured!r}. Write e.g. `@custom_gradient(captured="constant")`.'
+        )
     if f is None:
-        return functools.partial(custom_gradient, example=example, surrogate=surrogate)
+        return functools.partial(
+            custom_gradient, example=example, surrogate=surrogate, captured=captured
+        )
     if is_dynamo_compiling():  # Note [decorating while compiling] in _compile.py
-        traced = decorated_while_tracing(f, custom_gradient)
+        again = functools.partial(
+            custom_gradient, example=example, surrogate=surrogate, captured=captured
+        )
+        traced = decorated_while_tracing(f, again, captured)
         if traced is not None:
             return traced
         graph_break(_decorated_while_compiling(f))  # under fullgraph=True, the error
     if isinstance(f, staticmethod):
-        wrapped = _decorate(f.__func__, example, surrogate)
+        wrapped = _decorate(f.__func__, example, surrogate, captured)
         return staticmethod(wrapped.function() if _is_function(f.__func__) else wrapped)
     if isinstance(f, classmethod):
-        return _ClassMethod(_decorate(f.__func__, example, surrogate))
-    wrapped = _decorate(f, example, surrogate)
+        return _ClassMethod(_decorate(f.__func__, example, surrogate, captured))
+    wrapped = _decorate(f, example, surrogate, captured)
     return wrapped.function() if _is_function(f) and not _is_method(f) else wrapped
 
 
@@ -409,10 +453,12 @@ def custom_gradient_object(f: Any, surrogate: str | None = None) -> CustomGradie
     `recompute_grad` and `grad_pass_through` (Note [a decorated function is a function])."""
     if is_dynamo_compiling():
         graph_break(_decorated_while_compiling(f))  # under fullgraph=True, the error
-    return _decorate(f, None, surrogate)
+    return _decorate(f, None, surrogate, "refuse")
 
 
-def _decorate(f: Any, example: Any, surrogate: str | None) -> CustomGradient[Any, Any]:
+def _decorate(
+    f: Any, example: Any, surrogate: str | None, captured: CapturedRule
+) -> CustomGradient[Any, Any]:
     """The wrapper of f, after checking that f can be decorated."""
     if isinstance(f, type) or not callable(f):
         kind = f"the class {describe(f)}" if isinstance(f, type) else describe_value(f)
@@ -426,6 +472,7 @@ def _decorate(f: Any, example: Any, surrogate: str | None) -> CustomGradient[Any
     wrapped: CustomGradient[Any, Any] = CustomGradient(f)
     wrapped.example = example
     wrapped.surrogate = surrogate
+    wrapped.captured = captured
     return wrapped
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from . import _functorch, _plan, _plan_node, _run, _structure
+from ._captures import CapturedRule
 from ._closure import Captured, capture
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
 from ._reach import ParameterReach
@@ -85,7 +86,7 @@ class EagerPath:
 
     __slots__ = (
         "_c_apply", "_checked", "_f", "_inside", "_node", "_planned", "_transform_node",
-        "entry", "reach",
+        "captured", "entry", "reach",
     )  # fmt: skip
 
     def __init__(self, f: Callable[..., Any]) -> None:
@@ -101,6 +102,9 @@ class EagerPath:
         self.reach = ParameterReach(f)
         self.entry: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any] = self.call
         self._planned: set[tuple[Any, ...]] = set()  # the `Shape.key`s that have a plan
+        # What a call does with a tensor its outputs depend on that it was not given
+        # (`custom_gradient(captured=...)`, Note [lost gradients] in `_captures.py`).
+        self.captured: CapturedRule = "refuse"
 
     def call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         f = self._f
@@ -108,16 +112,20 @@ class EagerPath:
             if jit_tracing_state() is not None:
                 raise _jit_trace_error(f)
             if functorch_transforms_active():
-                return _functorch.call_under_transform(self._transform_node, f, bound, args, kwargs)
+                return _functorch.call_under_transform(
+                    self._transform_node, f, bound, args, kwargs, captured=self.captured
+                )
         flat_args, layout, inputs = _run.inputs(f, bound, args)
         if any_dual(inputs):
             return _functorch.call_under_transform(
-                self._transform_node, f, bound, args, kwargs, dual=True
+                self._transform_node, f, bound, args, kwargs, True, self.captured
             )
         if not _grad_enabled():
             return self._call_without_grad(bound, args, kwargs, flat_args, layout)
         versions = [tensor._version for tensor in inputs]
-        result, grad_fn, variables = run_watched(f, bound, args, kwargs, flat_args, self.reach)
+        result, grad_fn, variables = run_watched(
+            f, bound, args, kwargs, flat_args, self.reach, captured=self.captured
+        )
         self._checked = True
         _run.check_unedited(f, layout, inputs, versions)
         # `Function.apply` first unwraps tensors left over from a finished transform.
@@ -155,7 +163,15 @@ class EagerPath:
         checked = functools.partial(self._checked_gradients, layout)
         apply = _plan_node.make_node(self._f, shape, kind == "watched", checked)
         self.entry = _plan.make_call(
-            self._f, shape, kind, holds, apply, self.entry, self._unplanned, self._fresh
+            self._f,
+            shape,
+            kind,
+            holds,
+            apply,
+            self.entry,
+            self._unplanned,
+            self._fresh,
+            self.captured,
         )
 
     def _unplanned(
@@ -174,7 +190,9 @@ class EagerPath:
         if watcher is None:
             result, grad_fn = _run.split(f, out)
         else:
-            result, grad_fn, variables = watched_result(f, bound, out, watcher, flat_args, kwargs)
+            result, grad_fn, variables = watched_result(
+                f, bound, out, watcher, flat_args, kwargs, self.captured
+            )
         return self._finish(result, grad_fn, variables, layout, inputs, self._c_apply)
 
     def _fresh(self, out: Any) -> Any:

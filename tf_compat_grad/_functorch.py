@@ -52,7 +52,7 @@ from typing import Any
 import torch
 
 from . import _autocast, _run, _structure
-from ._captures import Slot, Taint, in_slots, transformed_slots
+from ._captures import CapturedRule, Slot, Taint, in_slots, transformed_slots
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe, fn_name
 from ._record import Record, check_upstreams, node_class
 from ._rng import RngState
@@ -74,6 +74,7 @@ class _Call:
 
     __slots__ = (
         "bound",
+        "captured",
         "constants",
         "dual",
         "grad_enabled",
@@ -91,8 +92,10 @@ class _Call:
         kwargs: dict[str, Any],
         slots: list[Slot],
         dual: bool,
+        captured: CapturedRule,
     ) -> None:
         self.bound = bound
+        self.captured = captured  # `custom_gradient(captured=...)`
         self.layout = layout
         self.constants = constants  # the flattened arguments, with the tensors left out (None)
         self.kwargs = kwargs
@@ -115,7 +118,7 @@ class _Call:
         leaves = _structure.put(self.constants, self.layout.positions, tensors[:n])
         args = _structure.unflatten(self.layout.spec, leaves)
         placed = list(tensors[n:])
-        taint = Taint(tensors, f, self.bound, self.kwargs)
+        taint = Taint(tensors, f, self.bound, self.kwargs, self.captured)
         with in_slots(self.slots, placed), taint:
             result, grad_fn, found = run_watched(
                 f, self.bound, args, self.kwargs, leaves, captures=False
@@ -161,13 +164,14 @@ def call_under_transform(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     dual: bool = False,
+    captured: CapturedRule = "refuse",
 ) -> Any:
     """Call f through `node`, the class `make_transform_node` made for it: under a `torch.func`
     transform, or (`dual`) outside one with dual tensors among the inputs."""
     flat_args, layout, inputs = _run.inputs(f, bound, args)
     constants = _structure.put(flat_args, layout.positions, [None] * len(inputs))
     slots, placed = transformed_slots(f, bound)
-    call = _Call(bound, layout, constants, kwargs, slots, dual)
+    call = _Call(bound, layout, constants, kwargs, slots, dual, captured)
     *outputs, aux = node.apply(call, *inputs, *placed)  # type: ignore[no-untyped-call]
     if dual and aux.variables and call.grad_enabled:
         raise CustomGradientNotImplementedError(

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from ._captures import close_cache, open_cache, settle
+from ._captures import CapturedRule, close_cache, open_cache, settle
 from ._closure import EXACT_TENSOR_TYPES, PLAIN_TYPES, plain
 from ._record import INPUT_META, check_upstreams
 from ._run import BOUND_KEYWORD, UNBOUND, check_unedited, inputs
@@ -267,10 +267,12 @@ def make_call(
     general: Callable[..., Any],
     unplanned: Callable[..., Any],
     unplanned_fresh: Callable[[Any], Any],
+    captured: CapturedRule = "refuse",
 ) -> Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]:
     """The call of f's plan for `shape` (Note [plans]) of one `kind`: "none" when f provably
     reads no Parameter, while the per-call check `holds`; "watched" when it runs under the
-    watcher, skipping the walk of Note [lost gradients] while `holds` (unbound calls only)."""
+    watcher, skipping the walk of Note [lost gradients] while `holds` (unbound calls only), and
+    settling by the rule `captured` otherwise."""
     src = Source()
     add = src.add
     back = "general(bound, args, kwargs)"
@@ -445,7 +447,8 @@ def make_call(
             "is_wrapped": is_functorch_wrapped, "grad_enabled": torch.is_grad_enabled,
             "any_autocast": any_autocast_enabled, "Watcher": ParameterWatcher,
             "push": push_function_mode, "pop": pop_function_mode, "accepts": _accepts,
-            "open_cache": open_cache, "close_cache": close_cache, "settle": settle,
+            "open_cache": open_cache, "close_cache": close_cache,
+            "settle": settle if captured == "refuse" else functools.partial(settle, captured=captured),
             "upstreams": upstreams, "upstreams_ok": upstreams_ok, "unedited": _unedited,
         },
     )  # fmt: skip

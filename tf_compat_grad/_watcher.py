@@ -23,7 +23,7 @@ from torch.nn import Parameter
 from torch.overrides import TorchFunctionMode
 
 from . import _structure
-from ._captures import any_needs_grad, close_cache, open_cache, settle
+from ._captures import CapturedRule, any_needs_grad, close_cache, open_cache, settle
 from ._run import UNBOUND, call_f, split
 from ._variables import check_accepts
 
@@ -41,17 +41,19 @@ def run_watched(
     flat_args: Sequence[Any],
     reach: ParameterReach | None = None,
     captures: bool = True,
+    captured: CapturedRule = "refuse",
 ) -> tuple[Any, Callable[..., Any], list[torch.nn.Parameter]]:
     """Call f once, watching for Parameters unless `reach` proves f reads none (Note [watching
     only when needed] in `_reach.py`): its outputs, grad_fn and variables; with `captures`, the tensors f's
-    outputs reach outside its arguments are settled too (Note [lost gradients])."""
+    outputs reach outside its arguments are settled too, by the rule `captured` (Note [lost
+    gradients])."""
     if reach is not None and not reach.possible(
         kwargs.values() if bound is UNBOUND else (*kwargs.values(), bound)
     ):
         result, grad_fn = split(f, call_f(f, bound, args, kwargs))
         if not captures or (reach.calm() and not (kwargs and any_needs_grad(kwargs))):
             return result, grad_fn, []
-        variables = settle(f, bound, kwargs, result, flat_args, [])
+        variables = settle(f, bound, kwargs, result, flat_args, [], (), captured)
         check_accepts(f, bound, grad_fn, variables)
         return result, grad_fn, variables
     watcher = ParameterWatcher()
@@ -66,7 +68,7 @@ def run_watched(
                 out = call_f(f, bound, args, kwargs)
             finally:
                 watcher.places = close_cache()
-    return watched_result(f, bound, out, watcher, flat_args, kwargs)
+    return watched_result(f, bound, out, watcher, flat_args, kwargs, captured)
 
 
 def watched_result(
@@ -76,6 +78,7 @@ def watched_result(
     watcher: ParameterWatcher,
     flat_args: Sequence[Any],
     kwargs: dict[str, Any] | None = None,
+    captured: CapturedRule = "refuse",
 ) -> tuple[Any, Callable[..., Any], list[torch.nn.Parameter]]:
     """What a watched call of f returned (`out`), as outputs, grad_fn and the Parameters f read
     that are not among the values passed to it (`flat_args`, `kwargs`), with the tensors in
@@ -87,7 +90,9 @@ def watched_result(
     )
     check_accepts(f, bound, grad_fn, variables)  # at call time, as TensorFlow (item 33)
     if watcher.places is not None:
-        settled = settle(f, bound, kwargs or {}, result, flat_args, variables, watcher.places)
+        settled = settle(
+            f, bound, kwargs or {}, result, flat_args, variables, watcher.places, captured
+        )
         if settled is not variables:
             check_accepts(f, bound, grad_fn, settled)
             variables = settled

@@ -131,7 +131,9 @@ def _raw_gradient_notes(s: _Subject) -> list[str]:
     positional = inputs.args[1:] if s.self_arg else inputs.args
     flat_args, layout, tensors = _run.inputs(f, s.bound, positional)
     with torch.enable_grad():
-        result, grad_fn, variables = run_watched(f, s.bound, positional, inputs.kwargs, flat_args)
+        result, grad_fn, variables = run_watched(
+            f, s.bound, positional, inputs.kwargs, flat_args, captured=s.cg.captured
+        )
     record = Record.of_call(layout, tensors, variables)
     outputs, _ = _run.outputs(f, result)
     upstreams = [

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TypeVar, cast
 
 import libcst as cst
-from libcst.metadata import PositionProvider
+from libcst.metadata import PositionProvider, ScopeProvider
 
 from . import _tape
 from ._arguments import _intlike
@@ -20,7 +20,7 @@ _Node = TypeVar("_Node", bound=cst.CSTNode)
 class _PorterState(cst.CSTTransformer):
     """The transformer's state and bookkeeping (see `_imports` and `_transform` for the rest)."""
 
-    METADATA_DEPENDENCIES = (PositionProvider,)
+    METADATA_DEPENDENCIES = (PositionProvider, ScopeProvider)  # lines; `_captures`
 
     def __init__(self) -> None:
         super().__init__()

@@ -22,7 +22,7 @@ from libcst.metadata import MetadataWrapper
 
 from . import _tape
 from ._arguments import _SHAPE_ARGUMENT, _choose, _simple, _Untranslated
-from ._classes import _Classes
+from ._captures import _Captures
 from ._report import KEPT, MARK, Entry, PortResult
 from ._rule import _PLACEHOLDER, Rule, placeholders
 from ._syntax import _CONTAINERS, _OPERATORS, _assigned_values, _code, _comments, _dotted, _Rename
@@ -95,7 +95,7 @@ def _with_header(code: str, entries: list[Entry]) -> str:
 # --- the transformer -------------------------------------------------------------------------
 
 
-class _Porter(_Classes):
+class _Porter(_Captures):
     """The transformer: tensorflow names and calls, `@tf.function`, TF-only tensor methods and
     `tf.GradientTape` blocks (its state is `_PorterState`, its imports `_Imports`)."""
 

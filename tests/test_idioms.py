@@ -302,7 +302,7 @@ def test_state_dict_round_trip(tmp_path):
         source.w.mul_(3)
     torch.save(source.state_dict(), tmp_path / "scale.pt")
     loaded, plain = Scale(), PlainScale()
-    loaded.load_state_dict(torch.load(tmp_path / "scale.pt"))
+    loaded.load_state_dict(torch.load(tmp_path / "scale.pt", weights_only=True))
     plain.load_state_dict(source.state_dict())
     for module in (loaded, plain):
         module(_seeded(2, 3)).sum().backward()

@@ -106,8 +106,8 @@ def gradients(
     `colocate_gradients_with_ops` change no number.
 
     >>> x = torch.tensor([1.0, 2.0], requires_grad=True)
-    >>> [g.detach() for g in gradients([x * x], [x])]
-    [tensor([2., 4.])]
+    >>> gradients([x * x], [x])[0].detach()
+    tensor([2., 4.])
     """
     if stop_gradients is not None:
         raise NotImplementedError(

@@ -29,7 +29,7 @@ from . import _functorch, _plan, _plan_node, _run, _structure
 from ._closure import Captured, capture
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
 from ._reach import ParameterReach
-from ._record import InputMeta, Record, check_upstreams, node_class
+from ._record import InputMeta, Record, check_upstreams, node_class, per_code
 from ._run import Layout
 from ._torch_internals import (
     any_dual,
@@ -47,7 +47,12 @@ _grad_enabled = torch.is_grad_enabled
 
 
 def make_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
-    """The eager Function class for f (Note [where f runs])."""
+    """The eager Function class for f (Note [where f runs]), made once per code object (its
+    methods do not use f)."""
+    return per_code(f, "eager", _make_node)  # type: ignore[no-any-return]
+
+
+def _make_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
 
     def forward(
         ctx: Any, record: Record, handoff: tuple[Any, Captured, list[torch.Tensor]], *inputs: Any
@@ -153,9 +158,9 @@ class EagerPath:
         else:
             kind, holds = "none", reach.reads_none
         checked = functools.partial(self._checked_gradients, layout)
-        apply = _plan_node.make_node(self._f, shape, kind == "watched", checked)
+        apply = _plan_node.make_node(self._f, shape, kind == "watched")
         self.entry = _plan.make_call(
-            self._f, shape, kind, holds, apply, self.entry, self._unplanned, self._fresh
+            self._f, shape, kind, holds, apply, checked, self.entry, self._unplanned, self._fresh
         )
 
     def _unplanned(

@@ -89,8 +89,8 @@ class EagerPath:
     """
 
     __slots__ = (
-        "_c_apply", "_checked", "_f", "_inside", "_node", "_planned", "_transform_node",
-        "entry", "reach",
+        "_c_apply", "_checked", "_f", "_inside", "_learned", "_node", "_pending", "_planned",
+        "_transform_node", "entry", "reach",
     )  # fmt: skip
 
     def __init__(self, f: Callable[..., Any]) -> None:
@@ -106,8 +106,17 @@ class EagerPath:
         self.reach = ParameterReach(f)
         self.entry: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any] = self.call
         self._planned: set[tuple[Any, ...]] = set()  # the `Shape.key`s that have a plan
+        # The shapes every decoration of f's code has learned (Note [decorated again]), and
+        # whether this one is still to plan them.
+        self._learned: list[_Learned] = per_code(f, "learned", _no_shapes)
+        self._pending = bool(self._learned)
 
     def call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self._pending and _grad_enabled():
+            self._pending = False
+            for shape, watched, layout in self._learned:
+                self._plan(shape, watched, Layout(self._f, *layout))
+            return self.entry(bound, args, kwargs)
         f = self._f
         if not untransformed():  # Note [call modes]
             if jit_tracing_state() is not None:
@@ -151,9 +160,21 @@ class EagerPath:
         shape = _plan.shape_of(key, result, grad_fn)
         if shape is None:
             return
-        self._planned.add(key)
+        watched = shape.bound or self.reach.possible(kwargs.values())
+        self._plan(shape, watched, layout)
+        learned = self._learned
+        if len(learned) < _plan.MAX_PLANS and all(key != s.key() for s, _, _ in learned):
+            spec = (layout.bound, layout.spec, layout.n_args, layout.positions)
+            learned.append((shape, watched, spec))
+
+    def _plan(self, shape: _plan.Shape, watched: bool, layout: Layout) -> None:
+        """Put the plan for `shape` in front of the plans there are; watched (Note [plans]),
+        or of kind "none", which a call takes while f provably reads no Parameter."""
+        if shape.key() in self._planned or len(self._planned) >= _plan.MAX_PLANS:
+            return
+        self._planned.add(shape.key())
         reach = self.reach
-        if shape.bound or reach.possible(kwargs.values()):
+        if watched or reach.possible(()):
             kind, holds = "watched", reach.reads_own
         else:
             kind, holds = "none", reach.reads_none
@@ -253,6 +274,13 @@ class EagerPath:
 
 
 _NO_VARIABLES: list[torch.nn.Parameter] = []  # never written to
+
+# A shape a decoration learned, whether its plan is watched, and its call's `Layout` less f.
+_Learned = tuple[_plan.Shape, bool, tuple[bool, Any, int, Sequence[int]]]
+
+
+def _no_shapes(f: Callable[..., Any]) -> list[_Learned]:
+    return []
 
 
 def _jit_trace_error(f: Callable[..., Any]) -> CustomGradientNotImplementedError:

@@ -36,6 +36,7 @@ from ._errors import (
     describe,
     describe_value,
 )
+from ._record import per_code
 from ._run import UNBOUND
 from ._torch_internals import (
     DYNAMO_TRACES_WATCHER,
@@ -77,24 +78,30 @@ class CustomGradient(Generic[P, R]):
         self._f = f  # what is called; `__wrapped__` may name another (recompute_grad's f)
         self._eager = EagerPath(f)
         self._call_eager = self._eager.call  # every call outside torch.compile
-        self._described = describe(f)  # for messages made while Dynamo traces
-        self._outside_compile = outside_compile(under_transform_reason(f))
-        self._outside_older_compile = outside_compile(older_torch_reason(f))
+        # The description of f for messages made while Dynamo traces, and the calls that leave
+        # the compiled graph with their reasons.
+        self._described, self._outside_compile, self._outside_older_compile = _compile_parts(f)
         self.example: Any = None  # example inputs for the checker (`custom_gradient(example=)`)
         # Why grad_fn is not the true derivative, when that is intended (`surrogate=`).
         self.surrogate: str | None = None
         # The decorator that made this wrapper of `__wrapped__`: a pickle not by reference
         # remakes it (`recompute_grad` sets itself here).
         self._made_by: Callable[[Any], CustomGradient[Any, Any]] = custom_gradient
+        self._function: Callable[..., Any] | None = None  # made by `function`
+
+    @functools.cached_property
+    def _method(self) -> Callable[..., Any]:
+        """The function a class holds for this wrapper (see `__set_name__`): made when first
+        asked for, as most decorations are not methods (a function decorated in `forward`)."""
         owner = self
+        f = self._f
 
         @functools.wraps(f)
         def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:  # one line: see `_in_place_of`
             return owner._call_compiling(self, args, kwargs) if _is_compiling() else owner._eager.entry(self, args, kwargs)  # fmt: skip
 
         method.__tf_compat_grad__ = self  # type: ignore[attr-defined]
-        self._method = _in_place_of(f, method)
-        self._function: Callable[..., Any] | None = None  # made by `function`
+        return _in_place_of(f, method)  # type: ignore[no-any-return]
 
     def function(self) -> Callable[..., Any]:
         """The function `custom_gradient` returns for a plain function (Note [a decorated
@@ -240,6 +247,23 @@ class CustomGradient(Generic[P, R]):
 # module class with a decorated method (one it does not define itself). A module that calls a
 # decorated function keeps it as a call to Python, with its custom gradient (that function is
 # marked `torch.jit.ignore`, which a scripted caller calls as Python).
+
+
+def _compile_parts(f: Callable[..., Any]) -> tuple[str, Any, Any]:
+    """`describe(f)`, and the calls that leave the compiled graph with its reasons: made once per
+    code object of f, name and module (a function decorated again reuses them), unless f wraps
+    another, which its description names."""
+    if hasattr(f, "__wrapped__"):
+        return _messages(f)
+    return per_code(f, ("messages", getattr(f, "__qualname__", None)), _messages)  # type: ignore[no-any-return]
+
+
+def _messages(f: Callable[..., Any]) -> tuple[str, Any, Any]:
+    return (
+        describe(f),
+        outside_compile(under_transform_reason(f)),
+        outside_compile(older_torch_reason(f)),
+    )
 
 
 def _script_error(f: Callable[..., Any]) -> str:

@@ -114,8 +114,8 @@ class EagerPath:
     def call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if self._pending and _grad_enabled():
             self._pending = False
-            for shape, watched, layout in self._learned:
-                self._plan(shape, watched, Layout(self._f, *layout))
+            for shape, watched, placed in self._learned:
+                self._plan(shape, watched, Layout(self._f, *placed))
             return self.entry(bound, args, kwargs)
         f = self._f
         if not untransformed():  # Note [call modes]

@@ -388,7 +388,9 @@ def per_code(f: Callable[..., Any], key: Any, make: Callable[[Callable[..., Any]
     code = getattr(f, "__code__", None)
     if type(code) is not types.CodeType:
         return make(f)
-    made = _PER_CODE.setdefault(code, {})
+    made = _PER_CODE.get(weakref.ref(code))
+    if made is None:  # the entry goes with its code object
+        made = _PER_CODE[weakref.ref(code, _PER_CODE.pop)] = {}
     full = (getattr(f, "__name__", None), getattr(f, "__module__", None), key)
     value = made.get(full)
     if value is None:
@@ -396,7 +398,7 @@ def per_code(f: Callable[..., Any], key: Any, make: Callable[[Callable[..., Any]
     return value
 
 
-_PER_CODE: weakref.WeakKeyDictionary[types.CodeType, dict[Any, Any]] = weakref.WeakKeyDictionary()
+_PER_CODE: dict[weakref.ref[types.CodeType], dict[Any, Any]] = {}
 
 
 def node_class(f: Callable[..., Any], **methods: Any) -> type[torch.autograd.Function]:

@@ -122,10 +122,9 @@ class CustomGradient(Generic[P, R]):
         # Python (Note [TorchScript]).
         self.__prepare_scriptable__ = self.__prepare_scriptable__  # type: ignore[method-assign]
         torch.jit.ignore(function)  # type: ignore[no-untyped-call]
-        self._function = _in_place_of(self._f, function)
         # Dynamo inlines it into a compiled caller; a frame of its own (after a graph break)
         # it leaves to `__call__`'s (its rest failed on a `torch.func` transform's tensor).
-        inlined_only(function)
+        self._function = _in_place_of(self._f, function, inlined=True)
         return function
 
     def __tf_compat_grad_calls__(self) -> Callable[..., Any]:
@@ -287,20 +286,34 @@ def _refuse_script(module: torch.nn.Module) -> NoReturn:
     raise bug("a module class holds `_refuse_script` but no decorated method")
 
 
-def _in_place_of(f: Callable[..., Any], method: Any) -> Any:
+def _in_place_of(f: Callable[..., Any], method: Any, inlined: bool = False) -> Any:
     """method, with its code placed at f's first line in f's file: the function a class holds
     for a decorated method is the user's to `inspect` (`getsourcefile`, `getfile`; `getsource`
     follows `__wrapped__`), to TorchScript's messages and to tracebacks, whose line for it is
     then the one after f's first (its `def` under one decorator). Its body is one line, so
-    that no other line of the user's file is shown for it."""
-    code = getattr(inspect.unwrap(f), "__code__", None)
-    if code is not None:
-        method.__code__ = method.__code__.replace(
-            co_filename=code.co_filename,
-            co_firstlineno=max(code.co_firstlineno - 1, 1),
-            co_name=code.co_name,
-        )
+    that no other line of the user's file is shown for it. `inlined`: the code is marked
+    `inlined_only`. The code is made once per code object of f (a function decorated again
+    reuses it), unless f wraps another, whose place it takes."""
+    if hasattr(f, "__wrapped__"):
+        method.__code__ = _placed(f, method.__code__, inlined)
+    else:
+        key = ("placed", method.__code__, inlined)
+        method.__code__ = per_code(f, key, lambda f: _placed(f, method.__code__, inlined))
     return method
+
+
+def _placed(f: Callable[..., Any], code: types.CodeType, inlined: bool) -> types.CodeType:
+    """`code` placed at f's first line (`_in_place_of`)."""
+    place = getattr(inspect.unwrap(f), "__code__", None)
+    if place is not None:
+        code = code.replace(
+            co_filename=place.co_filename,
+            co_firstlineno=max(place.co_firstlineno - 1, 1),
+            co_name=place.co_name,
+        )
+    if inlined:
+        inlined_only(code)
+    return code
 
 
 def _lookup(obj: object) -> Any:

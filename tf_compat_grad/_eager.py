@@ -13,6 +13,16 @@ closes over (Note [saved closures]). A backward with `create_graph=True` then di
 grad_fn's ops through those tensors' own graphs, exactly as TensorFlow does, and f runs once per
 call whatever the order of differentiation.
 
+# Note [decorated again]
+TensorFlow code often defines its custom gradient inside `call`, so a `forward` decorates the
+same code again on every call. What depends only on the code is made once per code object
+(`_record.per_code`, whose entries go with the code object and hold no decoration's f): the
+node classes, whose methods take f from the call, a plan's generated code, and the shapes of
+the calls the decorations of that code have learned. A new decoration plans those shapes at
+its first call under grad, with its own f, closure and reach proof, so that it starts on a
+plan; a plan's guards hold for whatever closure it serves (Note [plans]). Without grad, the
+first calls take the general code until one has passed the `variables` check (item 33).
+
 Item numbers refer to docs/tensorflow_semantics.md.
 """
 

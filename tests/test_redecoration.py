@@ -11,7 +11,7 @@ import torch
 from helpers import D
 from torch import nn
 
-from tf_compat_grad import custom_gradient
+from tf_compat_grad import _reach, _record, custom_gradient
 
 
 def scaled_by(scale):
@@ -160,6 +160,8 @@ def test_planned_decorations_are_not_kept_alive():
 
 
 def test_what_is_made_per_code_goes_with_its_code():
+    """Nothing made per code object keeps the code alive (the reach proof's reading, a bounded
+    cache, holds it until evicted: cleared here), and its entry goes with it."""
     namespace: dict = {"custom_gradient": custom_gradient, "torch": torch}
     exec(
         "def make():\n"
@@ -173,7 +175,10 @@ def test_what_is_made_per_code_goes_with_its_code():
     for _ in range(3):
         (gx,) = torch.autograd.grad(namespace["make"]()(x).sum(), x)
         torch.testing.assert_close(gx, torch.full((2,), 3.0, dtype=D))
-    code = weakref.ref(namespace["make"].__code__)
-    del namespace
+    inner = namespace["make"]().__wrapped__.__code__
+    (entry,) = [key for key in _record._PER_CODE if key() is inner]  # a weak reference
+    del namespace, inner
+    _reach._read.cache_clear()
     gc.collect()
-    assert code() is None
+    assert entry() is None
+    assert entry not in _record._PER_CODE

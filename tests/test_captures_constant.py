@@ -197,3 +197,20 @@ def test_under_torch_compile_the_captured_tensor_gets_none():
     gx, gw = torch.autograd.grad(out, [x, w], allow_unused=True)
     assert gw is None
     torch.testing.assert_close(gx, 3 * torch.cos(w.detach()))
+
+
+def test_decorations_of_one_code_keep_each_its_own_rule():
+    # Decorated again per call (the `forward` idiom), the decorations of one code share their
+    # plans' code and learned shapes (Note [decorated again]): each keeps its own rule.
+    w = _t(3, seed=2)
+    for _ in range(3):
+        for rule in ("constant", "refuse", "constant"):
+            x = _t(3, seed=1)
+            if rule == "refuse":
+                with pytest.raises(CustomGradientValueError):
+                    _closure_function(w, rule)(x)
+                continue
+            y = _closure_function(w, rule)(x)
+            gx, gw = torch.autograd.grad(y.sum(), [x, w], allow_unused=True)
+            assert gw is None
+            torch.testing.assert_close(gx, 3 * torch.cos(w.detach()))

@@ -37,6 +37,7 @@ from ._errors import (
     describe,
     describe_value,
 )
+from ._record import per_code
 from ._run import UNBOUND
 from ._torch_internals import (
     DYNAMO_TRACES_WATCHER,
@@ -78,24 +79,30 @@ class CustomGradient(Generic[P, R]):
         self._f = f  # what is called; `__wrapped__` may name another (recompute_grad's f)
         self._eager = EagerPath(f)
         self._call_eager = self._eager.call  # every call outside torch.compile
-        self._described = describe(f)  # for messages made while Dynamo traces
-        self._outside_compile = outside_compile(under_transform_reason(f))
-        self._outside_older_compile = outside_compile(older_torch_reason(f))
+        # The description of f for messages made while Dynamo traces, and the calls that leave
+        # the compiled graph with their reasons.
+        self._described, self._outside_compile, self._outside_older_compile = _compile_parts(f)
         self.example: Any = None  # example inputs for the checker (`custom_gradient(example=)`)
         # Why grad_fn is not the true derivative, when that is intended (`surrogate=`).
         self.surrogate: str | None = None
         # The decorator that made this wrapper of `__wrapped__`: a pickle not by reference
         # remakes it (`recompute_grad` sets itself here).
         self._made_by: Callable[[Any], CustomGradient[Any, Any]] = custom_gradient
+        self._function: Callable[..., Any] | None = None  # made by `function`
+
+    @functools.cached_property
+    def _method(self) -> Callable[..., Any]:
+        """The function a class holds for this wrapper (see `__set_name__`): made when first
+        asked for, as most decorations are not methods (a function decorated in `forward`)."""
         owner = self
+        f = self._f
 
         @functools.wraps(f)
         def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:  # one line: see `_in_place_of`
             return owner._call_compiling(self, args, kwargs) if _is_compiling() else owner._eager.entry(self, args, kwargs)  # fmt: skip
 
         method.__tf_compat_grad__ = self  # type: ignore[attr-defined]
-        self._method = _in_place_of(f, method)
-        self._function: Callable[..., Any] | None = None  # made by `function`
+        return _in_place_of(f, method)  # type: ignore[no-any-return]
 
     def function(self) -> Callable[..., Any]:
         """The function `custom_gradient` returns for a plain function (Note [a decorated
@@ -116,10 +123,9 @@ class CustomGradient(Generic[P, R]):
         # Python (Note [TorchScript]).
         self.__prepare_scriptable__ = self.__prepare_scriptable__  # type: ignore[method-assign]
         torch.jit.ignore(function)  # type: ignore[no-untyped-call]
-        self._function = _in_place_of(self._f, function)
         # Dynamo inlines it into a compiled caller; a frame of its own (after a graph break)
         # it leaves to `__call__`'s (its rest failed on a `torch.func` transform's tensor).
-        inlined_only(function)
+        self._function = _in_place_of(self._f, function, inlined=True)
         return function
 
     @property
@@ -255,6 +261,23 @@ class CustomGradient(Generic[P, R]):
 # marked `torch.jit.ignore`, which a scripted caller calls as Python).
 
 
+def _compile_parts(f: Callable[..., Any]) -> tuple[str, Any, Any]:
+    """`describe(f)`, and the calls that leave the compiled graph with its reasons: made once per
+    code object of f, name and module (a function decorated again reuses them), unless f wraps
+    another, which its description names."""
+    if hasattr(f, "__wrapped__"):
+        return _messages(f)
+    return per_code(f, ("messages", getattr(f, "__qualname__", None)), _messages)  # type: ignore[no-any-return]
+
+
+def _messages(f: Callable[..., Any]) -> tuple[str, Any, Any]:
+    return (
+        describe(f),
+        outside_compile(under_transform_reason(f)),
+        outside_compile(older_torch_reason(f)),
+    )
+
+
 def _script_error(f: Callable[..., Any]) -> str:
     return (
         f"{PREFIX}torch.jit.script cannot compile {describe(f)}: TorchScript compiles a "
@@ -276,20 +299,34 @@ def _refuse_script(module: torch.nn.Module) -> NoReturn:
     raise bug("a module class holds `_refuse_script` but no decorated method")
 
 
-def _in_place_of(f: Callable[..., Any], method: Any) -> Any:
+def _in_place_of(f: Callable[..., Any], method: Any, inlined: bool = False) -> Any:
     """method, with its code placed at f's first line in f's file: the function a class holds
     for a decorated method is the user's to `inspect` (`getsourcefile`, `getfile`; `getsource`
     follows `__wrapped__`), to TorchScript's messages and to tracebacks, whose line for it is
     then the one after f's first (its `def` under one decorator). Its body is one line, so
-    that no other line of the user's file is shown for it."""
-    code = getattr(inspect.unwrap(f), "__code__", None)
-    if code is not None:
-        method.__code__ = method.__code__.replace(
-            co_filename=code.co_filename,
-            co_firstlineno=max(code.co_firstlineno - 1, 1),
-            co_name=code.co_name,
-        )
+    that no other line of the user's file is shown for it. `inlined`: the code is marked
+    `inlined_only`. The code is made once per code object of f (a function decorated again
+    reuses it), unless f wraps another, whose place it takes."""
+    if hasattr(f, "__wrapped__"):
+        method.__code__ = _placed(f, method.__code__, inlined)
+    else:
+        key = ("placed", method.__code__, inlined)
+        method.__code__ = per_code(f, key, lambda f: _placed(f, method.__code__, inlined))
     return method
+
+
+def _placed(f: Callable[..., Any], code: types.CodeType, inlined: bool) -> types.CodeType:
+    """`code` placed at f's first line (`_in_place_of`)."""
+    place = getattr(inspect.unwrap(f), "__code__", None)
+    if place is not None:
+        code = code.replace(
+            co_filename=place.co_filename,
+            co_firstlineno=max(place.co_firstlineno - 1, 1),
+            co_name=place.co_name,
+        )
+    if inlined:
+        inlined_only(code)
+    return code
 
 
 def _lookup(obj: object) -> Any:

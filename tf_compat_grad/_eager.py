@@ -13,6 +13,16 @@ closes over (Note [saved closures]). A backward with `create_graph=True` then di
 grad_fn's ops through those tensors' own graphs, exactly as TensorFlow does, and f runs once per
 call whatever the order of differentiation.
 
+# Note [decorated again]
+TensorFlow code often defines its custom gradient inside `call`, so a `forward` decorates the
+same code again on every call. What depends only on the code is made once per code object
+(`_record.per_code`, whose entries go with the code object and hold no decoration's f): the
+node classes, whose methods take f from the call, a plan's generated code, and the shapes of
+the calls the decorations of that code have learned. A new decoration plans those shapes at
+its first call under grad, with its own f, closure and reach proof, so that it starts on a
+plan; a plan's guards hold for whatever closure it serves (Note [plans]). Without grad, the
+first calls take the general code until one has passed the `variables` check (item 33).
+
 Item numbers refer to docs/tensorflow_semantics.md.
 """
 
@@ -30,7 +40,7 @@ from ._captures import CapturedRule
 from ._closure import Captured, capture
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
 from ._reach import ParameterReach
-from ._record import InputMeta, Record, check_upstreams, node_class
+from ._record import InputMeta, Record, check_upstreams, node_class, per_code
 from ._run import Layout
 from ._torch_internals import (
     any_dual,
@@ -48,7 +58,12 @@ _grad_enabled = torch.is_grad_enabled
 
 
 def make_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
-    """The eager Function class for f (Note [where f runs])."""
+    """The eager Function class for f (Note [where f runs]), made once per code object (its
+    methods do not use f)."""
+    return per_code(f, "eager", _make_node)  # type: ignore[no-any-return]
+
+
+def _make_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
 
     def forward(
         ctx: Any, record: Record, handoff: tuple[Any, Captured, list[torch.Tensor]], *inputs: Any
@@ -85,8 +100,8 @@ class EagerPath:
     """
 
     __slots__ = (
-        "_c_apply", "_checked", "_f", "_inside", "_node", "_planned", "_transform_node",
-        "captured", "entry", "reach",
+        "_c_apply", "_checked", "_f", "_inside", "_learned", "_node", "_pending", "_planned",
+        "_transform_node", "captured", "entry", "reach",
     )  # fmt: skip
 
     def __init__(self, f: Callable[..., Any]) -> None:
@@ -105,8 +120,17 @@ class EagerPath:
         # What a call does with a tensor its outputs depend on that it was not given
         # (`custom_gradient(captured=...)`, Note [lost gradients] in `_captures.py`).
         self.captured: CapturedRule = "refuse"
+        # The shapes every decoration of f's code has learned (Note [decorated again]), and
+        # whether this one is still to plan them.
+        self._learned: list[_Learned] = per_code(f, "learned", _no_shapes)
+        self._pending = bool(self._learned)
 
     def call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self._pending and _grad_enabled():
+            self._pending = False
+            for shape, watched, placed in self._learned:
+                self._plan(shape, watched, Layout(self._f, *placed))
+            return self.entry(bound, args, kwargs)
         f = self._f
         if not untransformed():  # Note [call modes]
             if jit_tracing_state() is not None:
@@ -154,20 +178,33 @@ class EagerPath:
         shape = _plan.shape_of(key, result, grad_fn)
         if shape is None:
             return
-        self._planned.add(key)
+        watched = shape.bound or self.reach.possible(kwargs.values())
+        self._plan(shape, watched, layout)
+        learned = self._learned
+        if len(learned) < _plan.MAX_PLANS and all(key != s.key() for s, _, _ in learned):
+            spec = (layout.bound, layout.spec, layout.n_args, layout.positions)
+            learned.append((shape, watched, spec))
+
+    def _plan(self, shape: _plan.Shape, watched: bool, layout: Layout) -> None:
+        """Put the plan for `shape` in front of the plans there are; watched (Note [plans]),
+        or of kind "none", which a call takes while f provably reads no Parameter."""
+        if shape.key() in self._planned or len(self._planned) >= _plan.MAX_PLANS:
+            return
+        self._planned.add(shape.key())
         reach = self.reach
-        if shape.bound or reach.possible(kwargs.values()):
+        if watched or reach.possible(()):
             kind, holds = "watched", reach.reads_own
         else:
             kind, holds = "none", reach.reads_none
         checked = functools.partial(self._checked_gradients, layout)
-        apply = _plan_node.make_node(self._f, shape, kind == "watched", checked)
+        apply = _plan_node.make_node(self._f, shape, kind == "watched")
         self.entry = _plan.make_call(
             self._f,
             shape,
             kind,
             holds,
             apply,
+            checked,
             self.entry,
             self._unplanned,
             self._fresh,
@@ -266,6 +303,13 @@ class EagerPath:
 
 
 _NO_VARIABLES: list[torch.nn.Parameter] = []  # never written to
+
+# A shape a decoration learned, whether its plan is watched, and its call's `Layout` less f.
+_Learned = tuple[_plan.Shape, bool, tuple[bool, Any, int, Sequence[int]]]
+
+
+def _no_shapes(f: Callable[..., Any]) -> list[_Learned]:
+    return []
 
 
 def _jit_trace_error(f: Callable[..., Any]) -> CustomGradientNotImplementedError:

@@ -44,8 +44,6 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-import types
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -54,7 +52,7 @@ import torch
 from . import _autocast, _run, _structure
 from ._captures import CapturedRule, Slot, Taint, in_slots, transformed_slots
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe, fn_name
-from ._record import Record, check_upstreams, node_class
+from ._record import Record, check_upstreams, node_class, per_code
 from ._rng import RngState
 from ._run import Layout
 from ._torch_internals import (
@@ -190,22 +188,7 @@ def make_transform_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
     """The `setup_context`-style Function class for f; see Note [transforms]. Its methods take
     f from the call's `Layout`, so the class is made once per code object: a function decorated
     again (inside `forward`, on every call) reuses it, and it holds no decoration's closure."""
-    code = getattr(f, "__code__", None)
-    if type(code) is not types.CodeType:
-        return _make_transform_node(f)
-    named = _TRANSFORM_NODES.setdefault(code, {})
-    key = (getattr(f, "__name__", None), getattr(f, "__module__", None))
-    node = named.get(key)
-    if node is None:
-        node = named[key] = _make_transform_node(f)
-    return node
-
-
-# The node classes by code object, then by the name and module they are named after; an entry
-# goes with its code object.
-_TRANSFORM_NODES: weakref.WeakKeyDictionary[types.CodeType, dict[Any, Any]] = (
-    weakref.WeakKeyDictionary()
-)
+    return per_code(f, "transform", _make_transform_node)  # type: ignore[no-any-return]
 
 
 def _make_transform_node(named_after: Callable[..., Any]) -> type[torch.autograd.Function]:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import functools
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -88,6 +88,10 @@ class Shape:
         self.cells = cells  # per closure cell of grad_fn: "t" a tensor, "s" shared; None: none
         self.defaults = defaults  # how many default values grad_fn has, None for none
         self.kwdefaults = kwdefaults  # grad_fn has keyword-only defaults
+
+    def fields(self) -> tuple[Any, ...]:
+        """All of the shape, to key what is generated for it."""
+        return (*self.key(), self.outputs, self.cells, self.defaults, self.kwdefaults)
 
     def key(self) -> tuple[Any, ...]:
         """What tells the calls that a plan's guard tells apart before f runs."""
@@ -225,9 +229,12 @@ class Source:
 
     def compile(self, filename: str, names: dict[str, Any]) -> Any:
         """The function `make` returns, made with `names` and the constants."""
-        names = {**names, **self.constants}
-        source = f"def make({', '.join(names)}):\n" + "\n".join(self.lines) + "\n"
-        return _compiled(source, filename)(**names)
+        return self.maker(filename, names)(**names, **self.constants)
+
+    def maker(self, filename: str, names: Iterable[str]) -> Callable[..., Any]:
+        """`make`, which takes `names` and the constants by keyword."""
+        source = f"def make({', '.join([*names, *self.constants])}):\n" + "\n".join(self.lines) + "\n"  # fmt: skip
+        return _compiled(source, filename)
 
 
 @functools.lru_cache(maxsize=256)
@@ -264,6 +271,7 @@ def make_call(
     kind: str,
     holds: Callable[[], bool],
     apply: Callable[..., Any],
+    checked: Callable[..., list[Any]],
     general: Callable[..., Any],
     unplanned: Callable[..., Any],
     unplanned_fresh: Callable[[Any], Any],
@@ -272,7 +280,29 @@ def make_call(
     """The call of f's plan for `shape` (Note [plans]) of one `kind`: "none" when f provably
     reads no Parameter, while the per-call check `holds`; "watched" when it runs under the
     watcher, skipping the walk of Note [lost gradients] while `holds` (unbound calls only), and
-    settling by the rule `captured` otherwise."""
+    settling by the rule `captured` otherwise.
+    `apply` applies the plan's node, whose backward hands what it cannot pass to `checked`.
+
+    The code is generated once per shape, kind and name of f: a function decorated again
+    (inside `forward`, on every call) binds its own f and callbacks to the same code."""
+    n_outputs = len(_leaves(shape.outputs))
+    make, constants = _call_maker(
+        shape.fields(), kind, getattr(f, BOUND_KEYWORD, False), getattr(f, "__qualname__", "f")
+    )
+    upstreams, upstreams_ok = _upstreams_check(f, n_outputs)
+    return make(  # type: ignore[no-any-return]
+        **_CALL_NAMES, **constants, f=f, holds=holds, apply=apply, checked=checked,
+        general=general, unplanned=unplanned, unplanned_fresh=unplanned_fresh,
+        upstreams=upstreams, upstreams_ok=upstreams_ok, captured=captured,
+    )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=256)
+def _call_maker(
+    fields: tuple[Any, ...], kind: str, bound_keyword: bool, qualname: str
+) -> tuple[Callable[..., Any], dict[str, Any]]:
+    """`make` of the call of a plan (`make_call`), and the constants it takes."""
+    shape = Shape(*fields)
     src = Source()
     add = src.add
     back = "general(bound, args, kwargs)"
@@ -304,7 +334,7 @@ def make_call(
     passed = ", ".join(tops)
     if not shape.bound:
         f_call = f"f({passed}{', **kwargs' if keywords else ''})"
-    elif getattr(f, BOUND_KEYWORD, False):
+    elif bound_keyword:
         f_call = f"f({passed}, {BOUND_KEYWORD}=bound{', **kwargs' if keywords else ''})"
     else:
         f_call = f"f(bound{', ' if passed else ''}{passed}{', **kwargs' if keywords else ''})"
@@ -357,7 +387,7 @@ def make_call(
         add(1, f"if {' or '.join(f'type({a}) is not Tensor' for a in inputs)}:")
         add(2, f"variables = [v for v in variables if {' and '.join(f'v is not {a}' for a in inputs)}]")  # fmt: skip
         add(1, "if not own:")
-        add(2, f"variables = settle(f, bound, kwargs, result, ({', '.join(inputs)},), variables)")
+        add(2, f"variables = settle(f, bound, kwargs, result, ({', '.join(inputs)},), variables, (), captured)")  # fmt: skip
         add(2, "if type(variables) is not list:  # slots' tensors (`_captures.SlotVariables`)")
         add(3, f"return unplanned({rest})")
         add(1, "if variables:")
@@ -420,7 +450,7 @@ def make_call(
         saved, shared = [], []
     metas = ", ".join(INPUT_META.format(t=a) for a in inputs)
     kwd = "dict(kwd)" if shape.kwdefaults else "None"
-    plan = f"grad_fn.__code__, grad_fn.__globals__, defaults, {variables}, {kwd}, {''.join(c + ', ' for c in shared)}{metas}"  # fmt: skip
+    plan = f"checked, grad_fn.__code__, grad_fn.__globals__, defaults, {variables}, {kwd}, {''.join(c + ', ' for c in shared)}{metas}"  # fmt: skip
     saved_tuple = f"({', '.join(saved)}{',' if len(saved) == 1 else ''})"
     if type(shape.outputs) is str:
         add(1, f"return apply((result.detach(), ({plan}), {saved_tuple}), {', '.join(inputs)}{more_inputs})")  # fmt: skip
@@ -434,27 +464,12 @@ def make_call(
         src.lines.insert(
             0, "    accepted = [None]  # the code of the last grad_fn that took `variables=`"
         )
-    upstreams, upstreams_ok = _upstreams_check(f, len(outs))
     name = "" if kind == "none" else f"{kind} "
-    return src.compile(  # type: ignore[no-any-return]
-        f"<tf_compat_grad {name}plan of {getattr(f, '__qualname__', 'f')}>",
-        {
-            **MODE_NAMES, "f": f, "holds": holds, "apply": apply, "general": general,
-            "unplanned": unplanned, "unplanned_fresh": unplanned_fresh, "UNBOUND": UNBOUND,
-            "MISSING": _MISSING, "KEYWORD": _KEYWORD_VALUES, "NUMBERS": _NUMBERS,
-            "EXACT": EXACT_TENSOR_TYPES, "PLAIN": PLAIN_TYPES, "UNSHARED": _UNSHARED,
-            "Tensor": _Tensor, "FunctionType": types.FunctionType, "plain": plain,
-            "is_wrapped": is_functorch_wrapped, "grad_enabled": torch.is_grad_enabled,
-            "any_autocast": any_autocast_enabled, "Watcher": ParameterWatcher,
-            "push": push_function_mode, "pop": pop_function_mode, "accepts": _accepts,
-            "open_cache": open_cache, "close_cache": close_cache,
-            "settle": settle if captured == "refuse" else functools.partial(settle, captured=captured),
-            "upstreams": upstreams, "upstreams_ok": upstreams_ok, "unedited": _unedited,
-        },
-    )  # fmt: skip
+    filename = f"<tf_compat_grad {name}plan of {qualname}>"
+    return src.maker(filename, [*_CALL_NAMES, *_DECORATION_NAMES]), src.constants
 
 
-def _accepts(grad_fn: types.FunctionType, accepted: list[types.CodeType | None]) -> bool:
+def _accepts_variables(grad_fn: types.FunctionType, accepted: list[types.CodeType | None]) -> bool:
     """Whether grad_fn takes `variables=`, which its code decides: the code is kept in
     `accepted` when it does, so that the next call with it is one comparison."""
     if accepts_variables(grad_fn):
@@ -483,3 +498,20 @@ def _upstreams_check(
         ok[bool(variables)] = None if grad_fn.__dict__ else grad_fn.__code__
 
     return upstreams, ok
+
+
+# The names of a plan's call that are the same for every plan, then those of one decoration.
+_CALL_NAMES: dict[str, Any] = {
+    **MODE_NAMES, "UNBOUND": UNBOUND, "MISSING": _MISSING, "KEYWORD": _KEYWORD_VALUES,
+    "NUMBERS": _NUMBERS, "EXACT": EXACT_TENSOR_TYPES, "PLAIN": PLAIN_TYPES,
+    "UNSHARED": _UNSHARED, "Tensor": _Tensor, "FunctionType": types.FunctionType,
+    "plain": plain, "is_wrapped": is_functorch_wrapped, "grad_enabled": torch.is_grad_enabled,
+    "any_autocast": any_autocast_enabled, "Watcher": ParameterWatcher,
+    "push": push_function_mode, "pop": pop_function_mode, "accepts": _accepts_variables,
+    "open_cache": open_cache, "close_cache": close_cache, "settle": settle,
+    "unedited": _unedited,
+}  # fmt: skip
+_DECORATION_NAMES = (
+    "f", "holds", "apply", "checked", "general", "unplanned", "unplanned_fresh", "upstreams",
+    "upstreams_ok", "captured",
+)  # fmt: skip

@@ -2,7 +2,7 @@
 
 # Note [plan nodes]
 The node's forward hands over f's outputs and saves the tensors grad_fn closes over; its
-context holds the plan: grad_fn's code, globals, defaults, then the variables (a watched plan;
+context holds the plan: the general checks (`checked`, which name this decoration's f), grad_fn's code, globals, defaults, then the variables (a watched plan;
 else None), grad_fn's keyword defaults, its cells that hold no tensor (shared as they are, as
 `_closure.capture` shares them), then each input's shape, dtype and device, flat. The backward
 rebuilds grad_fn from those around the saved tensors (named as its code names it: a name
@@ -21,30 +21,33 @@ from typing import Any
 import torch
 
 from ._plan import Shape, Source, _leaves
-from ._record import EXACT_GRADIENT, input_meta, node_class
+from ._record import EXACT_GRADIENT, input_meta, node_class, per_code
 from ._structure import leaves
 from ._torch_internals import call_backward_directly, function_apply_c
 
-Checked = Callable[[tuple[Any, ...], "list[Any] | None", Any, Sequence[bool]], list[Any]]
+
+def make_node(f: Callable[..., Any], shape: Shape, watched: bool) -> Callable[..., Any]:
+    """The `apply` of the node class of f's plan for `shape`, made once per code object of f
+    (the general checks the backward hands over to come with each call's plan)."""
+    return per_code(  # type: ignore[no-any-return]
+        f, (shape.fields(), watched), lambda f: _make_node(f, shape, watched)
+    )
 
 
-def make_node(
-    f: Callable[..., Any], shape: Shape, watched: bool, checked: Checked
-) -> Callable[..., Any]:
-    """The `apply` of the node class of f's plan for `shape`."""
+def _make_node(f: Callable[..., Any], shape: Shape, watched: bool) -> Callable[..., Any]:
 
     def forward(ctx: Any, handoff: tuple[Any, Any, Sequence[torch.Tensor]], *inputs: Any) -> Any:
         outputs, ctx.plan, saved = handoff  # the outputs and saved tensors stay off ctx
         ctx.save_for_backward(*saved)
         return outputs
 
-    backward = _backward(shape, watched, checked)
+    backward = _backward(shape, watched)
     node = node_class(f, forward=staticmethod(forward), backward=staticmethod(backward))
     call_backward_directly(node)
     return function_apply_c.__get__(None, node)  # type: ignore[no-any-return]
 
 
-def _backward(shape: Shape, watched: bool, checked: Checked) -> Callable[..., Any]:
+def _backward(shape: Shape, watched: bool) -> Callable[..., Any]:
     kinds = _leaves(shape.args)
     positions = [i for i, k in enumerate(kinds) if k == "t"]
     metas = [(f"s{i}", f"d{i}", f"v{i}") for i in range(len(positions))]
@@ -55,7 +58,7 @@ def _backward(shape: Shape, watched: bool, checked: Checked) -> Callable[..., An
     add = src.add
     one = type(shape.outputs) is str  # one output: one upstream
     add(0, f"def backward(ctx, {'upstream' if one else '*upstream'}):")
-    add(1, f"code, namespace, defaults, variables, kwd, {''.join(c + ', ' for c in shared)}{flat} = ctx.plan")  # fmt: skip
+    add(1, f"checked, code, namespace, defaults, variables, kwd, {''.join(c + ', ' for c in shared)}{flat} = ctx.plan")  # fmt: skip
     add(1, "saved = ctx.saved_tensors")
     if cells and "s" not in cells and len(cells) > 1:
         rebuilt = "tuple(map(Cell, saved))"
@@ -97,7 +100,7 @@ def _backward(shape: Shape, watched: bool, checked: Checked) -> Callable[..., An
     return src.compile(  # type: ignore[no-any-return]
         f"<tf_compat_grad {kind}plan backward of {len(kinds)} arguments>",
         {
-            "checked": checked, "Tensor": torch.Tensor, "FunctionType": types.FunctionType,
+            "Tensor": torch.Tensor, "FunctionType": types.FunctionType,
             "Cell": types.CellType, "exact_all": _exact_all, "meta": input_meta,
             "leaves": leaves,
         },

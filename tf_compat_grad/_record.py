@@ -17,6 +17,7 @@ import functools
 import inspect
 import os
 import types
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -377,6 +378,27 @@ class Record:
             return f"argument `{self.layout.paths()[positions[i]]}`"
         k = i - len(positions)
         return f"`variables[{k}]` (Parameter of shape {list(self.variables[k].shape)})"
+
+
+def per_code(f: Callable[..., Any], key: Any, make: Callable[[Callable[..., Any]], Any]) -> Any:
+    """`make(f)`, made once per code object of f, name and module it is named after, and `key`:
+    a function decorated again (inside `forward`, on every call) reuses what an earlier
+    decoration of the same code made. What `make` makes must not hold f: an entry goes with its
+    code object, and no decoration's closure is kept alive by it."""
+    code = getattr(f, "__code__", None)
+    if type(code) is not types.CodeType:
+        return make(f)
+    made = _PER_CODE.get(weakref.ref(code))
+    if made is None:  # the entry goes with its code object
+        made = _PER_CODE[weakref.ref(code, _PER_CODE.pop)] = {}
+    full = (getattr(f, "__name__", None), getattr(f, "__module__", None), key)
+    value = made.get(full)
+    if value is None:
+        value = made[full] = make(f)
+    return value
+
+
+_PER_CODE: dict[weakref.ref[types.CodeType], dict[Any, Any]] = {}
 
 
 def node_class(f: Callable[..., Any], **methods: Any) -> type[torch.autograd.Function]:

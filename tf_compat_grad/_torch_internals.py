@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import re
+import types
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -192,15 +193,15 @@ _eval_frame = getattr(torch._C, "_dynamo", None)
 _eval_frame = getattr(_eval_frame, "eval_frame", None)
 
 
-def inlined_only(function: Callable[..., Any]) -> None:
-    """Mark function's code so that Dynamo never compiles a frame of it on its own (it runs
+def inlined_only(code: types.CodeType) -> None:
+    """Mark a function's code so that Dynamo never compiles a frame of it on its own (it runs
     it as Python), while it still inlines it into a compiled caller and compiles the frames it
     runs. Where this torch cannot mark code so (before 2.6), nothing is done."""
     strategy = getattr(_eval_frame, "_FrameExecStrategy", None)
     if strategy is not None:
         actions = _eval_frame._FrameAction  # type: ignore[union-attr]
         _eval_frame.set_code_exec_strategy(  # type: ignore[union-attr]
-            function.__code__, strategy(actions.SKIP, actions.DEFAULT)
+            code, strategy(actions.SKIP, actions.DEFAULT)
         )
 
 

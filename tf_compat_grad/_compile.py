@@ -203,11 +203,6 @@ def _is_tuple_class(kind: type) -> bool:
 
 
 @run_while_tracing
-def _is_function_class(kind: type) -> bool:
-    return kind is types.FunctionType
-
-
-@run_while_tracing
 def _all_tensor_classes(kinds: list[type]) -> bool:
     return all(kind is torch.Tensor for kind in kinds)
 

@@ -23,7 +23,8 @@ from torch.nn import Parameter
 from torch.overrides import TorchFunctionMode
 
 from . import _structure
-from ._captures import CapturedRule, any_needs_grad, close_cache, open_cache, settle
+from ._captures import CapturedRule, any_needs_grad, settle
+from ._places import close_cache, open_cache
 from ._run import UNBOUND, call_f, split
 from ._variables import check_accepts
 

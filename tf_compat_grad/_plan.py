@@ -224,7 +224,7 @@ def _call_maker(
         add(2, f"upstreams(grad_fn, {variables if watched else '()'})")
     add(1, "closure = grad_fn.__closure__")
     add(1, "defaults = grad_fn.__defaults__")
-    guard = ["closure is None" if shape.cells is None else "closure is not None"]
+    guard = ["closure is None"] if shape.cells is None else []  # else: the unpacking below
     if shape.defaults is None:
         guard.append("defaults is None")
     else:  # plain values: `variables=None`, numbers
@@ -244,7 +244,7 @@ def _call_maker(
         add(1, "try:")
         add(2, f"{', '.join(cell_names)}, = closure")
         add(2, "; ".join(f"{v} = {c}.cell_contents" for c, v in zip(cell_names, values, strict=True)))  # fmt: skip
-        add(1, "except ValueError:  # an empty cell, or another number of cells")
+        add(1, "except (ValueError, TypeError):  # an empty cell, other cells, or none")
         add(2, f"return unplanned({rest})")
         saved = [v for v, k in zip(values, cells, strict=True) if k == "t"]
         cell_checks = [f"type({v}) not in EXACT" for v in saved]

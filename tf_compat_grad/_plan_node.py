@@ -73,21 +73,26 @@ def make_node(f: Callable[..., Any], shape: Shape, watched: bool) -> Callable[..
 
 
 def _make_node(f: Callable[..., Any], shape: Shape, watched: bool) -> Callable[..., Any]:
-    def forward(ctx: Any, handoff: Any, *inputs: Any) -> Any:
-        # The outputs and saved tensors stay off ctx; `to_save` as `save_for_backward` sets it.
-        outputs, ctx.plan, saved = handoff
-        setattr(ctx, SAVED_TENSORS, saved)
-        return outputs
-
-    def forward_unsaved(ctx: Any, handoff: Any, *inputs: Any) -> Any:
-        outputs, ctx.plan = handoff
-        return outputs
-
     backward = _backward(shape, watched)
-    forward = forward if saves(shape) else forward_unsaved
+    forward = _SAVING_FORWARD if saves(shape) else _FORWARD
     node = node_class(f, forward=staticmethod(forward), backward=staticmethod(backward))
     call_backward_directly(node)
     return function_apply_c.__get__(None, node)  # type: ignore[no-any-return]
+
+
+def _forward(saving: bool) -> Callable[..., Any]:
+    """The node's forward: f's outputs handed over, the plan on ctx (the outputs and saved
+    tensors stay off it), the saved tensors set as `ctx.save_for_backward` sets them."""
+    saved = f", ctx.{SAVED_TENSORS}" if saving else ""
+    src = Source()
+    src.add(1, "def forward(ctx, handoff, *inputs):")
+    src.add(2, f"outputs, ctx.plan{saved} = handoff")
+    src.add(2, "return outputs")
+    src.add(1, "return forward")
+    return src.compile(f"<tf_compat_grad plan forward{' saving' if saving else ''}>", {})  # type: ignore[no-any-return]
+
+
+_SAVING_FORWARD, _FORWARD = _forward(True), _forward(False)
 
 
 def _backward(shape: Shape, watched: bool) -> Callable[..., Any]:

@@ -730,3 +730,33 @@ def test_an_argument_edited_in_place_is_refused_by_the_plan_too():
         with pytest.raises(CustomGradientValueError) as refused:
             edits(a, b, True)
         assert str(refused.value) == edited_in_place(edits, "x")
+
+
+def test_a_renamed_grad_fn_is_made_again_under_its_name_by_the_plan_too():
+    """grad_fn is made again for backward by one rule (`_closure.rebuild_source`) in the
+    general code and in a plan: a grad_fn renamed with `functools.wraps` keeps that name in
+    both, as the TypeError of a wrong call shows."""
+    import functools
+
+    def template(dy):
+        raise NotImplementedError
+
+    @custom_gradient
+    def f(x):
+        e = torch.exp(x)
+
+        @functools.wraps(template)
+        def grad(dy, missing):
+            return dy * e
+
+        return x * 2, grad
+
+    x = leaf(3)
+    messages = []
+    for _ in range(2):  # the general code, then the plan
+        y = f(x)
+        with pytest.raises(TypeError) as error:
+            y.sum().backward()
+        messages.append(str(error.value))
+    assert planned(y)
+    assert messages[0] == messages[1] and "template()" in messages[0]

@@ -110,7 +110,8 @@ def _call_maker(
     add(0, "def call(bound, args, kwargs):")
     keywords = shape.keywords
     add(1, f"if (not ({UNTRANSFORMED}) or bound is {'' if shape.bound else 'not '}UNBOUND")
-    add(2, f"    or len(args) != {len(shape.args)} or len(kwargs) != {len(keywords)}):")
+    kw_guard = f"len(kwargs) != {len(keywords)}" if keywords else "kwargs"
+    add(2, f"    or len(args) != {len(shape.args)} or {kw_guard}):")
     add(2, f"return {back}")
     tops = [f"x{i}" for i in range(len(shape.args))]
     if tops:

@@ -325,7 +325,7 @@ def test_a_layer_with_closure_parameters_takes_a_watched_plan():
     layer(x)  # the plan
     for _ in range(2):
         y = layer(x)
-        assert planned(y) and y.grad_fn.plan[4] == [w, b]  # the variables
+        assert planned(y) and y.grad_fn.plan[1] == [w, b]  # the variables
         gx, gw, gb = grads(y, x, w, b)
         torch.testing.assert_close(gx, torch.ones(2, 4, dtype=D) @ w.detach())
         torch.testing.assert_close(gw, torch.ones(4, 2, dtype=D) @ x.detach())
@@ -355,7 +355,7 @@ def test_a_parameter_passed_as_an_argument_is_not_a_variable():
     x = leaf(2, 3)
     f(x, b)  # the plan
     y = f(x, b)
-    assert planned(y) and y.grad_fn.plan[4] == [w]
+    assert planned(y) and y.grad_fn.plan[1] == [w]
     _, gb, gw = grads(y, x, b, w)
     torch.testing.assert_close(gb, torch.full((4,), 2.0, dtype=D))
     torch.testing.assert_close(gw, torch.ones(4, 2, dtype=D) @ x.detach())
@@ -594,7 +594,7 @@ def test_a_method_reading_its_module_parameter_takes_a_watched_plan():
         y = module(x)
         assert planned(y) == (call > 0)
         if call:
-            assert y.grad_fn.plan[4] == [module.weight]
+            assert y.grad_fn.plan[1] == [module.weight]
         gx, gw = grads(y, x, module.weight)
         torch.testing.assert_close(y, (x * module.weight + 0.25).detach())
         torch.testing.assert_close(gx, module.weight.detach().expand(2, 3))
@@ -621,7 +621,7 @@ def test_a_method_that_reads_no_parameter_takes_a_plan_without_variables():
         y = module(x)
         assert planned(y) == (call > 0)
         if call:
-            assert y.grad_fn.plan[4] == []
+            assert y.grad_fn.plan[1] == []
         (gx,) = grads(y, x)
         torch.testing.assert_close(gx, torch.full((2, 3), 3.0, dtype=D))
     with torch.no_grad():
@@ -730,3 +730,33 @@ def test_an_argument_edited_in_place_is_refused_by_the_plan_too():
         with pytest.raises(CustomGradientValueError) as refused:
             edits(a, b, True)
         assert str(refused.value) == edited_in_place(edits, "x")
+
+
+def test_a_renamed_grad_fn_is_made_again_under_its_name_by_the_plan_too():
+    """grad_fn is made again for backward by one rule (`_closure.rebuild_source`) in the
+    general code and in a plan: a grad_fn renamed with `functools.wraps` keeps that name in
+    both, as the TypeError of a wrong call shows."""
+    import functools
+
+    def template(dy):
+        raise NotImplementedError
+
+    @custom_gradient
+    def f(x):
+        e = torch.exp(x)
+
+        @functools.wraps(template)
+        def grad(dy, missing):
+            return dy * e
+
+        return x * 2, grad
+
+    x = leaf(3)
+    messages = []
+    for _ in range(2):  # the general code, then the plan
+        y = f(x)
+        with pytest.raises(TypeError) as error:
+            y.sum().backward()
+        messages.append(str(error.value))
+    assert planned(y)
+    assert messages[0] == messages[1] and "template()" in messages[0]

@@ -506,6 +506,42 @@ def test_the_engine_calls_the_eager_backward_directly():
     torch.testing.assert_close(returned[2], torch.full((2,), 3.0))
 
 
+def test_save_for_backward_sets_the_attribute_the_plans_set():
+    """A plan's node saves its tensors by assigning `SAVED_TENSORS` as torch's
+    `ctx.save_for_backward` does; the saved tensors are then torch's own (hooks see them)."""
+    from tf_compat_grad._torch_internals import SAVED_TENSORS
+
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x, x)
+            assert getattr(ctx, SAVED_TENSORS) == (x, x)
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, dy):
+            return dy
+
+    Probe.apply(torch.ones(1, requires_grad=True))
+
+    @custom_gradient
+    def log1pexp(x):
+        e = torch.exp(x)
+        return torch.log(1 + e), lambda dy: dy * (1 - 1 / (1 + e))
+
+    x = torch.ones(3, requires_grad=True)
+    for _ in range(2):  # the first call learns the plan, the second takes it
+        x.grad = None
+        # A pack hook that stands 7 in for every saved tensor: grad_fn sees e == 7 only if
+        # the node saved e through torch.
+        with torch.autograd.graph.saved_tensors_hooks(
+            lambda t: torch.full_like(t, 7.0), lambda t: t
+        ):
+            y = log1pexp(x)
+        y.sum().backward()
+        torch.testing.assert_close(x.grad, torch.full((3,), 1 - 1 / 8))
+
+
 def test_a_tensor_in_two_cells_is_saved_once():
     """A copying pack hook (as `save_on_cpu` copies) sees each tensor once, and the two cells
     hold one tensor again in backward."""

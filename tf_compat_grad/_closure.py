@@ -14,9 +14,14 @@ hold no tensor are shared with the rebuilt function as they are, so `nonlocal` s
 A tensor held by several cells is saved once. Default values are those grad_fn had when f
 returned it, as the cells are.
 
-The usual grad_fn, whose cells hold tensors of their own and plain values and whose defaults
-hold no tensor, is taken apart the same way by the code a plan generates for it (Note [plans]
-in `_plan.py`); `capture` is the general code's.
+A grad_fn whose closure and defaults hold no tensor (nor a function defined inside f) has
+nothing to take out and is called as it is, unless it has default values, which are fixed then.
+
+The usual grad_fn, whose cells hold tensors of their own and plain values (`flat_cells`) and
+whose defaults hold no tensor, is taken apart the same way by the code a plan generates for it
+(Note [plans] in `_plan.py`); `capture` is the general code's. Both make the function again
+with `rebuild_source`, written once: `_Template.rebuild` runs it, the plans render it into
+their generated backward (`_plan_node.py`).
 
 Lists and dicts are mutable, and a grad_fn may add to one it closes over, so they are shared as
 they are, like a grad_fn that is not a plain Python function (a bound method, a
@@ -149,16 +154,15 @@ class _Template:
             else:
                 closure.append(cell)
         defaults = self.defaults
-        fn = _FunctionType(
+        fn = _remake(
             self.code,
             self.globals,
             self.name,
+            self.qualname,
             tuple(_refill(d, saved) for d in defaults) if defaults else None,
             tuple(closure),
+            {k: _refill(d, saved) for k, d in self.kwdefaults.items()} if self.kwdefaults else None,
         )
-        if self.kwdefaults:
-            fn.__kwdefaults__ = {k: _refill(d, saved) for k, d in self.kwdefaults.items()}
-        fn.__qualname__ = self.qualname
         if made is not None:
             made[id(self)] = fn
         if nested:
@@ -201,7 +205,72 @@ def capture(grad_fn: Callable[..., Any], inside: str) -> tuple[Captured, list[to
     ):
         return _Unchanged(grad_fn), []
     saved: list[torch.Tensor] = []
-    return _Template(grad_fn, inside, saved, {}, None), saved
+    template = _Template(grad_fn, inside, saved, {}, None)
+    if not saved and grad_fn.__defaults__ is None and grad_fn.__kwdefaults__ is None:
+        return _Unchanged(grad_fn), saved  # nothing to take out or to fix
+    return template, saved
+
+
+def rebuild_source(closure: str, kwdefaults: str | None) -> list[str]:
+    """The lines that make grad_fn again for one backward, as `grad_fn`, from its `code`,
+    `namespace`, `name`, `qualname` and `defaults`, the expression `closure` and the keyword
+    defaults `kwdefaults` (an expression, None for none): the one rule of Note [saved closures]
+    for the general code and the plans."""
+    lines = [
+        f"grad_fn = FunctionType(code, namespace, name, defaults, {closure})",
+        "grad_fn.__qualname__ = qualname",
+    ]
+    if kwdefaults is not None:
+        lines.append(f"grad_fn.__kwdefaults__ = {kwdefaults}")
+    return lines
+
+
+def closure_source(cells: str) -> str:
+    """The closure of a grad_fn made again from `flat_cells`' description (`cells`, not empty):
+    a new cell around each saved tensor, in order (`saved`), and each other cell as it is
+    (`c0`, `c1`, ... by position)."""
+    if "s" not in cells and len(cells) > 1:
+        return "tuple(map(Cell, saved))"
+    it = iter(range(len(cells)))
+    parts = [f"Cell(saved[{next(it)}])" if k == "t" else f"c{i}" for i, k in enumerate(cells)]
+    return f"({', '.join(parts)},)"
+
+
+def _remake_maker() -> Callable[..., types.FunctionType]:
+    body = "\n    ".join(rebuild_source("closure", "kwdefaults"))
+    source = (
+        "def remake(code, namespace, name, qualname, defaults, closure, kwdefaults):\n"
+        f"    {body}\n    return grad_fn\n"
+    )
+    namespace: dict[str, Any] = {"FunctionType": _FunctionType}
+    exec(compile(source, "<tf_compat_grad rebuild>", "exec"), namespace)
+    return namespace["remake"]  # type: ignore[no-any-return]
+
+
+_remake = _remake_maker()
+# Cell values that `capture` does not share with the rebuilt grad_fn as they are.
+UNSHARED = (_Tensor, tuple, _FunctionType)
+
+
+def flat_cells(closure: tuple[types.CellType, ...]) -> str | None:
+    """How the rebuild of a grad_fn with this closure goes when `capture` would make each cell
+    a saved tensor or share it as it is: per cell "t" (a tensor, exactly, held by no other
+    cell) or "s" (a value `capture` shares); None when a cell is anything else (empty, a
+    tensor held twice or a subclass, a tuple, a function), which only `capture` takes apart."""
+    cells, tensors = "", set()
+    for cell in closure:
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell (a name f assigns later)
+            return None
+        if type(value) in EXACT_TENSOR_TYPES and id(value) not in tensors:
+            tensors.add(id(value))
+            cells += "t"
+        elif type(value) in PLAIN_TYPES or not isinstance(value, UNSHARED):
+            cells += "s"
+        else:
+            return None
+    return cells
 
 
 def plain(values: Iterable[Any]) -> bool:

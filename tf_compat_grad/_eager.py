@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from . import _functorch, _plan, _plan_node, _run, _structure
+from . import _functorch, _plan, _plan_node, _plan_shape, _run, _structure
 from ._captures import CapturedRule
 from ._closure import Captured, capture
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
@@ -172,10 +172,10 @@ class EagerPath:
         or no plan can take it (Note [plans])."""
         if len(self._planned) >= _plan.MAX_PLANS:
             return
-        key = _plan.input_key(bound, args, kwargs)
+        key = _plan_shape.input_key(bound, args, kwargs)
         if key is None or key in self._planned:
             return
-        shape = _plan.shape_of(key, result, grad_fn)
+        shape = _plan_shape.shape_of(key, result, grad_fn)
         if shape is None:
             return
         watched = shape.bound or self.reach.possible(kwargs.values())
@@ -185,7 +185,7 @@ class EagerPath:
             spec = (layout.bound, layout.spec, layout.n_args, layout.positions)
             learned.append((shape, watched, spec))
 
-    def _plan(self, shape: _plan.Shape, watched: bool, layout: Layout) -> None:
+    def _plan(self, shape: _plan_shape.Shape, watched: bool, layout: Layout) -> None:
         """Put the plan for `shape` in front of the plans there are; watched (Note [plans]),
         or of kind "none", which a call takes while f provably reads no Parameter."""
         if shape.key() in self._planned or len(self._planned) >= _plan.MAX_PLANS:
@@ -305,7 +305,7 @@ class EagerPath:
 _NO_VARIABLES: list[torch.nn.Parameter] = []  # never written to
 
 # A shape a decoration learned, whether its plan is watched, and its call's `Layout` less f.
-_Learned = tuple[_plan.Shape, bool, tuple[bool, Any, int, Sequence[int]]]
+_Learned = tuple[_plan_shape.Shape, bool, tuple[bool, Any, int, Sequence[int]]]
 
 
 def _no_shapes(f: Callable[..., Any]) -> list[_Learned]:

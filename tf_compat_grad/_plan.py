@@ -7,9 +7,9 @@ Calls of one decorated function mostly repeat one shape: the same kinds of posit
 holding numbers or strings, bound to an instance or not, and an f that returns the same
 structure of tensors with a grad_fn whose closure cells hold tensors and plain values in the
 same places. The general code (`EagerPath.call`) learns that shape from a call it handled
-(`shape_of`) and generates, once per shape, a function that does that call's work with every
-argument, output and cell unrolled into locals (`make_call`), and a node whose backward is
-generated in the same spirit (`_plan_node.py`). A plan serves the calls it fits; it hands the
+(`_plan_shape.shape_of`) and generates, once per shape, a function that does that call's work
+with every argument, output and cell unrolled into locals (`make_call`), and a node whose
+backward is generated in the same spirit (`_plan_node.py`). A plan serves the calls it fits; it hands the
 others to the newest plan before it, the last of which is the general code, which handles every
 call and is the one fallback: before f runs the whole call (`general`), after f ran what f
 returned (`unplanned`, and `unplanned_fresh` without grad), so that f still runs once. Both
@@ -33,16 +33,20 @@ general code every time.
 from __future__ import annotations
 
 import functools
+import inspect
+import keyword
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from ._captures import CapturedRule, settle
-from ._closure import EXACT_TENSOR_TYPES, PLAIN_TYPES, plain
+from ._closure import EXACT_TENSOR_TYPES, PLAIN_TYPES, UNSHARED, plain
 from ._places import close_cache, open_cache
-from ._record import INPUT_META, check_upstreams
+from ._plan_node import plan_fields, saves
+from ._plan_shape import KEYWORD_VALUES, NUMBERS, Shape, Source, tree_leaves, unflatten_source
+from ._record import check_upstreams
 from ._run import BOUND_KEYWORD, UNBOUND, check_unedited, inputs
 from ._torch_internals import (
     MODE_NAMES,
@@ -57,213 +61,7 @@ from ._watcher import ParameterWatcher
 
 MAX_PLANS = 4  # call shapes planned per decorated function; others take the general code
 _Tensor = torch.Tensor
-# Positional leaves that are not inputs, and keyword values, that hold no tensor for certain.
-_NUMBERS = frozenset({bool, int, float, complex, str})
-_KEYWORD_VALUES = frozenset(PLAIN_TYPES)
-# Cell values that `capture` does not share with the rebuilt grad_fn as they are.
-_UNSHARED = (_Tensor, tuple, types.FunctionType)
 _MISSING = object()
-
-Tree = Any  # "t" (a tensor), "n" (a number), or (kind, what, children): see `_tree`
-
-
-class Shape:
-    """The shape of a call that a plan is generated for (Note [plans])."""
-
-    __slots__ = ("args", "bound", "cells", "defaults", "keywords", "kwdefaults", "outputs")
-
-    def __init__(
-        self,
-        bound: bool,
-        args: tuple[Tree, ...],
-        keywords: tuple[str, ...],
-        outputs: Tree,
-        cells: str | None,
-        defaults: int | None,
-        kwdefaults: bool,
-    ) -> None:
-        self.bound = bound  # a method call
-        self.args = args  # one tree per positional argument
-        self.keywords = keywords  # the keyword arguments' names
-        self.outputs = outputs  # the tree of f's outputs
-        self.cells = cells  # per closure cell of grad_fn: "t" a tensor, "s" shared; None: none
-        self.defaults = defaults  # how many default values grad_fn has, None for none
-        self.kwdefaults = kwdefaults  # grad_fn has keyword-only defaults
-
-    def fields(self) -> tuple[Any, ...]:
-        """All of the shape, to key what is generated for it."""
-        return (*self.key(), self.outputs, self.cells, self.defaults, self.kwdefaults)
-
-    def key(self) -> tuple[Any, ...]:
-        """What tells the calls that a plan's guard tells apart before f runs."""
-        return (self.bound, self.args, self.keywords)
-
-
-class _Unplannable(Exception):
-    pass
-
-
-def _tree(value: Any, leaf: Callable[[Any], str]) -> Tree:
-    """`value` as `_structure.flatten` sees it, containers of the kinds a plan unrolls only."""
-    kind = type(value)
-    if kind is list or kind is tuple:
-        return ("seq", kind, tuple(_tree(v, leaf) for v in value))
-    if kind is dict:
-        if not all(type(k) is str for k in value):
-            raise _Unplannable
-        return ("dict", tuple(value), tuple(_tree(value[k], leaf) for k in sorted(value)))
-    if isinstance(value, tuple) and hasattr(kind, "_fields"):
-        return ("namedtuple", kind, tuple(_tree(v, leaf) for v in value))
-    return leaf(value)
-
-
-def _input_leaf(value: Any) -> str:
-    if (
-        type(value) in EXACT_TENSOR_TYPES
-        and not value.is_nested
-        and not is_functorch_wrapped(value)
-    ):
-        return "t"
-    if type(value) in _NUMBERS:
-        return "n"
-    raise _Unplannable
-
-
-def _output_leaf(value: Any) -> str:
-    if type(value) is _Tensor:
-        return "t"
-    raise _Unplannable
-
-
-def input_key(bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
-    """`Shape.key` of a call, or None when no plan can take it."""
-    try:
-        for value in kwargs.values():
-            if type(value) not in _KEYWORD_VALUES:
-                raise _Unplannable
-        trees = tuple(_tree(arg, _input_leaf) for arg in args)
-    except _Unplannable:
-        return None
-    return (bound is not UNBOUND, trees, tuple(kwargs))
-
-
-def shape_of(key: tuple[Any, ...], result: Any, grad_fn: Any) -> Shape | None:
-    """The shape of a call whose `input_key` is `key` and whose f returned `(result,
-    grad_fn)`, or None when no plan can take it."""
-    if "t" not in _leaves(key[1]) or type(grad_fn) is not types.FunctionType:
-        return None
-    try:
-        outputs = _tree(result, _output_leaf)
-    except _Unplannable:
-        return None
-    defaults, kwdefaults = grad_fn.__defaults__, grad_fn.__kwdefaults__
-    if (defaults and not plain(defaults)) or (kwdefaults and not plain(kwdefaults.values())):
-        return None
-    cells: str | None = None
-    if grad_fn.__closure__ is not None:
-        cells, tensors = "", set()
-        for cell in grad_fn.__closure__:
-            try:
-                value = cell.cell_contents
-            except ValueError:  # an empty cell (a name f assigns later)
-                return None
-            if type(value) in EXACT_TENSOR_TYPES and id(value) not in tensors:
-                tensors.add(id(value))
-                cells += "t"
-            elif type(value) in PLAIN_TYPES or not isinstance(value, _UNSHARED):
-                cells += "s"
-            else:
-                return None
-    bound, args, keywords = key
-    count = None if defaults is None else len(defaults)
-    return Shape(bound, args, keywords, outputs, cells, count, kwdefaults is not None)
-
-
-def _leaves(trees: Any) -> list[str]:
-    """The leaves of trees (or of one tree), in flattening order."""
-    if type(trees) is str:
-        return [trees]
-    if type(trees) is tuple and trees and type(trees[0]) is str and trees[0] in _KINDS:
-        return [leaf for child in trees[2] for leaf in _leaves(child)]
-    return [leaf for tree in trees for leaf in _leaves(tree)]
-
-
-_KINDS = frozenset({"seq", "dict", "namedtuple"})
-
-
-class Source:
-    """Generated code being written: lines, and the constants it names."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.constants: dict[str, Any] = {}
-
-    def constant(self, value: Any) -> str:
-        name = f"K{len(self.constants)}"
-        self.constants[name] = value
-        return name
-
-    def add(self, indent: int, line: str) -> None:
-        self.lines.append("    " * indent + line)
-
-    def unpack(self, indent: int, expr: str, tree: Tree, prefix: str, fail: str) -> list[str]:
-        """Lines that check the containers of `tree` at `expr` (a name), returning `fail`
-        when one differs, and bind its leaves; the leaves' names, in flattening order."""
-        if type(tree) is str:
-            return [expr]
-        kind, what, children = tree
-        names = [f"{prefix}_{i}" for i in range(len(children))]
-        if kind == "seq":
-            guard = f"type({expr}) is not {what.__name__} or len({expr}) != {len(children)}"
-        elif kind == "namedtuple":
-            guard = f"type({expr}) is not {self.constant(what)}"
-        else:
-            guard = f"type({expr}) is not dict or tuple({expr}) != {self.constant(what)}"
-        self.add(indent, f"if {guard}:")
-        self.add(indent + 1, f"return {fail}")
-        if kind == "dict":
-            for name, key in zip(names, sorted(what), strict=True):
-                self.add(indent, f"{name} = {expr}[{key!r}]")
-        elif names:
-            self.add(indent, f"{', '.join(names)}, = {expr}")
-        return [leaf for n, c in zip(names, children, strict=True) for leaf in self.unpack(indent, n, c, n, fail)]  # fmt: skip
-
-    def compile(self, filename: str, names: dict[str, Any]) -> Any:
-        """The function `make` returns, made with `names` and the constants."""
-        return self.maker(filename, names)(**names, **self.constants)
-
-    def maker(self, filename: str, names: Iterable[str]) -> Callable[..., Any]:
-        """`make`, which takes `names` and the constants by keyword."""
-        source = f"def make({', '.join([*names, *self.constants])}):\n" + "\n".join(self.lines) + "\n"  # fmt: skip
-        return _compiled(source, filename)
-
-
-@functools.lru_cache(maxsize=256)
-def _compiled(source: str, filename: str) -> Callable[..., Any]:
-    namespace: dict[str, Any] = {}
-    exec(compile(source, filename, "exec"), namespace)
-    return namespace["make"]  # type: ignore[no-any-return]
-
-
-def rebuild(tree: Tree, names: list[str], source: Source) -> str:
-    """The expression that rebuilds `tree` from its leaves' names, as `_structure.unflatten`."""
-    it = iter(names)
-
-    def build(node: Tree) -> str:
-        if type(node) is str:
-            return next(it)
-        kind, what, children = node
-        if kind == "dict":
-            by_key = dict(zip(sorted(what), map(build, children), strict=True))
-            return "{" + ", ".join(f"{key!r}: {by_key[key]}" for key in what) + "}"
-        parts = [build(child) for child in children]
-        if kind == "namedtuple":
-            return f"{source.constant(what)}({', '.join(parts)})"
-        if what is list:
-            return f"[{', '.join(parts)}]"
-        return f"({', '.join(parts)}{',' if len(parts) == 1 else ''})"
-
-    return build(tree)
 
 
 def make_call(
@@ -286,10 +84,13 @@ def make_call(
 
     The code is generated once per shape, kind and name of f: a function decorated again
     (inside `forward`, on every call) binds its own f and callbacks to the same code."""
-    n_outputs = len(_leaves(shape.outputs))
+    n_outputs = len(tree_leaves(shape.outputs))
+    code = getattr(f, "__code__", None)
+    direct_keywords = type(code) is types.CodeType and not code.co_flags & inspect.CO_VARKEYWORDS
     make, constants = _call_maker(
-        shape.fields(), kind, getattr(f, BOUND_KEYWORD, False), getattr(f, "__qualname__", "f")
-    )
+        shape.fields(), kind, getattr(f, BOUND_KEYWORD, False), direct_keywords,
+        getattr(f, "__qualname__", "f"),
+    )  # fmt: skip
     upstreams, upstreams_ok = _upstreams_check(f, n_outputs)
     return make(  # type: ignore[no-any-return]
         **_CALL_NAMES, **constants, f=f, holds=holds, apply=apply, checked=checked,
@@ -300,7 +101,7 @@ def make_call(
 
 @functools.lru_cache(maxsize=256)
 def _call_maker(
-    fields: tuple[Any, ...], kind: str, bound_keyword: bool, qualname: str
+    fields: tuple[Any, ...], kind: str, bound_keyword: bool, direct_keywords: bool, qualname: str
 ) -> tuple[Callable[..., Any], dict[str, Any]]:
     """`make` of the call of a plan (`make_call`), and the constants it takes."""
     shape = Shape(*fields)
@@ -309,20 +110,15 @@ def _call_maker(
     back = "general(bound, args, kwargs)"
     add(0, "def call(bound, args, kwargs):")
     keywords = shape.keywords
-    kw_guard = (
-        f"len(kwargs) != {len(keywords)}"
-        + "".join(f" or type(kwargs.get({k!r}, MISSING)) not in KEYWORD" for k in keywords)
-        if keywords
-        else "kwargs"
-    )
     add(1, f"if (not ({UNTRANSFORMED}) or bound is {'' if shape.bound else 'not '}UNBOUND")
+    kw_guard = f"len(kwargs) != {len(keywords)}" if keywords else "kwargs"
     add(2, f"    or len(args) != {len(shape.args)} or {kw_guard}):")
     add(2, f"return {back}")
     tops = [f"x{i}" for i in range(len(shape.args))]
     if tops:
         add(1, f"{', '.join(tops)}, = args")
     leaves = [leaf for top, tree in zip(tops, shape.args, strict=True) for leaf in src.unpack(1, top, tree, top, back)]  # fmt: skip
-    kinds = _leaves(shape.args)
+    kinds = tree_leaves(shape.args)
     inputs = [name for name, k in zip(leaves, kinds, strict=True) if k == "t"]
     checks = [
         f"type({a}) not in EXACT or {a}.is_nested or is_wrapped({a})"
@@ -330,15 +126,26 @@ def _call_maker(
         else f"type({a}) not in NUMBERS"
         for a, k in zip(leaves, kinds, strict=True)
     ]
+    given = [f"k{i}" for i in range(len(keywords))]
+    if keywords:
+        add(1, "; ".join(f"{v} = kwargs.get({k!r}, MISSING)" for v, k in zip(given, keywords, strict=True)))  # fmt: skip
+        checks += [f"type({v}) not in KEYWORD" for v in given]
     add(1, f"if {' or '.join(checks)}:")
     add(2, f"return {back}")
+    if not keywords:
+        passed_keywords = ""
+    elif direct_keywords and all(k.isidentifier() and not keyword.iskeyword(k) for k in keywords):
+        # f takes no `**kwargs`, whose order the call would otherwise have to keep.
+        passed_keywords = "".join(f", {k}={v}" for k, v in zip(keywords, given, strict=True))
+    else:
+        passed_keywords = ", **kwargs"
     passed = ", ".join(tops)
     if not shape.bound:
-        f_call = f"f({passed}{', **kwargs' if keywords else ''})"
+        f_call = f"f({passed}{passed_keywords})"
     elif bound_keyword:
-        f_call = f"f({passed}, {BOUND_KEYWORD}=bound{', **kwargs' if keywords else ''})"
+        f_call = f"f({passed}, {BOUND_KEYWORD}=bound{passed_keywords})"
     else:
-        f_call = f"f(bound{', ' if passed else ''}{passed}{', **kwargs' if keywords else ''})"
+        f_call = f"f(bound{', ' if passed else ''}{passed}{passed_keywords})"
 
     # Without grad: f's outputs, no node (item 9); as `_run.fresh` makes them.
     add(1, "if not grad_enabled():")
@@ -350,7 +157,7 @@ def _call_maker(
     add(2, f"if {' or '.join(f'type({r}) is not Tensor' for r in outs)}:")
     add(3, "return unplanned_fresh(out)")
     fresh = [f"({r}.view_as({r}) if {r}.requires_grad else {r}.detach())" for r in outs]
-    add(2, f"return {rebuild(shape.outputs, fresh, src)}")
+    add(2, f"return {unflatten_source(shape.outputs, fresh, src)}")
 
     watched = kind == "watched"
     rest = "out, bound, args, kwargs, watcher" if watched else "out, bound, args, kwargs, None"
@@ -395,11 +202,17 @@ def _call_maker(
         add(2, "if not (grad_fn.__code__ is accepted[0] or accepts(grad_fn, accepted)):")
         add(3, f"return unplanned({rest})")
         add(1, f"elif not ({' or '.join(f'{a}.requires_grad' for a in inputs)}):")
-        add(2, f"return {rebuild(shape.outputs, fresh, src)}  # nothing to record (item 39)")
+        add(
+            2,
+            f"return {unflatten_source(shape.outputs, fresh, src)}  # nothing to record (item 39)",
+        )
         variables, more_inputs = "variables", ", *variables"
     else:
         add(1, f"if not ({' or '.join(f'{a}.requires_grad' for a in inputs)}):")
-        add(2, f"return {rebuild(shape.outputs, fresh, src)}  # nothing to record (item 39)")
+        add(
+            2,
+            f"return {unflatten_source(shape.outputs, fresh, src)}  # nothing to record (item 39)",
+        )
         variables, more_inputs = "None", ""
     # Note [outputs that alias an input] (`_run.py`): such outputs take the general code.
     alias = [f"{r}._base is not None" for r in outs]
@@ -413,7 +226,7 @@ def _call_maker(
         add(2, f"upstreams(grad_fn, {variables if watched else '()'})")
     add(1, "closure = grad_fn.__closure__")
     add(1, "defaults = grad_fn.__defaults__")
-    guard = ["closure is None" if shape.cells is None else "closure is not None"]
+    guard = ["closure is None"] if shape.cells is None else []  # else: the unpacking below
     if shape.defaults is None:
         guard.append("defaults is None")
     else:  # plain values: `variables=None`, numbers
@@ -433,10 +246,9 @@ def _call_maker(
         add(1, "try:")
         add(2, f"{', '.join(cell_names)}, = closure")
         add(2, "; ".join(f"{v} = {c}.cell_contents" for c, v in zip(cell_names, values, strict=True)))  # fmt: skip
-        add(1, "except ValueError:  # an empty cell, or another number of cells")
+        add(1, "except (ValueError, TypeError):  # an empty cell, other cells, or none")
         add(2, f"return unplanned({rest})")
         saved = [v for v, k in zip(values, cells, strict=True) if k == "t"]
-        shared = [c for c, k in zip(cell_names, cells, strict=True) if k == "s"]
         cell_checks = [f"type({v}) not in EXACT" for v in saved]
         cell_checks += [f"{a} is {b}" for i, a in enumerate(saved) for b in saved[i + 1 :]]
         cell_checks += [
@@ -448,18 +260,23 @@ def _call_maker(
             add(1, f"if {' or '.join(cell_checks)}:")
             add(2, f"return unplanned({rest})")
     else:
-        saved, shared = [], []
-    metas = ", ".join(INPUT_META.format(t=a) for a in inputs)
-    kwd = "dict(kwd)" if shape.kwdefaults else "None"
-    plan = f"checked, grad_fn.__code__, grad_fn.__globals__, defaults, {variables}, {kwd}, {''.join(c + ', ' for c in shared)}{metas}"  # fmt: skip
-    saved_tuple = f"({', '.join(saved)}{',' if len(saved) == 1 else ''})"
+        saved = []
+    plan = ", ".join(value for _, value in plan_fields(shape, watched, inputs))
+    handoff = f"({plan},)"
+    if saves(shape):
+        handoff += f", ({', '.join(saved)},)"
+    into = f"{', '.join(inputs)}{more_inputs}"
     if type(shape.outputs) is str:
-        add(1, f"return apply((result.detach(), ({plan}), {saved_tuple}), {', '.join(inputs)}{more_inputs})")  # fmt: skip
+        add(1, f"return apply((result.detach(), {handoff}), {into})")
     else:
         detached = ", ".join(f"{r}.detach()" for r in outs)
-        got = [f"o{i}" for i in range(len(outs))]
-        add(1, f"{', '.join(got)}, = apply((({detached},), ({plan}), {saved_tuple}), {', '.join(inputs)}{more_inputs})")  # fmt: skip
-        add(1, f"return {rebuild(shape.outputs, got, src)}")
+        outputs = shape.outputs
+        if outputs[0] == "seq" and outputs[1] is tuple and all(c == "t" for c in outputs[2]):
+            add(1, f"return apply((({detached},), {handoff}), {into})")  # a tuple, as f's
+        else:
+            got = [f"o{i}" for i in range(len(outs))]
+            add(1, f"{', '.join(got)}, = apply((({detached},), {handoff}), {into})")
+            add(1, f"return {unflatten_source(outputs, got, src)}")
     src.lines = ["    " + line for line in src.lines] + ["    return call"]
     if watched:
         src.lines.insert(
@@ -503,9 +320,9 @@ def _upstreams_check(
 
 # The names of a plan's call that are the same for every plan, then those of one decoration.
 _CALL_NAMES: dict[str, Any] = {
-    **MODE_NAMES, "UNBOUND": UNBOUND, "MISSING": _MISSING, "KEYWORD": _KEYWORD_VALUES,
-    "NUMBERS": _NUMBERS, "EXACT": EXACT_TENSOR_TYPES, "PLAIN": PLAIN_TYPES,
-    "UNSHARED": _UNSHARED, "Tensor": _Tensor, "FunctionType": types.FunctionType,
+    **MODE_NAMES, "UNBOUND": UNBOUND, "MISSING": _MISSING, "KEYWORD": KEYWORD_VALUES,
+    "NUMBERS": NUMBERS, "EXACT": EXACT_TENSOR_TYPES, "PLAIN": PLAIN_TYPES,
+    "UNSHARED": UNSHARED, "Tensor": _Tensor, "FunctionType": types.FunctionType,
     "plain": plain, "is_wrapped": is_functorch_wrapped, "grad_enabled": torch.is_grad_enabled,
     "any_autocast": any_autocast_enabled, "Watcher": ParameterWatcher,
     "push": push_function_mode, "pop": pop_function_mode, "accepts": _accepts_variables,

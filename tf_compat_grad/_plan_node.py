@@ -1,15 +1,18 @@
 """The node of a plan (Note [plans] in `_plan.py`): its backward, generated per call shape.
 
 # Note [plan nodes]
-The node's forward hands over f's outputs and saves the tensors grad_fn closes over; its
-context holds the plan: the general checks (`checked`, which name this decoration's f), grad_fn's code, globals, defaults, then the variables (a watched plan;
-else None), grad_fn's keyword defaults, its cells that hold no tensor (shared as they are, as
-`_closure.capture` shares them), then each input's shape, dtype and device, flat. The backward
-rebuilds grad_fn from those around the saved tensors (named as its code names it: a name
-assigned to the function object after `def` is not kept), calls it, and returns its gradients
-when each is exact (Note [exact gradients] in `_record.py`, rendered here); a variable's
-gradient is compared with its Parameter as it is then (a Parameter outlives the call). Anything
-else goes to the general checks (`checked`), which repair or reject it.
+The node's forward hands over f's outputs and saves the tensors grad_fn closes over, with
+`ctx.save_for_backward`'s own assignment (none when there are none). Its context holds the
+plan (`plan_fields`): the general checks (`checked`, which name this decoration's f), the
+variables (a watched plan), then grad_fn as it is when it closes over no tensor and has no
+default values (Note [saved closures]), else its code, globals, name, qualified name,
+defaults, keyword defaults and the cells that hold no tensor (shared as they are, as
+`_closure.capture` shares them), then each input's shape, dtype and device, flat. The
+backward makes grad_fn again from those around the saved tensors (`_closure.rebuild_source`),
+calls it, and returns its gradients when each is exact (Note [exact gradients] in
+`_record.py`, rendered here); a variable's gradient is compared with its Parameter as it is
+then (a Parameter outlives the call). Anything else goes to the general checks (`checked`),
+which repair or reject it.
 """
 
 from __future__ import annotations
@@ -20,10 +23,45 @@ from typing import Any
 
 import torch
 
-from ._plan import Shape, Source, _leaves
-from ._record import EXACT_GRADIENT, input_meta, node_class, per_code
+from ._closure import closure_source, rebuild_source
+from ._plan_shape import Shape, Source, tree_leaves
+from ._record import EXACT_GRADIENT, INPUT_META, input_meta, node_class, per_code
 from ._structure import leaves
-from ._torch_internals import call_backward_directly, function_apply_c
+from ._torch_internals import SAVED_TENSORS, call_backward_directly, function_apply_c
+
+
+def kept(shape: Shape) -> bool:
+    """Whether the plan calls grad_fn as it is: nothing to take out of it or to fix."""
+    return "t" not in (shape.cells or "") and shape.defaults is None and not shape.kwdefaults
+
+
+def saves(shape: Shape) -> bool:
+    """Whether the plan's node saves tensors (those grad_fn closes over)."""
+    return "t" in (shape.cells or "")
+
+
+def plan_fields(shape: Shape, watched: bool, inputs: Sequence[str]) -> list[tuple[str, str]]:
+    """The plan a call hands to the node, in order (Note [plan nodes]): per field, its name in
+    the backward and its expression in the call, over the call's names (`grad_fn`, `defaults`,
+    `kwd`, the cells `c0`, `c1`, ... and the tensor inputs `inputs`)."""
+    fields = [("checked", "checked")]
+    if watched:
+        fields.append(("variables", "variables"))
+    if kept(shape):
+        fields.append(("grad_fn", "grad_fn"))
+    else:
+        fields += [
+            ("code", "grad_fn.__code__"), ("namespace", "grad_fn.__globals__"),
+            ("name", "grad_fn.__name__"), ("qualname", "grad_fn.__qualname__"),
+            ("defaults", "defaults"),
+        ]  # fmt: skip
+        if shape.kwdefaults:
+            fields.append(("kwd", "dict(kwd)"))
+        fields += [(f"c{i}", f"c{i}") for i, k in enumerate(shape.cells or "") if k == "s"]
+    for i, a in enumerate(inputs):
+        shape_, dtype, device = INPUT_META.format(t=a).split(", ")
+        fields += [(f"s{i}", shape_), (f"d{i}", dtype), (f"v{i}", device)]
+    return fields
 
 
 def make_node(f: Callable[..., Any], shape: Shape, watched: bool) -> Callable[..., Any]:
@@ -35,42 +73,44 @@ def make_node(f: Callable[..., Any], shape: Shape, watched: bool) -> Callable[..
 
 
 def _make_node(f: Callable[..., Any], shape: Shape, watched: bool) -> Callable[..., Any]:
-
-    def forward(ctx: Any, handoff: tuple[Any, Any, Sequence[torch.Tensor]], *inputs: Any) -> Any:
-        outputs, ctx.plan, saved = handoff  # the outputs and saved tensors stay off ctx
-        ctx.save_for_backward(*saved)
-        return outputs
-
     backward = _backward(shape, watched)
+    forward = _SAVING_FORWARD if saves(shape) else _FORWARD
     node = node_class(f, forward=staticmethod(forward), backward=staticmethod(backward))
     call_backward_directly(node)
     return function_apply_c.__get__(None, node)  # type: ignore[no-any-return]
 
 
+def _forward(saving: bool) -> Callable[..., Any]:
+    """The node's forward: f's outputs handed over, the plan on ctx (the outputs and saved
+    tensors stay off it), the saved tensors set as `ctx.save_for_backward` sets them."""
+    saved = f", ctx.{SAVED_TENSORS}" if saving else ""
+    src = Source()
+    src.add(1, "def forward(ctx, handoff, *inputs):")
+    src.add(2, f"outputs, ctx.plan{saved} = handoff")
+    src.add(2, "return outputs")
+    src.add(1, "return forward")
+    return src.compile(f"<tf_compat_grad plan forward{' saving' if saving else ''}>", {})  # type: ignore[no-any-return]
+
+
+_SAVING_FORWARD, _FORWARD = _forward(True), _forward(False)
+
+
 def _backward(shape: Shape, watched: bool) -> Callable[..., Any]:
-    kinds = _leaves(shape.args)
+    kinds = tree_leaves(shape.args)
     positions = [i for i, k in enumerate(kinds) if k == "t"]
+    fields = plan_fields(shape, watched, [f"x{p}" for p in positions])
     metas = [(f"s{i}", f"d{i}", f"v{i}") for i in range(len(positions))]
-    flat = ", ".join(name for meta in metas for name in meta)
-    cells = shape.cells or ""
-    shared = [f"c{i}" for i, k in enumerate(cells) if k == "s"]
     src = Source()
     add = src.add
     one = type(shape.outputs) is str  # one output: one upstream
     add(0, f"def backward(ctx, {'upstream' if one else '*upstream'}):")
-    add(1, f"checked, code, namespace, defaults, variables, kwd, {''.join(c + ', ' for c in shared)}{flat} = ctx.plan")  # fmt: skip
-    add(1, "saved = ctx.saved_tensors")
-    if cells and "s" not in cells and len(cells) > 1:
-        rebuilt = "tuple(map(Cell, saved))"
-    elif cells:
-        it = iter(range(len(cells)))
-        parts = [f"Cell(saved[{next(it)}])" if k == "t" else f"c{i}" for i, k in enumerate(cells)]
-        rebuilt = f"({', '.join(parts)},)"
-    else:
-        rebuilt = "None"
-    add(1, f"grad_fn = FunctionType(code, namespace, None, defaults, {rebuilt})")
-    if shape.kwdefaults:
-        add(1, "grad_fn.__kwdefaults__ = dict(kwd)")
+    add(1, f"{', '.join(name for name, _ in fields)}, = ctx.plan")
+    if not kept(shape):
+        if saves(shape):
+            add(1, "saved = ctx.saved_tensors")
+        closure = closure_source(shape.cells) if shape.cells else "None"
+        for line in rebuild_source(closure, "dict(kwd)" if shape.kwdefaults else None):
+            add(1, line)
     upstream = "upstream" if one else "*upstream"
     grads = [f"g{i}" for i in range(len(positions))]
     exact = " and ".join(
@@ -88,13 +128,13 @@ def _backward(shape: Shape, watched: bool) -> Callable[..., Any]:
         add(1, "else:")
         add(2, f"returned = grad_fn({upstream})")
         _exact_return(src, 2, "returned", kinds, positions, exact, f"None, {passed}")
-        tail = "*map(meta, variables)"
+        tail, variables = "*map(meta, variables)", "variables"
     else:
         add(1, f"returned = grad_fn({upstream})")
         _exact_return(src, 1, "returned", kinds, positions, exact, f"None, {passed}")
-        tail = ""
+        tail, variables = "", "None"
     add(1, f"metas = ({''.join(f'({s}, {d}, {v}), ' for s, d, v in metas)}{tail})")
-    add(1, "return None, *checked(metas, variables, returned, ctx.needs_input_grad)")
+    add(1, f"return None, *checked(metas, {variables}, returned, ctx.needs_input_grad)")
     src.lines = ["    " + line for line in src.lines] + ["    return backward"]
     kind = "watched " if watched else ""
     return src.compile(  # type: ignore[no-any-return]

@@ -52,6 +52,10 @@ _grad_enabled = torch.is_grad_enabled
 # `Function.apply` without its Python wrapper (docs/torch_facts.md, "Function styles and
 # torch.func").
 function_apply_c = torch._C._FunctionBase.__dict__["apply"]
+# The attribute of a node's context that `ctx.save_for_backward(*tensors)` sets to `tensors`,
+# all that method does (torch's `FunctionCtx.save_for_backward`): the plans' nodes set it
+# themselves, a Python call less per call (tests/test_saved_tensors.py checks the method).
+SAVED_TENSORS = "to_save"
 _functorch = torch._C._functorch
 is_functorch_wrapped = _functorch.is_functorch_wrapped_tensor
 # What `TorchFunctionMode.__enter__` and `__exit__` call, without their two Python frames each.

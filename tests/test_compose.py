@@ -124,6 +124,45 @@ def test_compile_matches_eager_in_one_graph(dynamo, case, backend):
     assert not counters["graph_break"]
 
 
+@custom_gradient
+def returns_input(x):
+    return x, lambda dy: 2 * dy
+
+
+@custom_gradient
+def returns_twice(x):
+    y = x * 3
+    return (y, y), lambda a, b: 3 * (a + 10 * b)
+
+
+@custom_gradient
+def returns_view_of_input(x):
+    return x[:2], lambda dy: torch.cat([5 * dy, torch.zeros_like(x[2:])])
+
+
+@pytest.mark.traced_compile
+@pytest.mark.parametrize("fn", [returns_input, returns_twice, returns_view_of_input])
+def test_compiled_outputs_that_alias_are_copies_as_in_eager(dynamo, fn):
+    """An output that is an input, a view of one or an earlier output is a copy (Note [outputs
+    that alias an input] in `_run.py`): edited in place, it leaves the input and the other
+    outputs as they were, with the gradients of eager mode."""
+
+    def edits(x):
+        out = fn(x)
+        outs = out if isinstance(out, tuple) else (out,)
+        outs[0].mul_(7)
+        return sum((i + 1) * o.sum() for i, o in enumerate(outs)), [o.clone() for o in outs]
+
+    results = []
+    for run in (edits, torch.compile(edits, backend="aot_eager", fullgraph=True)):
+        x = torch.arange(4.0, dtype=D, requires_grad=True)
+        loss, outs = run(x)
+        loss.backward()
+        results.append((outs, x.grad, x.detach()))
+    torch.testing.assert_close(results[1], results[0])
+    torch.testing.assert_close(results[0][2], torch.arange(4.0, dtype=D))
+
+
 class Log1pexpFunction(torch.autograd.Function):
     """`examples.log1pexp` written by hand: the reference for the guards of a compiled call."""
 

@@ -16,6 +16,15 @@ made once while tracing would be a constant of the compiled frame, and if f brea
 Dynamo compiles f as a frame of its own, so nothing guards the names the proof read. A global
 rebound to a Parameter would then silently get no gradient.
 
+# Note [compile outputs]
+f's outputs go into the node as inputs of `apply`, and its forward hands them over detached:
+an input an `autograd.Function` returns as it is becomes a view of it (Dynamo adds `view_as`),
+which may not be edited in place. One `detach` is the whole cost in the graph over a
+hand-written Function: an output f made under `no_grad` is passed as it is (detaching it first
+was a second op per output). An output that is an input, a view of one, or an earlier output
+is copied (`_handed_over`), as in eager mode: Dynamo refuses a tensor passed twice to `apply`,
+and before, an edit in place of `return x, grad_fn`'s output changed x.
+
 # Note [compile guards]
 Dynamo guards every global a traced frame reads, so a compiled step pays, on every call, for
 each name the library's own code reads while Dynamo traces it; a module read through another
@@ -98,7 +107,7 @@ from . import _run, _structure
 from ._captures import CapturedRule, lost_under_compile_reason, settle
 from ._errors import PREFIX, CustomGradientNotImplementedError, CustomGradientTypeError, describe
 from ._record import Record, check_upstreams, upstreams_refusal_of_code
-from ._run import UNBOUND, Layout, call_f
+from ._run import UNBOUND, Layout, aliases, as_output, call_f
 from ._torch_internals import (
     DYNAMO_TRACES_WATCHER,
     graph_break,
@@ -150,13 +159,15 @@ def call_compiled(
     result, grad_fn, variables = watched_result(f, bound, out, watcher, flat_args, kwargs)
     # How the outputs are rebuilt: "one" tensor, a "tuple" of tensors, else by their spec.
     kind = result.__class__
+    sources = [*inputs, *variables]
     if _is_tensor_class(kind):
-        outputs: Sequence[torch.Tensor] = (result.detach(),)
+        outputs = _handed_over((result,), sources)
         rebuild: Any = "one"
     elif _is_tuple_class(kind) and _all_tensor_classes([o.__class__ for o in result]):
-        outputs, rebuild = tuple(o.detach() for o in result), "tuple"
+        outputs, rebuild = _handed_over(result, sources), "tuple"
     else:
-        outputs, rebuild = _run.outputs(f, result)
+        flat, rebuild = _structure.flatten(result)
+        outputs = _handed_over([as_output(f, o, i, rebuild) for i, o in enumerate(flat)], sources)
     if is_exporting():  # Note [export]
         return _rebuilt(rebuild, _exported(described, outputs, [*inputs, *variables]))
     if watcher.reaches(result):  # Note [lost gradients under compile] in `_captures.py`
@@ -179,6 +190,24 @@ def call_compiled(
         (*layout, variables), f, grad_fn, len(outputs), *outputs, *inputs, *variables
     )
     return _rebuilt(rebuild, node_outputs)
+
+
+def _handed_over(
+    outputs: Sequence[torch.Tensor], sources: Sequence[torch.Tensor]
+) -> list[torch.Tensor]:
+    """f's flattened outputs as the compile node takes them (Note [compile outputs]): as they
+    are where f made them (under `no_grad`), detached where they require grad, and copied where
+    they alias one of `sources` (the call's inputs and variables) or an earlier output."""
+    handed: list[torch.Tensor] = []
+    for i, o in enumerate(outputs):
+        base = o._base
+        if aliases(o, sources) or any(
+            o is e or base is e or e._base is o for e in outputs[:i]
+        ):  # as eager copies them (Note [outputs that alias an input] in `_run.py`)
+            handed.append(o.detach().clone())
+        else:
+            handed.append(o.detach() if o.requires_grad else o)
+    return handed
 
 
 def _rebuilt(rebuild: Any, outputs: Sequence[torch.Tensor]) -> Any:

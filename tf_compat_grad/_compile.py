@@ -103,11 +103,12 @@ from typing import Any, NoReturn
 import torch
 from torch.nn.utils import parametrize
 
-from . import _run, _structure
+from . import _autocast, _run, _structure
 from ._captures import CapturedRule, lost_under_compile_reason, settle
 from ._errors import PREFIX, CustomGradientNotImplementedError, CustomGradientTypeError, describe
-from ._record import Record, check_upstreams, upstreams_refusal_of_code
+from ._record import Record, check_upstreams, input_meta, upstreams_refusal_of_code
 from ._run import UNBOUND, Layout, aliases, as_output, call_f
+from ._structure import flatten, leaves, unflatten
 from ._torch_internals import (
     DYNAMO_TRACES_WATCHER,
     graph_break,
@@ -148,48 +149,50 @@ def call_compiled(
     else:
         flat_args, full, inputs = _run.inputs(f, bound, args)
         layout = (full.bound, full.spec, full.n_args, full.positions)
-    watcher = CompiledWatcher(flat_args, _structure.leaves(kwargs) if kwargs else ())
+    watcher = CompiledWatcher(flat_args, leaves(kwargs) if kwargs else ())
     prior = _grad_enabled()
     set_grad_mode(False)
     try:
         with watcher:
-            out = call_f(f, bound, args, kwargs)
+            out = f(*args, **kwargs) if bound is UNBOUND else call_f(f, bound, args, kwargs)
     finally:
         set_grad_mode(prior)
-    result, grad_fn, variables = watched_result(f, bound, out, watcher, flat_args, kwargs)
+    result, grad_fn, variables = watched_result(f, bound, out, watcher, flat_args, kwargs, captured)
     # How the outputs are rebuilt: "one" tensor, a "tuple" of tensors, else by their spec.
-    kind = result.__class__
+    rebuild, exporting = _result_kind(result.__class__)
     sources = [*inputs, *variables]
-    if _is_tensor_class(kind):
+    if rebuild == "one":
         outputs = _handed_over((result,), sources)
-        rebuild: Any = "one"
-    elif _is_tuple_class(kind) and _all_tensor_classes([o.__class__ for o in result]):
-        outputs, rebuild = _handed_over(result, sources), "tuple"
+    elif rebuild == "tuple" and _all_tensor_classes([o.__class__ for o in result]):
+        outputs = _handed_over(result, sources)
     else:
-        flat, rebuild = _structure.flatten(result)
+        flat, rebuild = flatten(result)
         outputs = _handed_over([as_output(f, o, i, rebuild) for i, o in enumerate(flat)], sources)
-    if is_exporting():  # Note [export]
-        return _rebuilt(rebuild, _exported(described, outputs, [*inputs, *variables]))
-    if watcher.reaches(result):  # Note [lost gradients under compile] in `_captures.py`
-        graph_break(lost_under_compile_reason(described))  # under fullgraph=True, the error
-        variables = outside(
-            settle, f, bound, kwargs, watcher.seeds, inputs, variables, (), captured
-        )
-        check_accepts(f, bound, grad_fn, variables)
-    if not variables and not any(t.requires_grad for t in inputs):
-        return _rebuilt(rebuild, outputs)
-    if len(outputs) > 1:  # Note [upstreams under compile]
-        readable = _parameters_of(grad_fn)
-        refusal = readable and _upstreams_refusal(
-            *readable, len(outputs), bool(variables), described
-        )
-        if refusal:
-            graph_break(refusal)  # under fullgraph=True, the error
-            outside(_refuse_upstreams, f, grad_fn, len(outputs), variables, refusal)
-    node_outputs = _CompileNode.apply(  # type: ignore[no-untyped-call]
-        (*layout, variables), f, grad_fn, len(outputs), *outputs, *inputs, *variables
-    )
-    return _rebuilt(rebuild, node_outputs)
+    if exporting:  # Note [export]
+        outputs = _exported(described, outputs, sources)
+    else:
+        if watcher.reaches(result):  # Note [lost gradients under compile] in `_captures.py`
+            graph_break(lost_under_compile_reason(described))  # under fullgraph=True, the error
+            variables = outside(
+                settle, f, bound, kwargs, watcher.seeds, inputs, variables, (), captured
+            )
+            check_accepts(f, bound, grad_fn, variables)
+        if variables or any(t.requires_grad for t in inputs):
+            if len(outputs) > 1:  # Note [upstreams under compile]
+                readable = _parameters_of(grad_fn)
+                refusal = readable and _upstreams_refusal(
+                    *readable, len(outputs), bool(variables), described
+                )
+                if refusal:
+                    graph_break(refusal)  # under fullgraph=True, the error
+                    outside(_refuse_upstreams, f, grad_fn, len(outputs), variables, refusal)
+            outputs = _CompileNode.apply(  # type: ignore[no-untyped-call]
+                (*layout, variables), f, grad_fn, len(outputs), *outputs, *inputs, *variables
+            )
+    # The outputs rebuilt here, not by a function: Dynamo guards each (Note [compile guards]).
+    if rebuild == "one":
+        return outputs[0]
+    return tuple(outputs) if rebuild == "tuple" else unflatten(rebuild, outputs)
 
 
 def _handed_over(
@@ -199,41 +202,54 @@ def _handed_over(
     are where f made them (under `no_grad`), detached where they require grad, and copied where
     they alias one of `sources` (the call's inputs and variables) or an earlier output."""
     handed: list[torch.Tensor] = []
-    for i, o in enumerate(outputs):
+    earlier: list[torch.Tensor] = []
+    for o in outputs:
         base = o._base
-        if aliases(o, sources) or any(
-            o is e or base is e or e._base is o for e in outputs[:i]
-        ):  # as eager copies them (Note [outputs that alias an input] in `_run.py`)
-            handed.append(o.detach().clone())
+        if aliases(o, sources) or any(o is e or base is e or e._base is o for e in earlier):
+            handed.append(o.detach().clone())  # as eager copies them (Note [outputs that
+            # alias an input] in `_run.py`)
         else:
             handed.append(o.detach() if o.requires_grad else o)
+        earlier.append(o)
     return handed
 
 
-def _rebuilt(rebuild: Any, outputs: Sequence[torch.Tensor]) -> Any:
-    if rebuild == "one":
-        return outputs[0]
-    if rebuild == "tuple":
-        return tuple(outputs)
-    return _structure.unflatten(rebuild, outputs)
+def compiling_call(
+    f: Callable[..., Any],
+    described: str,
+    captured: CapturedRule,
+    leave: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any],
+) -> Callable[[tuple[Any, ...], dict[str, Any]], Any]:
+    """What a call of a decorated plain function does while Dynamo traces (or `torch.export`
+    exports) its caller: `call_compiled` where Dynamo traces the call, else `leave` (the
+    wrapper's route out of the graph, Notes [compile on older torch] and [compile under
+    torch.func]). A closure per decoration and rule, so that Dynamo guards one object on the way
+    in (Note [compile guards])."""
+    if not DYNAMO_TRACES_WATCHER:
+        return lambda args, kwargs: leave(UNBOUND, args, kwargs)
+
+    def compiling(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if transforms_active_while_tracing():
+            return leave(UNBOUND, args, kwargs)
+        return call_compiled(f, UNBOUND, args, kwargs, described, captured)
+
+    return compiling
 
 
 # Trace-time constants of the compile path, read from classes (Note [compile guards]).
 
 
 @run_while_tracing
-def _is_tensor_class(kind: type) -> bool:
-    return kind is torch.Tensor
+def _result_kind(kind: type) -> tuple[str, bool]:
+    """How f's outputs of this type are rebuilt ("one" tensor, a "tuple", or "tree": by their
+    spec), and whether `torch.export` traces the call (Note [export])."""
+    how = "one" if kind is torch.Tensor else "tuple" if kind is tuple else "tree"
+    return how, is_exporting()
 
 
 @run_while_tracing
-def _is_tuple_class(kind: type) -> bool:
-    return kind is tuple
-
-
-@run_while_tracing
-def _is_function_class(kind: type) -> bool:
-    return kind is types.FunctionType
+def _autocast_now() -> Any:
+    return _autocast.current()
 
 
 @run_while_tracing
@@ -453,8 +469,12 @@ class _CompileNode(torch.autograd.Function):
         bound, spec, n_args, positions, variables = constants
         ctx.grad_fn = grad_fn
         ctx.n_outputs = n_outputs
+        # `Record.of_call`, written out: Dynamo guards each name it reads (Note [compile
+        # guards]), and the autocast state is a constant of the traced call.
+        given = tensors[n_outputs:][: len(positions)]
+        metas = [input_meta(t) for t in (*given, *variables)]
         layout = Layout(f, bound, spec, n_args, positions)
-        ctx.record = Record.of_call(layout, tensors[n_outputs:][: len(positions)], variables)
+        ctx.record = Record(layout, metas, variables, _autocast_now())
 
     @staticmethod
     def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:

@@ -179,9 +179,9 @@ class CompiledWatcher(ParameterWatcher):
     tensors f computes from them, by identity, which Dynamo folds into constants."""
 
     def __init__(self, given: Iterable[Any], keywords: Iterable[Any]) -> None:
-        # `ParameterWatcher.__init__`'s fields, set here: Dynamo guards `super()` (Note
-        # [compile guards] in `_compile.py`).
-        self.found: dict[int, Parameter] = {}
+        # `ParameterWatcher.__init__` is not called: Dynamo guards `super()` (Note [compile
+        # guards] in `_compile.py`).
+        self.read: list[Parameter] = []  # what `found` holds, by identity: `id` is a guard
         self.places = None
         self.known: list[_Tensor] = [t for t in given if isinstance(t, _Tensor)]
         self.keywords = [t for t in keywords if isinstance(t, Parameter)]  # not variables
@@ -207,19 +207,26 @@ class CompiledWatcher(ParameterWatcher):
         return out
 
     def _scan(self, values: Iterable[Any]) -> None:
+        # A Parameter's type is not read: Dynamo guards `type` of each (Note [compile guards]
+        # in `_compile.py`).
         for value in values:
+            if isinstance(value, Parameter):
+                if value.requires_grad:
+                    if any(value is t for t in self.keywords):
+                        self._seed(value)
+                    elif not any(value is p for p in self.read):
+                        self.read.append(value)
+                continue
             kind = type(value)
             if kind is _Tensor:
                 if value.requires_grad:  # not, under `no_grad`, what f computed
                     self._seed(value)
-            elif kind is Parameter or isinstance(value, Parameter):
-                if value.requires_grad:
-                    if any(value is t for t in self.keywords):
-                        self._seed(value)
-                    else:
-                        self.found.setdefault(id(value), value)
             elif kind is list or kind is tuple:
                 self._scan(value)
+
+    def variables(self, exclude: Iterable[Any]) -> list[Parameter]:
+        passed = [x for x in exclude if isinstance(x, Parameter)]
+        return [p for p in self.read if not any(p is x for x in passed)]
 
     def _seed(self, value: _Tensor) -> None:
         """Record value, which requires grad, as a seed unless it is known or one already."""

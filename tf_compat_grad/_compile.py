@@ -341,17 +341,30 @@ def _parameters_of(
     as for a function defined in the traced code whose defaults are set), and the positional
     arguments and keywords bound before the upstreams; None for a grad_fn without code."""
     n_bound, keywords = 0, ()
-    if type(grad_fn) is functools.partial:
-        n_bound, keywords = len(grad_fn.args), tuple(grad_fn.keywords)  # type: ignore[assignment]
+    kind = _function_kind(type(grad_fn))
+    if kind == "partial":
+        n_bound, keywords = len(grad_fn.args), tuple(grad_fn.keywords)
         grad_fn = grad_fn.func
-    if type(grad_fn) is types.MethodType:
+        kind = _function_kind(type(grad_fn))
+    if kind == "method":
         n_bound, grad_fn = n_bound + 1, grad_fn.__func__
-    elif type(grad_fn) is not types.FunctionType:  # a callable object
-        call = getattr(type(grad_fn), "__call__", None)  # noqa: B004 (its code is read)
-        if type(call) is not types.FunctionType:
+    elif kind != "function":  # a callable object
+        call: Any = getattr(type(grad_fn), "__call__", None)  # noqa: B004 (its code is read)
+        if _function_kind(type(call)) != "function":
             return None
         return call.__code__, len(call.__defaults__ or ()), n_bound + 1, keywords
     return grad_fn.__code__, 0 if grad_fn.__defaults__ is None else None, n_bound, keywords
+
+
+@run_while_tracing
+def _function_kind(kind: type) -> str:
+    """What `_parameters_of` reads of a callable of this type, read from the class while Dynamo
+    traces (Note [compile guards])."""
+    if kind is functools.partial:
+        return "partial"
+    if kind is types.MethodType:
+        return "method"
+    return "function" if kind is types.FunctionType else "object"
 
 
 def _refuse_upstreams(
@@ -487,4 +500,4 @@ class _CompileNode(torch.autograd.Function):
                 # runs as Python and raises it (under fullgraph=True, the error shows it).
                 graph_break(str(error))
             raise
-        return (None, None, None, None, *(None for _ in range(ctx.n_outputs)), *grads)
+        return (*(None,) * (4 + ctx.n_outputs), *grads)

@@ -107,7 +107,7 @@ from . import _autocast, _run, _structure
 from ._captures import CapturedRule, lost_under_compile_reason, settle
 from ._errors import PREFIX, CustomGradientNotImplementedError, CustomGradientTypeError, describe
 from ._record import Record, check_upstreams, input_meta, upstreams_refusal_of_code
-from ._run import UNBOUND, Layout, aliases, as_output, call_f
+from ._run import UNBOUND, Layout, aliases, as_output, call_f, split
 from ._structure import flatten, leaves, unflatten
 from ._torch_internals import (
     DYNAMO_TRACES_WATCHER,
@@ -120,7 +120,7 @@ from ._torch_internals import (
     transforms_active_while_tracing,
 )
 from ._variables import check_accepts
-from ._watcher import CompiledWatcher, run_watched, watched_result
+from ._watcher import CompiledWatcher, run_watched
 
 _grad_enabled = torch.is_grad_enabled
 _is_compiling = torch.compiler.is_compiling
@@ -149,7 +149,11 @@ def call_compiled(
     else:
         flat_args, full, inputs = _run.inputs(f, bound, args)
         layout = (full.bound, full.spec, full.n_args, full.positions)
-    watcher = CompiledWatcher(flat_args, leaves(kwargs) if kwargs else ())
+    keywords: Any = ()
+    if kwargs:  # the watcher looks for the Parameters among them, in any order
+        values = [*kwargs.values()]
+        keywords = values if _leaf_classes([v.__class__ for v in values]) else leaves(kwargs)
+    watcher = CompiledWatcher(flat_args, keywords)
     prior = _grad_enabled()
     set_grad_mode(False)
     try:
@@ -157,7 +161,10 @@ def call_compiled(
             out = f(*args, **kwargs) if bound is UNBOUND else call_f(f, bound, args, kwargs)
     finally:
         set_grad_mode(prior)
-    result, grad_fn, variables = watched_result(f, bound, out, watcher, flat_args, kwargs, captured)
+    # `watched_result` without its settling (the compile watcher settles nothing).
+    result, grad_fn = split(f, out)
+    variables = watcher.unpassed()
+    check_accepts(f, bound, grad_fn, variables)  # at call time, as TensorFlow (item 33)
     # How the outputs are rebuilt: "one" tensor, a "tuple" of tensors, else by their spec.
     rebuild, exporting = _result_kind(result.__class__)
     sources = [*inputs, *variables]
@@ -250,6 +257,12 @@ def _result_kind(kind: type) -> tuple[str, bool]:
 @run_while_tracing
 def _autocast_now() -> Any:
     return _autocast.current()
+
+
+@run_while_tracing
+def _leaf_classes(kinds: list[type]) -> bool:
+    """Whether values of these classes are leaves of a structure (`_structure.py`)."""
+    return not any(issubclass(kind, _structure._CONTAINERS) for kind in kinds)
 
 
 @run_while_tracing

@@ -224,9 +224,9 @@ class CompiledWatcher(ParameterWatcher):
             elif kind is list or kind is tuple:
                 self._scan(value)
 
-    def variables(self, exclude: Iterable[Any]) -> list[Parameter]:
-        passed = [x for x in exclude if isinstance(x, Parameter)]
-        return [p for p in self.read if not any(p is x for x in passed)]
+    def unpassed(self) -> list[Parameter]:
+        """The Parameters f read, first use first, less those passed to it (the variables)."""
+        return [p for p in self.read if not any(p is x for x in self.known)]
 
     def _seed(self, value: _Tensor) -> None:
         """Record value, which requires grad, as a seed unless it is known or one already."""

@@ -7,6 +7,7 @@ saved-tensor hooks (Note [saved closures]), the name of the generated node, `tor
 to differentiating f itself fails the comparisons below.
 """
 
+import collections
 import functools
 import re
 import subprocess
@@ -161,6 +162,58 @@ def test_compiled_outputs_that_alias_are_copies_as_in_eager(dynamo, fn):
         results.append((outs, x.grad, x.detach()))
     torch.testing.assert_close(results[1], results[0])
     torch.testing.assert_close(results[0][2], torch.arange(4.0, dtype=D))
+
+
+Pair = collections.namedtuple("Pair", "first second")
+
+
+@custom_gradient
+def tree_out(a, b):
+    """Nested outputs in dict key order other than sorted, with a Python number among them."""
+
+    def grad(q_sum, q_diff, q_two, p):  # upstreams in flattened order: keys sorted
+        return 2 * p * b + q_sum + 5 * q_diff, 3 * p * a + q_sum - q_diff
+
+    return {"q": (a + b, [a - b, 2.0]), "p": a * b}, grad
+
+
+@custom_gradient
+def namedtuple_out(a, b):
+    return {"n": Pair(a * b, a + b)}, lambda u, v: (3 * u * b + v, u * a - v)
+
+
+@pytest.mark.traced_compile
+@pytest.mark.parametrize("fn", [tree_out, namedtuple_out])
+def test_compiled_tree_outputs_match_eager(dynamo, fn):
+    """The compile path rebuilds outputs in their containers, dict keys in their order."""
+    results = []
+    for run in (fn, torch.compile(fn, backend="aot_eager", fullgraph=True)):
+        a, b = inputs(3, 2)
+        out = run(a, b)
+        leaves = [t for t in _leaves(out) if t.requires_grad]
+        sum((i + 1) * t.sum() for i, t in enumerate(leaves)).backward()
+        results.append((out, a.grad, b.grad))
+    (eager, *eager_grads), (compiled, *compiled_grads) = results
+    assert _shape(compiled) == _shape(eager)
+    torch.testing.assert_close(_leaves(compiled), _leaves(eager))
+    torch.testing.assert_close(compiled_grads, eager_grads)
+
+
+def _leaves(tree):
+    if isinstance(tree, dict):
+        return [t for v in tree.values() for t in _leaves(v)]
+    if isinstance(tree, (list, tuple)):
+        return [t for v in tree for t in _leaves(v)]
+    return [tree]
+
+
+def _shape(tree):
+    """The containers of tree, their types and keys in order, without the leaves."""
+    if isinstance(tree, dict):
+        return type(tree), [(k, _shape(v)) for k, v in tree.items()]
+    if isinstance(tree, (list, tuple)):
+        return type(tree), [_shape(v) for v in tree]
+    return None
 
 
 class Log1pexpFunction(torch.autograd.Function):

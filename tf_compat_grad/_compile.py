@@ -26,15 +26,26 @@ is copied (`_handed_over`), as in eager mode: Dynamo refuses a tensor passed twi
 and before, an edit in place of `return x, grad_fn`'s output changed x.
 
 # Note [compile guards]
-Dynamo guards every global a traced frame reads, so a compiled step pays, on every call, for
-each name the library's own code reads while Dynamo traces it; a module read through another
-one (`_run._structure`) or one object reached by two names costs a guard evaluated in Python.
-Guard evaluation was most of the compiled gap to a hand-written Function. So the traced path
-reads names, never modules; what depends on constants alone is computed by a function that
-Dynamo runs as Python while tracing, its result a constant of the frame with no guard
-(`_plain_layout`, `_is_tensor_class`, `transforms_active_while_tracing`); grad mode is set
-directly, not through `torch.no_grad`; and one node class, `_CompileNode`, serves every
-decorated function, taking f and grad_fn as arguments of `apply`.
+Dynamo guards every global a traced frame reads, the node's backward included (it traces it
+with the forward), so a compiled step pays, on every call, for each name the library's own
+code reads while Dynamo traces it: each module, each function, class or builtin read from
+one, each item of a container read, `type` and `id` of an argument or Parameter, `super()`,
+the defaults a call leaves out; one object reached under two names costs a second guard that
+compares them. So the traced path reads names, never modules (`_structure.leaves`, not
+`_structure` then `leaves`); what depends on classes and constants alone is computed by a
+function that Dynamo runs as Python while tracing, its result a constant of the frame behind
+one guard (`run_while_tracing`: `_plain_layout`, `_result_kind`, `_leaf_classes`,
+`_function_kind`, `_autocast_now`, the watcher's `_is_metadata`); the compile watcher keeps
+the Parameters f reads by identity and never reads their type; grad mode is set directly, not
+through `torch.no_grad`; a decorated function reaches `call_compiled` through one closure
+made per decoration (`compiling_call`); one node class, `_CompileNode`, serves every
+decorated function, taking f and grad_fn as arguments of `apply`. What is left (log1pexp, torch
+2.13: 67 guards against the Function's 22) is what the design needs: the wrapper and its
+closure (7), the watcher (its class, the types it tests, about 12), grad mode, the split of
+f's result and the `variables=` check (5), the hand-over of the outputs (3), the node and the
+record its backward checks (about 15; the exact-gradient test reads `Tensor` under a third
+name). benchmarks/README.md ("Compile guards and decorating in forward") has the counts per
+case and what they cost.
 
 # Note [decorating while compiling]
 TensorFlow code often defines `@tf.custom_gradient` inside `call`, a new decoration per call,
@@ -166,15 +177,24 @@ def call_compiled(
     variables = watcher.unpassed()
     check_accepts(f, bound, grad_fn, variables)  # at call time, as TensorFlow (item 33)
     # How the outputs are rebuilt: "one" tensor, a "tuple" of tensors, else by their spec.
-    rebuild, exporting = _result_kind(result.__class__)
+    how, exporting = _result_kind(result.__class__)
+    rebuild: Any = how
     sources = [*inputs, *variables]
     if rebuild == "one":
         outputs = _handed_over((result,), sources)
     elif rebuild == "tuple" and _all_tensor_classes([o.__class__ for o in result]):
         outputs = _handed_over(result, sources)
-    else:
-        flat, rebuild = flatten(result)
-        outputs = _handed_over([as_output(f, o, i, rebuild) for i, o in enumerate(flat)], sources)
+    else:  # a tree: its spec and its rebuilding are trace-time constants where it can be
+        found: list[Any] = []
+        odd: list[Any] = []  # containers other than plain lists, tuples and dicts
+        numbered = _numbered(result, found, odd)
+        if odd:
+            flat, spec = flatten(result)
+            rebuild = (spec, None)
+        else:
+            order, spec, template = _tree_plan(numbered)
+            flat, rebuild = [found[i] for i in order], (spec, template)
+        outputs = _handed_over([as_output(f, o, i, spec) for i, o in enumerate(flat)], sources)
     if exporting:  # Note [export]
         outputs = _exported(described, outputs, sources)
     else:
@@ -199,7 +219,10 @@ def call_compiled(
     # The outputs rebuilt here, not by a function: Dynamo guards each (Note [compile guards]).
     if rebuild == "one":
         return outputs[0]
-    return tuple(outputs) if rebuild == "tuple" else unflatten(rebuild, outputs)
+    if rebuild == "tuple":
+        return tuple(outputs)
+    spec, template = rebuild
+    return unflatten(spec, outputs) if template is None else _placed(template, outputs)
 
 
 def _handed_over(
@@ -219,6 +242,52 @@ def _handed_over(
             handed.append(o.detach() if o.requires_grad else o)
         earlier.append(o)
     return handed
+
+
+def _numbered(tree: Any, leaves: list[Any], odd: list[Any]) -> Any:
+    """tree with each leaf replaced by its index in `leaves`, where it is appended; a container
+    other than a plain list, tuple or dict is appended to `odd` (Dynamo traces it, reading no
+    global but itself: Note [compile guards])."""
+    kind = type(tree)
+    if kind is tuple:
+        return tuple([_numbered(x, leaves, odd) for x in tree])
+    if kind is list:
+        return [_numbered(x, leaves, odd) for x in tree]
+    if kind is dict:
+        return {k: _numbered(v, leaves, odd) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple, dict)):
+        odd.append(tree)
+    leaves.append(tree)
+    return len(leaves) - 1
+
+
+@run_while_tracing
+def _tree_plan(numbered: Any) -> tuple[tuple[int, ...], Any, Any]:
+    """For a tree numbered by `_numbered`: the order of its leaves in `flatten`'s order, its
+    spec, and how `_placed` rebuilds it from the flattened leaves (what `unflatten` builds)."""
+    order, spec = flatten(numbered)
+    return tuple(order), spec, _template(unflatten(spec, range(len(order))))
+
+
+def _template(tree: Any) -> Any:
+    """A tree of plain containers of numbers as tagged tuples, which Dynamo reads without
+    guards (the type of a trace-time constant has none)."""
+    if isinstance(tree, dict):
+        return ("dict", tuple((k, _template(v)) for k, v in tree.items()))
+    if isinstance(tree, (list, tuple)):
+        return ("list" if isinstance(tree, list) else "tuple", tuple(map(_template, tree)))
+    return ("leaf", tree)
+
+
+def _placed(template: Any, values: Sequence[Any]) -> Any:
+    """The tree `_template` describes, each leaf number replaced by that item of values."""
+    tag, content = template
+    if tag == "leaf":
+        return values[content]
+    if tag == "dict":
+        return {k: _placed(t, values) for k, t in content}
+    items = [_placed(t, values) for t in content]
+    return items if tag == "list" else tuple(items)
 
 
 def compiling_call(

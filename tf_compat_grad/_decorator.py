@@ -21,7 +21,6 @@ from typing_extensions import ParamSpec
 from ._captures import CAPTURED_RULES, CapturedRule
 from ._compile import (
     call_compiled,
-    call_exported,
     compiling_call,
     decorated_while_tracing,
     outside,
@@ -38,6 +37,7 @@ from ._errors import (
     describe,
     describe_value,
 )
+from ._export import call_exported
 from ._record import per_code
 from ._run import UNBOUND
 from ._torch_internals import (
@@ -245,7 +245,7 @@ class CustomGradient(Generic[P, R]):
     def _call_older_compile(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call that left Dynamo on torch < 2.13, run as in eager mode, unless a
         `torch.func` transform is active (Note [compile on older torch]) or `torch.export`
-        traces it (Note [export])."""
+        traces it (Note [export] in `_export.py`)."""
         if functorch_transforms_active():
             raise CustomGradientNotImplementedError(older_torch_transform_error(self._f))
         if is_exporting():

@@ -34,8 +34,10 @@ the defaults a call leaves out; one object reached under two names costs a secon
 compares them. So the traced path reads names, never modules (`_structure.leaves`, not
 `_structure` then `leaves`); what depends on classes and constants alone is computed by a
 function that Dynamo runs as Python while tracing, its result a constant of the frame behind
-one guard (`run_while_tracing`: `_plain_layout`, `_result_kind`, `_leaf_classes`,
-`_function_kind`, `_autocast_now`, the watcher's `_is_metadata`); the compile watcher keeps
+one guard (`run_while_tracing`: `_traced_here`, `_plain_layout`, `_result_kind`,
+`_leaf_classes`, `_tree_plan`, `_function_kind`, `_autocast_now`, the watcher's
+`_is_metadata`); a tree of outputs is numbered while traced (`_numbered`), and its spec and
+rebuilding are such constants (`_tree_plan`, `_placed`); the compile watcher keeps
 the Parameters f reads by identity and never reads their type; grad mode is set directly, not
 through `torch.no_grad`; a decorated function reaches `call_compiled` through one closure
 made per decoration (`compiling_call`); one node class, `_CompileNode`, serves every

@@ -3,8 +3,8 @@
 
 For every row this creates a fresh virtual environment with that Python, installs that torch from
 the package registry and the package with its `test` extra, runs the README's test command
-(`python -m pytest -q`) and the main job (`python -m tf_compat_grad`), deletes the environment,
-and prints one line. The next row's environment is installed while the current row's tests run
+(`python -m pytest -q`, spread over the machine's cores by pytest-xdist, at most `WORKERS`) and
+the main job (`python -m tf_compat_grad`), deletes the environment, and prints one line. The next row's environment is installed while the current row's tests run
 (installing is mostly download and unpacking, testing mostly CPU), so at most two environments
 (about 5 GB each) exist at once.
 
@@ -50,6 +50,9 @@ ROWS = [
     ("3.13", "2.13.0"),
     ("3.13", "2.15.0"),
 ]
+# Test processes per row (pytest-xdist): the rows' suites are most of CI's time.
+WORKERS = max(1, min(4, os.cpu_count() or 1))
+XDIST = "pytest-xdist==3.8.0"
 # What `.ci/run` runs besides the default row, which it tests in its own environment.
 CI_ROWS = [("3.11", "2.4.1"), ("3.11", "2.15.0"), ("3.13", "2.13.0")]
 
@@ -132,7 +135,7 @@ def install(python: str, torch: str, env: Path, log: Path) -> tuple[str, float]:
     pip = [bin_python, "-m", "pip", "install", "-q", "--no-cache-dir"]
     if run([*pip, f"torch=={torch}"], log, env=pip_env):
         raise RuntimeError(f"pip install torch=={torch} failed (see {log})")
-    if run([*pip, "-e", f"{ROOT}[test]"], log, env=pip_env):
+    if run([*pip, "-e", f"{ROOT}[test]", XDIST], log, env=pip_env):
         raise RuntimeError(f"pip install of the package failed (see {log})")
     exact = subprocess.run(
         [bin_python, "-c", "import platform; print(platform.python_version())"],
@@ -169,8 +172,9 @@ def test(result: Result, env: Path, log: Path, work: Path) -> None:
     python = str(env / "bin" / "python")
     junit = work / f"{result.python}-{result.torch}.xml"
     start = time.monotonic()
-    # The README's test command, run from the repository root.
-    result.suite_exit = run([python, "-m", "pytest", "-q", f"--junitxml={junit}"], log, cwd=ROOT)
+    # The README's test command, run from the repository root, in WORKERS processes.
+    command = [python, "-m", "pytest", "-q", "-n", str(WORKERS), f"--junitxml={junit}"]
+    result.suite_exit = run(command, log, cwd=ROOT)
     result.suite_s = time.monotonic() - start
     result.suite, result.failures = suite_counts(junit)
     report = work / f"{result.python}-{result.torch}.json"

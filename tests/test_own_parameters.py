@@ -200,7 +200,7 @@ def test_a_layer_with_closure_parameters_takes_a_watched_plan_that_does_not_walk
     walked = []
     import tf_compat_grad._captures as captures
 
-    monkeypatch.setattr(captures, "_walk", lambda *a: walked.append(1) or ([], set()))
+    monkeypatch.setattr(captures, "walk", lambda *a: walked.append(1) or ([], set()))
     y = layer(x)
     assert not walked, "the lost-gradient walk ran"
     gx, gw, gb = grads(y, x, w, b)

@@ -40,7 +40,9 @@ pytestmark = [
 
 
 def _run(*args: str | Path, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # A clean environment: no PYTHONPATH, and none of the variables a pytest-xdist worker sets
+    # (a plugin in the child pytest would take it for a worker).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("PYTEST_")}
     done = subprocess.run(
         [str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )

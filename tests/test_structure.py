@@ -1,5 +1,5 @@
-"""The package's shape, read from its source: no import cycle between its modules (see
-docs/architecture.md, which says where each concept lives)."""
+"""The package's shape, read from its source: no import cycle between its modules, and every
+module named in docs/architecture.md, which says where each concept lives."""
 
 import ast
 from pathlib import Path
@@ -69,3 +69,16 @@ def test_the_cycle_finder_finds_a_cycle():
 
 def test_no_import_cycle():
     assert _cycle(_graph()) is None
+
+
+def test_architecture_names_every_module():
+    """docs/architecture.md says where each concept lives: each module of the package (its
+    `__init__.py` files aside) is named there by its path in the package."""
+    architecture = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    unnamed = [
+        path.relative_to(PACKAGE).as_posix()
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name != "__init__.py"
+        and f"`{path.relative_to(PACKAGE).as_posix()}`" not in architecture
+    ]
+    assert unnamed == []

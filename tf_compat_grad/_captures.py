@@ -1,6 +1,9 @@
 """Tensors that f's outputs depend on without being its arguments or its variables: the
 gradient that would flow into them through those outputs is given (a tensor in a Parameter's
-place is that Parameter) or refused, never lost.
+place is that Parameter) or refused, never lost. Here: the rule (`captured=`), `settle`, which
+applies it after f runs, and the refusals, which name the tensor as f's code reaches it. The
+walk of the outputs' graph is `_walk.py`'s, the Parameter places `_places.py`'s, and the
+op-by-op taint under a `torch.func` transform `_taint.py`'s.
 
 # Note [lost gradients]
 The node's inputs are f's positional tensors and its variables (items 11, 32); gradients leave
@@ -36,7 +39,7 @@ refused, since the node's outputs are detached from f's graph and so give such a
 as TensorFlow does; grad_fn's own use of it is untouched and differentiates at second order. The
 call is still refused when no input or variable requires grad: no node would be recorded and
 TensorFlow would give the tensor f's own autodiff (item 39), not the constant the option promises.
-Under a transform, `Taint` then does not refuse (the node's outputs are the transform's own), but an
+Under a transform, `Taint` (`_taint.py`) then does not refuse (the node's outputs are the transform's own), but an
 op torch cannot run under `vmap` is refused by name.
 
 The walk runs only when a tensor that f can reach outside its arguments requires grad: the
@@ -64,26 +67,22 @@ Item numbers refer to docs/tensorflow_semantics.md.
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import types
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 import torch
-from torch.nn import Parameter
 from torch.nn.utils import parametrize
-from torch.overrides import TorchFunctionMode
 
-from . import _structure
 from ._errors import (
     PREFIX,
     CustomGradientNotImplementedError,
     CustomGradientValueError,
     describe,
 )
-from ._run import UNBOUND
-from ._torch_internals import grad_tracked, is_functorch_wrapped
+from ._places import SlotVariables, in_place_of_originals, parameter_slots, reachable
+from ._torch_internals import is_functorch_wrapped
+from ._walk import among, tensors, walk
 
 _Tensor = torch.Tensor
 
@@ -92,26 +91,6 @@ _Tensor = torch.Tensor
 # behaviour, which is no gradient for it through f's outputs (Note [lost gradients]).
 CapturedRule = Literal["refuse", "constant"]
 CAPTURED_RULES: tuple[CapturedRule, ...] = ("refuse", "constant")
-
-
-def open_cache() -> None:
-    """Turn parametrize's cache on for a watched call of f (Note [lost gradients])."""
-    with _CACHE_LOCK:  # a count shared by every thread
-        parametrize._cache_enabled += 1
-
-
-def close_cache() -> list[_Tensor]:
-    """Turn it off again: the parametrized weights cached while it was on (and before, in an
-    enclosing `parametrize.cached()`), which may be what f read."""
-    with _CACHE_LOCK:
-        places = [t for t in parametrize._cache.values() if t is not None]
-        parametrize._cache_enabled -= 1
-        if not parametrize._cache_enabled:
-            parametrize._cache = {}
-    return places
-
-
-_CACHE_LOCK = threading.Lock()
 
 
 def settle(
@@ -130,24 +109,24 @@ def settle(
     Raises when a gradient would still be lost (Note [lost gradients]), unless `captured` is
     "constant" and an input or a variable requires grad, so that the node is recorded and the
     outputs' gradients go through grad_fn alone, as in TensorFlow."""
-    roots = [t for t in _tensors(result) if t.requires_grad]
+    roots = [t for t in tensors(result) if t.requires_grad]
     if not roots:
         return variables
     inputs = [t for t in inputs if isinstance(t, _Tensor)]
-    lost, hit = _walk(roots, [*inputs, *variables, *places])
+    lost, hit = walk(roots, [*inputs, *variables, *places])
     hit_places = [
         places[i - len(inputs) - len(variables)] for i in hit if i >= len(inputs) + len(variables)
     ]
     if hit_places:
-        variables = _in_place_of_originals(variables, hit_places)
-        lost, _ = _walk(roots, [*inputs, *variables])
+        variables = in_place_of_originals(variables, hit_places)
+        lost, _ = walk(roots, [*inputs, *variables])
     if lost:
         located = [
             (slot, t)
-            for slot, t in _parameter_slots(f, bound)
-            if not _among(t, (*inputs, *variables))
+            for slot, t in parameter_slots(f, bound)
+            if not among(t, (*inputs, *variables))
         ]
-        lost, hit = _walk(roots, [*inputs, *variables, *(t for _, t in located)])
+        lost, hit = walk(roots, [*inputs, *variables, *(t for _, t in located)])
         first = len(inputs) + len(variables)
         found = [located[i - first] for i in sorted(hit) if i >= first]
         if found:
@@ -155,130 +134,12 @@ def settle(
             variables.slots = [slot for slot, _ in found]
             variables.placed = [t for _, t in found]
     if lost and (captured == "refuse" or not _any_requires_grad([*inputs, *variables])):
-        raise _lost_error(f, bound, kwargs, lost[0], captured)
+        raise lost_error(f, bound, kwargs, lost[0], captured)
     return variables
 
 
 def _any_requires_grad(tensors: Iterable[_Tensor]) -> bool:
     return any(t.requires_grad for t in tensors)
-
-
-Slot = tuple[torch.nn.Module, str, str]  # a module, "_parameters" or "_buffers", a name
-
-
-class SlotVariables(list[Any]):
-    """A call's variables, some of them tensors f read in module slots (`functional_call`):
-    `slots`, where those `placed` tensors sat. grad_fn runs with them put back, so that a
-    grad_fn reading `self.weight` when the gradient is computed, after `functional_call` has
-    restored the module's own Parameter, reads the tensor f computed with."""
-
-    slots: list[Slot]
-    placed: list[_Tensor]
-
-
-def transformed_slots(f: Callable[..., Any], bound: Any) -> tuple[list[Slot], list[_Tensor]]:
-    """The parameter slots, then the buffer slots, of the modules f can reach that hold a
-    tensor of an active `torch.func` transform (`functional_call` put it there), and those
-    tensors."""
-    slots: list[Slot] = []
-    tensors: list[_Tensor] = []
-    modules = [m for _, value in _reachable(f, bound) if isinstance(value, torch.nn.Module)
-               for m in value.modules()]  # fmt: skip
-    for kind in ("_parameters", "_buffers"):
-        for module in modules:
-            for name, tensor in getattr(module, kind).items():
-                if (
-                    tensor is not None
-                    and is_functorch_wrapped(tensor)
-                    and not _among(tensor, tensors)
-                ):
-                    slots.append((module, kind, name))
-                    tensors.append(tensor)
-    return slots, tensors
-
-
-@contextlib.contextmanager
-def in_slots(slots: Sequence[Slot], tensors: Sequence[_Tensor]) -> Iterator[None]:
-    """Put `tensors` in the `slots` while the block runs (the node's forward sees the
-    transform's tensors unwrapped)."""
-    held = [getattr(module, kind)[name] for module, kind, name in slots]
-    for (module, kind, name), tensor in zip(slots, tensors, strict=True):
-        getattr(module, kind)[name] = tensor
-    try:
-        yield
-    finally:
-        for (module, kind, name), previous in zip(slots, held, strict=True):
-            getattr(module, kind)[name] = previous
-
-
-class Taint(TorchFunctionMode):
-    """Follows, op by op while f runs in the transform node's forward, which tensors f computes
-    from a tensor that depends on a `torch.func` grad level's inputs and that f captured rather
-    than computed or was given: under a transform there is no autograd graph for `settle` to
-    walk."""
-
-    def __init__(
-        self,
-        given: Iterable[_Tensor],
-        f: Callable[..., Any],
-        bound: Any,
-        kwargs: dict[str, Any],
-        captured: CapturedRule = "refuse",
-    ) -> None:
-        super().__init__()
-        self.f, self.bound, self.kwargs = f, bound, kwargs
-        self.captured = captured
-        self.seed: _Tensor | None = None  # the first captured tensor f computed from
-        # Kept alive, so that no id is reused: what f was given or computed, and which of
-        # those it computed from a captured tensor.
-        self._known: dict[int, _Tensor] = {id(t): t for t in given}
-        self._tainted: dict[int, _Tensor] = {}
-
-    def __torch_function__(
-        self,
-        func: Callable[..., Any],
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        kwargs = kwargs or {}
-        touched = self._touches(args) or self._touches(kwargs.values())
-        try:
-            out = func(*args, **kwargs)
-        except RuntimeError as error:
-            if touched and self.seed is not None:  # under vmap: torch's internal assert
-                if self.captured == "constant":
-                    raise _vmap_error(self.f, self.bound, self.kwargs, self.seed) from error
-                raise _lost_error(self.f, self.bound, self.kwargs, self.seed) from error
-            raise
-        for tensor in _tensors(out):
-            self._known[id(tensor)] = tensor
-            if touched:
-                self._tainted[id(tensor)] = tensor
-        return out
-
-    def _touches(self, values: Iterable[Any]) -> bool:
-        touched = False
-        for value in values:
-            if isinstance(value, _Tensor):
-                if id(value) in self._tainted:
-                    touched = True
-                elif id(value) not in self._known and grad_tracked(value):
-                    self.seed = value if self.seed is None else self.seed
-                    touched = True
-            elif isinstance(value, (list, tuple)):
-                touched = self._touches(value) or touched
-        return touched
-
-    def check(self, result: Any) -> None:
-        """Raise when an output of f is computed from such a captured tensor (unless it is a
-        constant of f, `captured="constant"`)."""
-        if (
-            self.captured == "refuse"
-            and self.seed is not None
-            and any(id(t) in self._tainted for t in _tensors(result))
-        ):
-            raise _lost_error(self.f, self.bound, self.kwargs, self.seed)
 
 
 def any_needs_grad(kwargs: dict[str, Any]) -> bool:
@@ -288,119 +149,10 @@ def any_needs_grad(kwargs: dict[str, Any]) -> bool:
             if value.requires_grad:
                 return True
         elif isinstance(value, (list, tuple, dict)) and any(
-            t.requires_grad for t in _tensors(value)
+            t.requires_grad for t in tensors(value)
         ):
             return True
     return False
-
-
-def _tensors(result: Any) -> list[_Tensor]:
-    if type(result) is _Tensor:
-        return [result]
-    return [t for t in _structure.leaves(result) if isinstance(t, _Tensor)]
-
-
-def _among(tensor: _Tensor, tensors: Iterable[_Tensor]) -> bool:
-    return any(tensor is t for t in tensors)
-
-
-def _walk(roots: Sequence[_Tensor], stops: Sequence[_Tensor]) -> tuple[list[_Tensor], set[int]]:
-    """The leaves requiring grad that the roots' graph reaches other than through one of the
-    `stops` (first reached first), and the indices of the stops it reached."""
-    # A stop is the edge into its producer, or for a leaf its id (an int, never an edge).
-    stop_at: dict[Any, int] = {}
-    for i, tensor in enumerate(stops):
-        producer = tensor.grad_fn
-        stop_at.setdefault(id(tensor) if producer is None else (producer, tensor.output_nr), i)
-    lost: dict[int, _Tensor] = {}
-    hit: set[int] = set()
-    seen: set[Any] = set()
-    leaves = [root for root in roots if root.grad_fn is None]
-    pending: list[tuple[Any, int]] = [
-        (root.grad_fn, root.output_nr) for root in reversed(roots) if root.grad_fn is not None
-    ]
-    while pending:  # depth first, each node's inputs in order
-        edge = pending.pop()
-        node: Any = edge[0]
-        if node is None:
-            continue
-        stop = stop_at.get(edge)
-        if stop is not None:
-            hit.add(stop)
-        elif node not in seen:
-            seen.add(node)
-            if type(node) is _ACCUMULATE:
-                leaves.append(node.variable)
-            else:
-                pending.extend(reversed(node.next_functions))
-    for leaf in leaves:
-        stop = stop_at.get(id(leaf))
-        if stop is not None:
-            hit.add(stop)
-        elif leaf.requires_grad:
-            lost.setdefault(id(leaf), leaf)
-    return list(lost.values()), hit
-
-
-# The autograd node of a leaf: its `variable` is the leaf.
-_ACCUMULATE: Any = type(torch.empty(0, requires_grad=True).view(0).grad_fn.next_functions[0][0])  # type: ignore[union-attr]
-
-
-def _in_place_of_originals(variables: list[Any], weights: Sequence[_Tensor]) -> list[Any]:
-    """`variables` with each parametrized weight f's outputs reach in the place of the first
-    of the variables it is computed from, and those variables left out."""
-    replaced: dict[int, _Tensor] = {}
-    dropped: set[int] = set()
-    extra: list[_Tensor] = []
-    for weight in weights:
-        _, hit = _walk([weight], variables)
-        if hit:
-            replaced.setdefault(min(hit), weight)
-            dropped.update(hit)
-        else:
-            extra.append(weight)
-    kept = [
-        replaced.get(i, v) for i, v in enumerate(variables) if i in replaced or i not in dropped
-    ]
-    return [*kept, *extra]
-
-
-def _parameter_slots(f: Callable[..., Any], bound: Any) -> list[tuple[Slot, _Tensor]]:
-    """The tensors that require grad in the parameter slots of the modules f can reach (the
-    bound instance, and modules in f's closure cells and globals, with their submodules), each
-    with its slot."""
-    modules = [m for _, m in _reachable(f, bound) if isinstance(m, torch.nn.Module)]
-    seen: set[int] = set()
-    slots: list[tuple[Slot, _Tensor]] = []
-    for module in modules:
-        for sub in module.modules():
-            for name, tensor in sub._parameters.items():
-                if (
-                    tensor is not None
-                    and type(tensor) is not Parameter  # one f reads is already a variable
-                    and tensor.requires_grad
-                    and id(tensor) not in seen
-                ):
-                    seen.add(id(tensor))
-                    slots.append(((sub, "_parameters", name), tensor))
-    return slots
-
-
-def _reachable(f: Callable[..., Any], bound: Any) -> list[tuple[str, Any]]:
-    """What f's code can name directly, by the name it has there: `self`, closure cells,
-    globals."""
-    named: list[tuple[str, Any]] = []
-    if bound is not UNBOUND and not isinstance(bound, type):
-        named.append(("self", bound))
-    fn = getattr(f, "__func__", f)
-    if isinstance(fn, types.FunctionType):
-        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
-            with contextlib.suppress(ValueError):  # an empty cell
-                named.append((name, cell.cell_contents))
-        for name in fn.__code__.co_names:
-            if name in fn.__globals__:
-                named.append((name, fn.__globals__[name]))
-    return named
 
 
 def _candidates(
@@ -409,8 +161,8 @@ def _candidates(
     """The tensors f can read that require grad, each named as f's code reaches it."""
     found: list[tuple[str, _Tensor]] = []
     for name, value in kwargs.items():
-        found.extend((f"keyword `{name}`", t) for t in _tensors(value))
-    for name, value in _reachable(f, bound):
+        found.extend((f"keyword `{name}`", t) for t in tensors(value))
+    for name, value in reachable(f, bound):
         where = "" if name == "self" else ("closure " if _is_cell(f, name) else "global ")
         if isinstance(value, _Tensor):
             found.append((f"{where}`{name}`", value))
@@ -467,7 +219,7 @@ def _label(f: Callable[..., Any], bound: Any, kwargs: dict[str, Any], leaf: _Ten
     return next(named, f"a tensor of shape {list(leaf.shape)}")
 
 
-def _vmap_error(
+def vmap_error(
     f: Callable[..., Any], bound: Any, kwargs: dict[str, Any], leaf: _Tensor
 ) -> CustomGradientNotImplementedError:
     """The refusal of an op of f on a captured tensor of the transform that torch cannot run
@@ -481,7 +233,7 @@ def _vmap_error(
     )
 
 
-def _lost_error(
+def lost_error(
     f: Callable[..., Any],
     bound: Any,
     kwargs: dict[str, Any],
@@ -493,7 +245,7 @@ def _lost_error(
     candidates = _candidates(f, bound, kwargs)
     label = next((name for name, t in candidates if t is leaf), None)
     via = next(
-        (name for name, t in candidates if t is not leaf and _among(leaf, _walk([t], ())[0])),
+        (name for name, t in candidates if t is not leaf and among(leaf, walk([t], ())[0])),
         None,
     )
     if via is None:

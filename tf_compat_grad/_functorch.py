@@ -50,11 +50,13 @@ from typing import Any
 import torch
 
 from . import _autocast, _run, _structure
-from ._captures import CapturedRule, Slot, Taint, in_slots, transformed_slots
+from ._captures import CapturedRule
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe, fn_name
+from ._places import Slot, in_slots, transformed_slots
 from ._record import Record, check_upstreams, node_class, per_code
 from ._rng import RngState
 from ._run import Layout
+from ._taint import Taint
 from ._torch_internals import (
     any_dual,
     differentiated_further,

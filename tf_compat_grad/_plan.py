@@ -39,8 +39,9 @@ from typing import Any
 
 import torch
 
-from ._captures import CapturedRule, close_cache, open_cache, settle
+from ._captures import CapturedRule, settle
 from ._closure import EXACT_TENSOR_TYPES, PLAIN_TYPES, plain
+from ._places import close_cache, open_cache
 from ._record import INPUT_META, check_upstreams
 from ._run import BOUND_KEYWORD, UNBOUND, check_unedited, inputs
 from ._torch_internals import (
@@ -388,7 +389,7 @@ def _call_maker(
         add(2, f"variables = [v for v in variables if {' and '.join(f'v is not {a}' for a in inputs)}]")  # fmt: skip
         add(1, "if not own:")
         add(2, f"variables = settle(f, bound, kwargs, result, ({', '.join(inputs)},), variables, (), captured)")  # fmt: skip
-        add(2, "if type(variables) is not list:  # slots' tensors (`_captures.SlotVariables`)")
+        add(2, "if type(variables) is not list:  # slots' tensors (`_places.SlotVariables`)")
         add(3, f"return unplanned({rest})")
         add(1, "if variables:")
         add(2, "if not (grad_fn.__code__ is accepted[0] or accepts(grad_fn, accepted)):")

@@ -24,7 +24,6 @@ from typing import Any, NoReturn
 import torch
 
 from . import _autocast, _structure
-from ._captures import SlotVariables, in_slots
 from ._errors import (
     PREFIX,
     CustomGradientTypeError,
@@ -34,6 +33,7 @@ from ._errors import (
     fn_name,
     plural,
 )
+from ._places import SlotVariables, in_slots
 from ._run import Layout, is_numpy
 from ._torch_internals import any_autocast_enabled
 

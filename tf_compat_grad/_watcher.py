@@ -22,7 +22,8 @@ import torch
 from torch.nn import Parameter
 from torch.overrides import TorchFunctionMode
 
-from ._captures import CapturedRule, any_needs_grad, close_cache, open_cache, settle
+from ._captures import CapturedRule, any_needs_grad, settle
+from ._places import close_cache, open_cache
 from ._run import UNBOUND, call_f, split
 from ._structure import leaves
 from ._torch_internals import run_while_tracing

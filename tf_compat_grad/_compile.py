@@ -16,16 +16,38 @@ made once while tracing would be a constant of the compiled frame, and if f brea
 Dynamo compiles f as a frame of its own, so nothing guards the names the proof read. A global
 rebound to a Parameter would then silently get no gradient.
 
+# Note [compile outputs]
+f's outputs go into the node as inputs of `apply`, and its forward hands them over detached:
+an input an `autograd.Function` returns as it is becomes a view of it (Dynamo adds `view_as`),
+which may not be edited in place. One `detach` is the whole cost in the graph over a
+hand-written Function: an output f made under `no_grad` is passed as it is (detaching it first
+was a second op per output). An output that is an input, a view of one, or an earlier output
+is copied (`_handed_over`), as in eager mode: Dynamo refuses a tensor passed twice to `apply`,
+and before, an edit in place of `return x, grad_fn`'s output changed x.
+
 # Note [compile guards]
-Dynamo guards every global a traced frame reads, so a compiled step pays, on every call, for
-each name the library's own code reads while Dynamo traces it; a module read through another
-one (`_run._structure`) or one object reached by two names costs a guard evaluated in Python.
-Guard evaluation was most of the compiled gap to a hand-written Function. So the traced path
-reads names, never modules; what depends on constants alone is computed by a function that
-Dynamo runs as Python while tracing, its result a constant of the frame with no guard
-(`_plain_layout`, `_is_tensor_class`, `transforms_active_while_tracing`); grad mode is set
-directly, not through `torch.no_grad`; and one node class, `_CompileNode`, serves every
-decorated function, taking f and grad_fn as arguments of `apply`.
+Dynamo guards every global a traced frame reads, the node's backward included (it traces it
+with the forward), so a compiled step pays, on every call, for each name the library's own
+code reads while Dynamo traces it: each module, each function, class or builtin read from
+one, each item of a container read, `type` and `id` of an argument or Parameter, `super()`,
+the defaults a call leaves out; one object reached under two names costs a second guard that
+compares them. So the traced path reads names, never modules (`_structure.leaves`, not
+`_structure` then `leaves`); what depends on classes and constants alone is computed by a
+function that Dynamo runs as Python while tracing, its result a constant of the frame behind
+one guard (`run_while_tracing`: `_traced_here`, `_plain_layout`, `_result_kind`,
+`_leaf_classes`, `_tree_plan`, `_function_kind`, `_autocast_now`, the watcher's
+`_is_metadata`); a tree of outputs is numbered while traced (`_numbered`), and its spec and
+rebuilding are such constants (`_tree_plan`, `_placed`); the compile watcher keeps
+the Parameters f reads by identity and never reads their type; grad mode is set directly, not
+through `torch.no_grad`; a decorated function reaches `call_compiled` through one closure
+made per decoration (`compiling_call`); one node class, `_CompileNode`, serves every
+decorated function, taking f and grad_fn as arguments of `apply`. What is left (log1pexp, torch
+2.13: 67 guards against the Function's 22) is what the design needs: the wrapper and its
+closure (7), the watcher (its class, the types it tests, about 12), grad mode, the split of
+f's result and the `variables=` check (5), the hand-over of the outputs (3), the node and the
+record its backward checks (about 15; the exact-gradient test reads `Tensor` under a third
+name). benchmarks/README.md ("Compile guards and decorating in forward") has the counts per
+case and what they cost.
 
 # Note [decorating while compiling]
 TensorFlow code often defines `@tf.custom_gradient` inside `call`, a new decoration per call,
@@ -70,17 +92,6 @@ grad_fn's gradient of the weight as theirs. So a method of a module that holds a
 weight runs outside the compiled graph, as in eager mode (a graph break; under `fullgraph=True`
 an error naming f and the fix). The check reads the module's structure while Dynamo traces,
 which guards on it: no cost when the graph runs.
-
-# Note [export]
-`torch.export` records f's forward ops, under `no_grad` (docs/torch_facts.md, "torch.jit.trace
-and torch.export"), and no grad_fn: the program it makes is for inference. A backward through
-`exported.module()` would silently give nothing, or autodiff of f's forward, through that call.
-So under export f's outputs pass through one custom op, `tf_compat_grad::exported` (`_EXPORTED`),
-that copies them and depends on the call's tensor inputs and the Parameters f read: the
-exported graph holds it with f's name as a constant, an inference run computes the same values,
-and the first backward that reaches it raises an error naming f. The op is defined once, with
-torch.library's plain API (no schema inference, a fraction of a millisecond at import), so a
-program saved with `torch.export.save` loads wherever tf_compat_grad is imported.
 """
 
 from __future__ import annotations
@@ -94,13 +105,16 @@ from typing import Any, NoReturn
 import torch
 from torch.nn.utils import parametrize
 
-from . import _run, _structure
+from . import _autocast, _run, _structure
 from ._captures import CapturedRule, lost_under_compile_reason, settle
-from ._errors import PREFIX, CustomGradientNotImplementedError, CustomGradientTypeError, describe
-from ._record import Record, check_upstreams, upstreams_refusal_of_code
-from ._run import UNBOUND, Layout, call_f
+from ._errors import PREFIX, CustomGradientTypeError, describe
+from ._export import exported
+from ._record import Record, check_upstreams, input_meta, upstreams_refusal_of_code
+from ._run import UNBOUND, Layout, aliases, as_output, call_f, split
+from ._structure import flatten, leaves, unflatten
 from ._torch_internals import (
     DYNAMO_TRACES_WATCHER,
+    functorch_transforms_active,
     graph_break,
     is_dynamo_compiling,
     is_exporting,
@@ -110,7 +124,7 @@ from ._torch_internals import (
     transforms_active_while_tracing,
 )
 from ._variables import check_accepts
-from ._watcher import CompiledWatcher, run_watched, watched_result
+from ._watcher import CompiledWatcher
 
 _grad_enabled = torch.is_grad_enabled
 _is_compiling = torch.compiler.is_compiling
@@ -139,67 +153,185 @@ def call_compiled(
     else:
         flat_args, full, inputs = _run.inputs(f, bound, args)
         layout = (full.bound, full.spec, full.n_args, full.positions)
-    watcher = CompiledWatcher(flat_args, _structure.leaves(kwargs) if kwargs else ())
+    keywords: Any = ()
+    if kwargs:  # the watcher looks for the Parameters among them, in any order
+        values = [*kwargs.values()]
+        keywords = values if _leaf_classes([v.__class__ for v in values]) else leaves(kwargs)
+    watcher = CompiledWatcher(flat_args, keywords)
     prior = _grad_enabled()
     set_grad_mode(False)
     try:
         with watcher:
-            out = call_f(f, bound, args, kwargs)
+            out = f(*args, **kwargs) if bound is UNBOUND else call_f(f, bound, args, kwargs)
     finally:
         set_grad_mode(prior)
-    result, grad_fn, variables = watched_result(f, bound, out, watcher, flat_args, kwargs)
+    # `watched_result` without its settling (the compile watcher settles nothing).
+    result, grad_fn = split(f, out)
+    variables = watcher.unpassed()
+    check_accepts(f, bound, grad_fn, variables)  # at call time, as TensorFlow (item 33)
     # How the outputs are rebuilt: "one" tensor, a "tuple" of tensors, else by their spec.
-    kind = result.__class__
-    if _is_tensor_class(kind):
-        outputs: Sequence[torch.Tensor] = (result.detach(),)
-        rebuild: Any = "one"
-    elif _is_tuple_class(kind) and _all_tensor_classes([o.__class__ for o in result]):
-        outputs, rebuild = tuple(o.detach() for o in result), "tuple"
+    how, exporting = _result_kind(result.__class__)
+    rebuild: Any = how
+    sources = [*inputs, *variables]
+    if rebuild == "one":
+        outputs = _handed_over((result,), sources)
+    elif rebuild == "tuple" and _all_tensor_classes([o.__class__ for o in result]):
+        outputs = _handed_over(result, sources)
+    else:  # a tree: its spec and its rebuilding are trace-time constants where it can be
+        found: list[Any] = []
+        odd: list[Any] = []  # containers other than plain lists, tuples and dicts
+        numbered = _numbered(result, found, odd)
+        if odd:
+            flat, spec = flatten(result)
+            rebuild = (spec, None)
+        else:
+            order, spec, template = _tree_plan(numbered)
+            flat, rebuild = [found[i] for i in order], (spec, template)
+        outputs = _handed_over([as_output(f, o, i, spec) for i, o in enumerate(flat)], sources)
+    if exporting:  # Note [export] in `_export.py`
+        outputs = exported(described, outputs, sources)
     else:
-        outputs, rebuild = _run.outputs(f, result)
-    if is_exporting():  # Note [export]
-        return _rebuilt(rebuild, _exported(described, outputs, [*inputs, *variables]))
-    if watcher.reaches(result):  # Note [lost gradients under compile] in `_captures.py`
-        graph_break(lost_under_compile_reason(described))  # under fullgraph=True, the error
-        variables = outside(
-            settle, f, bound, kwargs, watcher.seeds, inputs, variables, (), captured
-        )
-        check_accepts(f, bound, grad_fn, variables)
-    if not variables and not any(t.requires_grad for t in inputs):
-        return _rebuilt(rebuild, outputs)
-    if len(outputs) > 1:  # Note [upstreams under compile]
-        readable = _parameters_of(grad_fn)
-        refusal = readable and _upstreams_refusal(
-            *readable, len(outputs), bool(variables), described
-        )
-        if refusal:
-            graph_break(refusal)  # under fullgraph=True, the error
-            outside(_refuse_upstreams, f, grad_fn, len(outputs), variables, refusal)
-    node_outputs = _CompileNode.apply(  # type: ignore[no-untyped-call]
-        (*layout, variables), f, grad_fn, len(outputs), *outputs, *inputs, *variables
-    )
-    return _rebuilt(rebuild, node_outputs)
-
-
-def _rebuilt(rebuild: Any, outputs: Sequence[torch.Tensor]) -> Any:
+        if watcher.reaches(result):  # Note [lost gradients under compile] in `_captures.py`
+            graph_break(lost_under_compile_reason(described))  # under fullgraph=True, the error
+            variables = outside(
+                settle, f, bound, kwargs, watcher.seeds, inputs, variables, (), captured
+            )
+            check_accepts(f, bound, grad_fn, variables)
+        if variables or any(t.requires_grad for t in inputs):
+            if len(outputs) > 1:  # Note [upstreams under compile]
+                readable = _parameters_of(grad_fn)
+                refusal = readable and _upstreams_refusal(
+                    *readable, len(outputs), bool(variables), described
+                )
+                if refusal:
+                    graph_break(refusal)  # under fullgraph=True, the error
+                    outside(_refuse_upstreams, f, grad_fn, len(outputs), variables, refusal)
+            outputs = _CompileNode.apply(  # type: ignore[no-untyped-call]
+                (*layout, variables), f, grad_fn, len(outputs), *outputs, *inputs, *variables
+            )
+    # The outputs rebuilt here, not by a function: Dynamo guards each (Note [compile guards]).
     if rebuild == "one":
         return outputs[0]
     if rebuild == "tuple":
         return tuple(outputs)
-    return _structure.unflatten(rebuild, outputs)
+    spec, template = rebuild
+    return unflatten(spec, outputs) if template is None else _placed(template, outputs)
+
+
+def _handed_over(
+    outputs: Sequence[torch.Tensor], sources: Sequence[torch.Tensor]
+) -> list[torch.Tensor]:
+    """f's flattened outputs as the compile node takes them (Note [compile outputs]): as they
+    are where f made them (under `no_grad`), detached where they require grad, and copied where
+    they alias one of `sources` (the call's inputs and variables) or an earlier output."""
+    handed: list[torch.Tensor] = []
+    earlier: list[torch.Tensor] = []
+    for o in outputs:
+        base = o._base
+        if aliases(o, sources) or any(o is e or base is e or e._base is o for e in earlier):
+            handed.append(o.detach().clone())  # as eager copies them (Note [outputs that
+            # alias an input] in `_run.py`)
+        else:
+            handed.append(o.detach() if o.requires_grad else o)
+        earlier.append(o)
+    return handed
+
+
+def _numbered(tree: Any, leaves: list[Any], odd: list[Any]) -> Any:
+    """tree with each leaf replaced by its index in `leaves`, where it is appended; a container
+    other than a plain list, tuple or dict is appended to `odd` (Dynamo traces it, reading no
+    global but itself: Note [compile guards])."""
+    kind = type(tree)
+    if kind is tuple:
+        return tuple([_numbered(x, leaves, odd) for x in tree])
+    if kind is list:
+        return [_numbered(x, leaves, odd) for x in tree]
+    if kind is dict:
+        return {k: _numbered(v, leaves, odd) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple, dict)):
+        odd.append(tree)
+    leaves.append(tree)
+    return len(leaves) - 1
+
+
+@run_while_tracing
+def _tree_plan(numbered: Any) -> tuple[tuple[int, ...], Any, Any]:
+    """For a tree numbered by `_numbered`: the order of its leaves in `flatten`'s order, its
+    spec, and how `_placed` rebuilds it from the flattened leaves (what `unflatten` builds)."""
+    order, spec = flatten(numbered)
+    return tuple(order), spec, _template(unflatten(spec, range(len(order))))
+
+
+def _template(tree: Any) -> Any:
+    """A tree of plain containers of numbers as tagged tuples, which Dynamo reads without
+    guards (the type of a trace-time constant has none)."""
+    if isinstance(tree, dict):
+        return ("dict", tuple((k, _template(v)) for k, v in tree.items()))
+    if isinstance(tree, (list, tuple)):
+        return ("list" if isinstance(tree, list) else "tuple", tuple(map(_template, tree)))
+    return ("leaf", tree)
+
+
+def _placed(template: Any, values: Sequence[Any]) -> Any:
+    """The tree `_template` describes, each leaf number replaced by that item of values."""
+    tag, content = template
+    if tag == "leaf":
+        return values[content]
+    if tag == "dict":
+        return {k: _placed(t, values) for k, t in content}
+    items = [_placed(t, values) for t in content]
+    return items if tag == "list" else tuple(items)
+
+
+def compiling_call(
+    f: Callable[..., Any],
+    described: str,
+    captured: CapturedRule,
+    leave: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any],
+) -> Callable[[tuple[Any, ...], dict[str, Any]], Any]:
+    """What a call of a decorated plain function does while Dynamo traces (or `torch.export`
+    exports) its caller: `call_compiled` where Dynamo traces the call, else `leave` (the
+    wrapper's route out of the graph, Notes [compile on older torch] and [compile under
+    torch.func]). A closure per decoration and rule, so that Dynamo guards one object on the way
+    in (Note [compile guards])."""
+    if not DYNAMO_TRACES_WATCHER:
+        return lambda args, kwargs: leave(UNBOUND, args, kwargs)
+
+    def compiling(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if _traced_here():
+            return call_compiled(f, UNBOUND, args, kwargs, described, captured)
+        return leave(UNBOUND, args, kwargs)
+
+    return compiling
+
+
+@run_while_tracing
+def _traced_here() -> bool:
+    """Whether Dynamo traces a decorated call where it is called: on this torch, and outside
+    a `torch.func` transform (Notes [compile on older torch], [compile under torch.func])."""
+    return DYNAMO_TRACES_WATCHER and not functorch_transforms_active()
 
 
 # Trace-time constants of the compile path, read from classes (Note [compile guards]).
 
 
 @run_while_tracing
-def _is_tensor_class(kind: type) -> bool:
-    return kind is torch.Tensor
+def _result_kind(kind: type) -> tuple[str, bool]:
+    """How f's outputs of this type are rebuilt ("one" tensor, a "tuple", or "tree": by their
+    spec), and whether `torch.export` traces the call (Note [export] in `_export.py`)."""
+    how = "one" if kind is torch.Tensor else "tuple" if kind is tuple else "tree"
+    return how, is_exporting()
 
 
 @run_while_tracing
-def _is_tuple_class(kind: type) -> bool:
-    return kind is tuple
+def _autocast_now() -> Any:
+    return _autocast.current()
+
+
+@run_while_tracing
+def _leaf_classes(kinds: list[type]) -> bool:
+    """Whether values of these classes are leaves of a structure (`_structure.py`)."""
+    return not any(issubclass(kind, _structure._CONTAINERS) for kind in kinds)
 
 
 @run_while_tracing
@@ -291,17 +423,30 @@ def _parameters_of(
     as for a function defined in the traced code whose defaults are set), and the positional
     arguments and keywords bound before the upstreams; None for a grad_fn without code."""
     n_bound, keywords = 0, ()
-    if type(grad_fn) is functools.partial:
-        n_bound, keywords = len(grad_fn.args), tuple(grad_fn.keywords)  # type: ignore[assignment]
+    kind = _function_kind(type(grad_fn))
+    if kind == "partial":
+        n_bound, keywords = len(grad_fn.args), tuple(grad_fn.keywords)
         grad_fn = grad_fn.func
-    if type(grad_fn) is types.MethodType:
+        kind = _function_kind(type(grad_fn))
+    if kind == "method":
         n_bound, grad_fn = n_bound + 1, grad_fn.__func__
-    elif type(grad_fn) is not types.FunctionType:  # a callable object
-        call = getattr(type(grad_fn), "__call__", None)  # noqa: B004 (its code is read)
-        if type(call) is not types.FunctionType:
+    elif kind != "function":  # a callable object
+        call: Any = getattr(type(grad_fn), "__call__", None)  # noqa: B004 (its code is read)
+        if _function_kind(type(call)) != "function":
             return None
         return call.__code__, len(call.__defaults__ or ()), n_bound + 1, keywords
     return grad_fn.__code__, 0 if grad_fn.__defaults__ is None else None, n_bound, keywords
+
+
+@run_while_tracing
+def _function_kind(kind: type) -> str:
+    """What `_parameters_of` reads of a callable of this type, read from the class while Dynamo
+    traces (Note [compile guards])."""
+    if kind is functools.partial:
+        return "partial"
+    if kind is types.MethodType:
+        return "method"
+    return "function" if kind is types.FunctionType else "object"
 
 
 def _refuse_upstreams(
@@ -315,75 +460,6 @@ def _refuse_upstreams(
     grad_fn as it is (a partial, a callable object), or else the one made while tracing."""
     check_upstreams(f, grad_fn, n_outputs, variables)
     raise CustomGradientTypeError(refusal)
-
-
-def call_exported(f: Callable[..., Any], bound: Any, args: tuple[Any, ...], kwargs: Any) -> Any:
-    """Call f while `torch.export` traces it outside Dynamo (Note [export])."""
-    flat_args, _, inputs = _run.inputs(f, bound, args)
-    # In the caller's grad mode: a `no_grad` here is recorded into the exported program (torch
-    # 2.4 records grad-mode changes), whose f would then run without a graph, and a Parameter
-    # that f reads would get no gradient, silently, where its backward must be refused.
-    result, _, variables = run_watched(f, bound, args, kwargs, flat_args)
-    # Not detached (as `_run.outputs` would): the Parameters f reads are no Parameters in the
-    # traced program of torch < 2.6, so the outputs' own graph is what makes a backward reach
-    # the refusal; detached, such a Parameter got no gradient, silently.
-    flat, out_spec = _structure.flatten(result)
-    outputs = [_run.as_output(f, o, i, out_spec) for i, o in enumerate(flat)]
-    return _structure.unflatten(out_spec, _exported(describe(f), outputs, [*inputs, *variables]))
-
-
-def _exported(
-    described: str, outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]
-) -> list[torch.Tensor]:
-    """f's outputs through `tf_compat_grad::exported`; `described`: f by name, file and line."""
-    return list(_EXPORTED(list(outputs), list(inputs), described))
-
-
-class _RefuseBackward(torch.autograd.Function):
-    """The autograd kernel of `tf_compat_grad::exported`: the outputs copied, and a backward
-    that names the function (Note [export])."""
-
-    @staticmethod
-    def forward(ctx: Any, function: str, n_outputs: int, *tensors: torch.Tensor) -> Any:
-        ctx.function = function
-        return tuple(t.clone() for t in tensors[:n_outputs])
-
-    @staticmethod
-    def backward(ctx: Any, *upstream: Any) -> Any:
-        raise CustomGradientNotImplementedError(exported_backward_error(ctx.function))
-
-
-def exported_backward_error(function: str) -> str:
-    """The refusal of a backward through the exported call of `function` (Note [export])."""
-    return (
-        f"{PREFIX}backward reached {function} in a program made by torch.export, which records "
-        "the function's forward ops and not its grad_fn, so the gradient would be wrong (none, "
-        "or autodiff of the forward). Exported programs are for inference: differentiate the "
-        "module itself (torch.compile it to train compiled), or run the exported program under "
-        "`torch.no_grad()` or with inputs and Parameters that do not require grad"
-    )
-
-
-def _define_exported_op() -> Any:
-    library = torch.library.Library("tf_compat_grad", "DEF")  # type: ignore[no-untyped-call]
-    library.define("exported(Tensor[] outputs, Tensor[] inputs, str function) -> Tensor[]")  # type: ignore[no-untyped-call]
-    library.impl("exported", _copies, "CompositeExplicitAutograd")  # type: ignore[no-untyped-call]
-    library.impl("exported", _refusing_backward, "Autograd")  # type: ignore[no-untyped-call]
-    return library
-
-
-def _copies(outputs: list[torch.Tensor], inputs: Any, function: str) -> list[torch.Tensor]:
-    return [t.clone() for t in outputs]
-
-
-def _refusing_backward(
-    outputs: list[torch.Tensor], inputs: list[torch.Tensor], function: str
-) -> list[torch.Tensor]:
-    return list(_RefuseBackward.apply(function, len(outputs), *outputs, *inputs))  # type: ignore[no-untyped-call]
-
-
-_LIBRARY = _define_exported_op()  # kept: the op lives as long as its library object
-_EXPORTED = torch.ops.tf_compat_grad.exported
 
 
 def under_transform_reason(f: Callable[..., Any]) -> str:
@@ -419,8 +495,12 @@ class _CompileNode(torch.autograd.Function):
         bound, spec, n_args, positions, variables = constants
         ctx.grad_fn = grad_fn
         ctx.n_outputs = n_outputs
+        # `Record.of_call`, written out: Dynamo guards each name it reads (Note [compile
+        # guards]), and the autocast state is a constant of the traced call.
+        given = tensors[n_outputs:][: len(positions)]
+        metas = [input_meta(t) for t in (*given, *variables)]
         layout = Layout(f, bound, spec, n_args, positions)
-        ctx.record = Record.of_call(layout, tensors[n_outputs:][: len(positions)], variables)
+        ctx.record = Record(layout, metas, variables, _autocast_now())
 
     @staticmethod
     def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
@@ -433,4 +513,4 @@ class _CompileNode(torch.autograd.Function):
                 # runs as Python and raises it (under fullgraph=True, the error shows it).
                 graph_break(str(error))
             raise
-        return (None, None, None, None, *(None for _ in range(ctx.n_outputs)), *grads)
+        return (*(None,) * (4 + ctx.n_outputs), *grads)

@@ -21,7 +21,7 @@ from typing_extensions import ParamSpec
 from ._captures import CAPTURED_RULES, CapturedRule
 from ._compile import (
     call_compiled,
-    call_exported,
+    compiling_call,
     decorated_while_tracing,
     outside,
     parametrized,
@@ -37,6 +37,7 @@ from ._errors import (
     describe,
     describe_value,
 )
+from ._export import call_exported
 from ._record import per_code
 from ._run import UNBOUND
 from ._torch_internals import (
@@ -82,6 +83,7 @@ class CustomGradient(Generic[P, R]):
         # The description of f for messages made while Dynamo traces, and the calls that leave
         # the compiled graph with their reasons.
         self._described, self._outside_compile, self._outside_older_compile = _compile_parts(f)
+        self._compiling = compiling_call(f, self._described, "refuse", self._call_compiling)
         self.example: Any = None  # example inputs for the checker (`custom_gradient(example=)`)
         # Why grad_fn is not the true derivative, when that is intended (`surrogate=`).
         self.surrogate: str | None = None
@@ -138,6 +140,7 @@ class CustomGradient(Generic[P, R]):
     @captured.setter
     def captured(self, rule: CapturedRule) -> None:
         self._eager.captured = rule
+        self._compiling = compiling_call(self._f, self._described, rule, self._call_compiling)
         self.__dict__["captured"] = rule  # what the function of `function` shows
 
     def __tf_compat_grad_calls__(self) -> Callable[..., Any]:
@@ -147,7 +150,7 @@ class CustomGradient(Generic[P, R]):
     # Note [where f runs] (in _eager.py) explains the order of the steps of an eager call.
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         if _is_compiling():
-            return self._call_compiling(UNBOUND, args, kwargs)  # type: ignore[no-any-return]
+            return self._compiling(args, kwargs)  # type: ignore[no-any-return]
         return self._eager.entry(UNBOUND, args, kwargs)  # type: ignore[no-any-return]
 
     # Type checkers hand a function under `@staticmethod` or `@classmethod` (above or below the
@@ -242,7 +245,7 @@ class CustomGradient(Generic[P, R]):
     def _call_older_compile(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call that left Dynamo on torch < 2.13, run as in eager mode, unless a
         `torch.func` transform is active (Note [compile on older torch]) or `torch.export`
-        traces it (Note [export])."""
+        traces it (Note [export] in `_export.py`)."""
         if functorch_transforms_active():
             raise CustomGradientNotImplementedError(older_torch_transform_error(self._f))
         if is_exporting():

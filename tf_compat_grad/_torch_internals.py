@@ -94,9 +94,9 @@ def call_backward_directly(node: type[torch.autograd.Function]) -> None:
 # as one of its graphs.
 DYNAMO_TRACES_WATCHER = TORCH_RELEASE >= (2, 13)
 
-# Whether `torch.export` traces the call (Note [export]). torch before 2.6 has no such flag;
-# there a decorated call runs outside Dynamo (Note [compile on older torch]), where
-# `is_compiling` is true only for a non-strict export.
+# Whether `torch.export` traces the call (Note [export] in `_export.py`). torch before 2.6 has
+# no such flag; there a decorated call runs outside Dynamo (Note [compile on older torch]),
+# where `is_compiling` is true only for a non-strict export.
 is_exporting = getattr(torch.compiler, "is_exporting", torch.compiler.is_compiling)
 
 # What `torch.compile` does with a decorated call on this torch, in words (the checker's compile

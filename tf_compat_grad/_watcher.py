@@ -22,10 +22,11 @@ import torch
 from torch.nn import Parameter
 from torch.overrides import TorchFunctionMode
 
-from . import _structure
 from ._captures import CapturedRule, any_needs_grad, settle
 from ._places import close_cache, open_cache
 from ._run import UNBOUND, call_f, split
+from ._structure import leaves
+from ._torch_internals import run_while_tracing
 from ._variables import check_accepts
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ def watched_result(
     None)."""
     result, grad_fn = split(f, out)
     variables: list[Any] = watcher.variables(
-        exclude=[*flat_args, *_structure.leaves(kwargs)] if kwargs else flat_args
+        exclude=[*flat_args, *leaves(kwargs)] if kwargs else flat_args
     )
     check_accepts(f, bound, grad_fn, variables)  # at call time, as TensorFlow (item 33)
     if watcher.places is not None:
@@ -113,6 +114,13 @@ _METADATA: frozenset[Any] = frozenset(
     [getattr(_Tensor, name).__get__ for name in _METADATA_PROPERTIES if hasattr(_Tensor, name)]
     + [getattr(_Tensor, name) for name in _METADATA_METHODS]
 )
+
+
+@run_while_tracing
+def _is_metadata(func: Any) -> bool:
+    """`func in _METADATA`, decided while Dynamo traces (Note [compile guards] in
+    `_compile.py`)."""
+    return func in _METADATA
 
 
 class ParameterWatcher(TorchFunctionMode):
@@ -172,7 +180,9 @@ class CompiledWatcher(ParameterWatcher):
     tensors f computes from them, by identity, which Dynamo folds into constants."""
 
     def __init__(self, given: Iterable[Any], keywords: Iterable[Any]) -> None:
-        super().__init__()
+        # `ParameterWatcher.__init__` is not called: Dynamo guards `super()` (Note [compile
+        # guards] in `_compile.py`).
+        self.read: list[Parameter] = []  # what `found` holds, by identity: `id` is a guard
         self.places = None
         self.known: list[_Tensor] = [t for t in given if isinstance(t, _Tensor)]
         self.keywords = [t for t in keywords if isinstance(t, Parameter)]  # not variables
@@ -184,7 +194,7 @@ class CompiledWatcher(ParameterWatcher):
         # `requires_grad` (Dynamo traces all of it, for each op: the cost is compile time).
         n_seeds = len(self.seeds)
         touched = n_seeds and self._tainted_among([args, kwargs])
-        if func in _METADATA:
+        if _is_metadata(func):
             return func(*args, **(kwargs or {}))
         self._scan(args)
         if kwargs:
@@ -198,19 +208,26 @@ class CompiledWatcher(ParameterWatcher):
         return out
 
     def _scan(self, values: Iterable[Any]) -> None:
+        # A Parameter's type is not read: Dynamo guards `type` of each (Note [compile guards]
+        # in `_compile.py`).
         for value in values:
+            if isinstance(value, Parameter):
+                if value.requires_grad:
+                    if any(value is t for t in self.keywords):
+                        self._seed(value)
+                    elif not any(value is p for p in self.read):
+                        self.read.append(value)
+                continue
             kind = type(value)
             if kind is _Tensor:
                 if value.requires_grad:  # not, under `no_grad`, what f computed
                     self._seed(value)
-            elif kind is Parameter or isinstance(value, Parameter):
-                if value.requires_grad:
-                    if any(value is t for t in self.keywords):
-                        self._seed(value)
-                    else:
-                        self.found.setdefault(id(value), value)
             elif kind is list or kind is tuple:
                 self._scan(value)
+
+    def unpassed(self) -> list[Parameter]:
+        """The Parameters f read, first use first, less those passed to it (the variables)."""
+        return [p for p in self.read if not any(p is x for x in self.known)]
 
     def _seed(self, value: _Tensor) -> None:
         """Record value, which requires grad, as a seed unless it is known or one already."""
@@ -238,7 +255,7 @@ class CompiledWatcher(ParameterWatcher):
     def reaches(self, result: Any) -> bool:
         """Whether an output of f is a seed (also one f returns as it is) or computed from
         one."""
-        outputs = [result] if isinstance(result, _Tensor) else _structure.leaves(result)
+        outputs = [result] if isinstance(result, _Tensor) else leaves(result)
         for tensor in outputs:
             if isinstance(tensor, _Tensor) and tensor.requires_grad:
                 self._seed(tensor)

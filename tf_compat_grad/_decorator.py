@@ -19,15 +19,8 @@ import torch
 from typing_extensions import ParamSpec
 
 from ._captures import CAPTURED_RULES, CapturedRule
-from ._compile import (
-    call_compiled,
-    compiling_call,
-    decorated_while_tracing,
-    outside,
-    parametrized,
-    parametrized_reason,
-    under_transform_reason,
-)
+from ._compile import call_compiled, compiling_call, decorated_while_tracing
+from ._compile_exits import outside, parametrized, parametrized_reason, under_transform_reason
 from ._eager import EagerPath
 from ._errors import (
     PREFIX,
@@ -237,7 +230,9 @@ class CustomGradient(Generic[P, R]):
             return self._outside_older_compile(self._call_older_compile, bound, args, kwargs)
         if transforms_active_while_tracing():  # Note [compile under torch.func]
             return self._outside_compile(self._call_eager, bound, args, kwargs)
-        if not is_exporting() and parametrized(bound):  # Note [parametrizations under compile]
+        if not is_exporting() and parametrized(
+            bound
+        ):  # Note [parametrizations under compile] in `_compile_exits.py`
             graph_break(parametrized_reason(self._described))
             return outside(self._call_eager, bound, args, kwargs)
         return call_compiled(self._f, bound, args, kwargs, self._described, self._eager.captured)

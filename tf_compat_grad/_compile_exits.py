@@ -1,0 +1,126 @@
+"""Where a compiled decorated call leaves the graph: the reasons Dynamo shows (an error under
+`fullgraph=True`), and the eager checks run outside the graph (`outside`).
+
+# Note [upstreams under compile]
+A multi-output f whose grad_fn cannot take one upstream per output is refused when f returns
+(`check_upstreams`). Dynamo cannot trace `inspect.signature`, nor read the defaults of a function
+defined in the traced code, but it reads code, and the defaults of functions defined outside:
+`parameters_of` reads what the upstreams will be bound to (a plain function; a
+`functools.partial`'s function, its arguments and keywords; a bound method's function; a
+callable object's `__call__`), and `upstreams_refusal_of_code` runs as Python while Dynamo
+traces, refusing what no unknown defaults can change: too many upstreams, too few for a
+function without positional defaults, the upstreams against `variables`. The refusal is a graph
+break, an error under `fullgraph=True` that shows the message (naming grad_fn's code); without
+it, `check_upstreams` raises eager's own error outside the graph. A grad_fn defined in the
+traced code with defaults that would miss an upstream fails in backward, as in TensorFlow.
+
+# Note [parametrizations under compile]
+A parametrized weight that f reads is the variable, and its originals get its gradient through
+the parametrization (Note [lost gradients] in `_captures.py`), which needs the parametrize cache
+that a watched eager call opens: under compile the originals would be the variables and get
+grad_fn's gradient of the weight as theirs. So a method of a module that holds a parametrized
+weight runs outside the compiled graph, as in eager mode (a graph break; under `fullgraph=True`
+an error naming f and the fix). The check reads the module's structure while Dynamo traces,
+which guards on it: no cost when the graph runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import torch
+from torch.nn.utils import parametrize
+
+from ._errors import PREFIX, CustomGradientTypeError, describe
+from ._record import check_upstreams, upstreams_refusal_of_code
+from ._torch_internals import outside_compile, run_while_tracing
+
+# The eager checks, run where the graph breaks (Notes [lost gradients under compile] and
+# [upstreams under compile]).
+outside = outside_compile(f"{PREFIX}a decorated call runs outside the compiled graph")
+
+# Dynamo reads grad_fn's code but cannot trace `inspect.signature`: the check runs as Python,
+# once per traced call site, its message a constant of the graph.
+upstreams_refusal = run_while_tracing(upstreams_refusal_of_code)
+
+
+def parametrized(bound: Any) -> bool:
+    """Whether a method's instance holds a parametrized weight (Note [parametrizations under
+    compile])."""
+    return isinstance(bound, torch.nn.Module) and any(
+        parametrize.is_parametrized(module) for module in bound.modules()
+    )
+
+
+def parametrized_reason(described: str) -> str:
+    """Why such a call runs outside the compiled graph; `described`: f by name, file, line."""
+    return (
+        f"{PREFIX}{described} is a method of a module with a parametrized weight "
+        "(torch.nn.utils.parametrize, parametrizations.*), whose originals get the weight's "
+        "gradient through the parametrization only in eager mode, so the call runs outside the "
+        "compiled graph (a graph break; this error under fullgraph=True). Compile without "
+        "fullgraph=True, or read the weight in an undecorated forward and pass it to the "
+        "decorated function as a positional argument"
+    )
+
+
+def parameters_of(
+    grad_fn: Any,
+) -> tuple[types.CodeType, int | None, int, tuple[str, ...]] | None:
+    """What Dynamo can read of grad_fn's parameters, as `upstreams_refusal_of_code` takes it:
+    the code of the function it calls, how many positional defaults that has (None: unknown,
+    as for a function defined in the traced code whose defaults are set), and the positional
+    arguments and keywords bound before the upstreams; None for a grad_fn without code."""
+    n_bound, keywords = 0, ()
+    kind = _function_kind(type(grad_fn))
+    if kind == "partial":
+        n_bound, keywords = len(grad_fn.args), tuple(grad_fn.keywords)
+        grad_fn = grad_fn.func
+        kind = _function_kind(type(grad_fn))
+    if kind == "method":
+        n_bound, grad_fn = n_bound + 1, grad_fn.__func__
+    elif kind != "function":  # a callable object
+        call: Any = getattr(type(grad_fn), "__call__", None)  # noqa: B004 (its code is read)
+        if _function_kind(type(call)) != "function":
+            return None
+        return call.__code__, len(call.__defaults__ or ()), n_bound + 1, keywords
+    return grad_fn.__code__, 0 if grad_fn.__defaults__ is None else None, n_bound, keywords
+
+
+@run_while_tracing
+def _function_kind(kind: type) -> str:
+    """What `parameters_of` reads of a callable of this type, read from the class while Dynamo
+    traces (Note [compile guards])."""
+    if kind is functools.partial:
+        return "partial"
+    if kind is types.MethodType:
+        return "method"
+    return "function" if kind is types.FunctionType else "object"
+
+
+def refuse_upstreams(
+    f: Callable[..., Any],
+    grad_fn: Callable[..., Any],
+    n_outputs: int,
+    variables: list[torch.nn.Parameter],
+    refusal: str,
+) -> NoReturn:
+    """The refusal of Note [upstreams under compile], outside Dynamo: eager's, which names
+    grad_fn as it is (a partial, a callable object), or else the one made while tracing."""
+    check_upstreams(f, grad_fn, n_outputs, variables)
+    raise CustomGradientTypeError(refusal)
+
+
+def under_transform_reason(f: Callable[..., Any]) -> str:
+    """Why a call of f under a `torch.func` transform leaves the compiled graph, for Dynamo's
+    error under `fullgraph=True` (Note [compile under torch.func])."""
+    return (
+        f"{PREFIX}{describe(f)} is called under a torch.func transform (grad, vjp, jvp, jacrev, "
+        "vmap, ...) inside torch.compile, which would differentiate its forward instead of its "
+        "grad_fn, so the call runs outside the compiled graph (a graph break). Call "
+        "torch.compile without fullgraph=True, or apply the transform outside the compiled "
+        "function: `torch.func.grad(torch.compile(f))`"
+    )

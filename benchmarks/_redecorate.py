@@ -23,6 +23,22 @@ def decorated_in_forward(x: torch.Tensor) -> torch.Tensor:
     return custom_gradient(log1pexp.__wrapped__)(x)
 
 
+def defined_in_forward(x: torch.Tensor) -> torch.Tensor:
+    """log1pexp defined and decorated inside the function that calls it, as a `forward` that
+    defines its custom gradient does: a new function of the same code on each call."""
+
+    @custom_gradient
+    def log1pexp(x):
+        e = torch.exp(x)
+
+        def grad(upstream):
+            return upstream * (1 - 1 / (1 + e))
+
+        return torch.log(1 + e), grad
+
+    return log1pexp(x)
+
+
 def _instructions(step: Callable[[], None]) -> int:
     """Python instructions of one step, counted on the third (the first ones fill caches)."""
     count = 0
@@ -58,6 +74,7 @@ def text() -> str:
         "Function": Log1pexpFunction.apply,
         "decorated once": log1pexp,
         "decorated in forward, every call": decorated_in_forward,
+        "defined and decorated in forward": defined_in_forward,
     }
     counts = {name: _instructions(stepper(op)) for name, op in impls.items()}
     once = counts["decorated once"]

@@ -90,6 +90,14 @@ class ParameterReach:
 
     def __init__(self, f: Any) -> None:
         self._f = f
+        # The answer of an earlier function of f's code, where it holds for f too (Note [a
+        # proof per code] in `_reach_check.py`).
+        proof = kept(f)
+        if proof is not None:
+            checks = proof.make(f)
+            if checks is not None:
+                self._take(proof.answer, checks)
+                return
         # The last analysis's answer (`prove`): "none", "own" or None; `reads_own` is the
         # per-call check that an "own" answer still holds (Note [Parameters of f's own]), as
         # `reads_none` is for "none".
@@ -105,13 +113,6 @@ class ParameterReach:
         # Whether the last analysis still holds and no plain tensor it found f can name
         # requires grad (Note [lost gradients] in `_captures.py`); both fast questions include it.
         self.calm: Callable[[], bool] = _never
-        # The answer of an earlier function of f's code, where it holds for f too (Note [a
-        # proof per code] in `_reach_check.py`).
-        proof = kept(f)
-        if proof is not None:
-            checks = proof.make(f)
-            if checks is not None:
-                self._take(proof.answer, checks)
 
     def possible(self, extra: Iterable[Any]) -> bool:
         """False only when f provably reads no Parameter, called with the `extra` objects it

@@ -203,14 +203,16 @@ class EagerPath:
         reach = self.reach
         watched = learned.watched or reach.possible(())
         kind, holds = ("watched", reach.reads_own) if watched else ("none", reach.reads_none)
-        apply = learned.applies.get(watched)
-        if apply is None:
-            apply = learned.applies[watched] = _plan_node.make_node(self._f, learned.shape, watched)
+        made = learned.made.get(watched)
+        if made is None:
+            apply = _plan_node.make_node(self._f, learned.shape, watched)
+            made = learned.made[watched] = (apply, _plan.call_binder(self._f, learned.shape, kind))
+        apply, bind = made
         checked = functools.partial(self._checked_gradients, learned.spec)
         self.entry = _plan.make_call(
             self._f,
             learned.shape,
-            kind,
+            bind,
             holds,
             apply,
             checked,
@@ -320,17 +322,18 @@ _LayoutSpec = tuple[bool, Any, int, Sequence[int]]  # a `Layout`'s arguments aft
 
 class _Learned:
     """A call shape a decoration of f's code learned (Note [decorated again]): its plan is
-    watched or not, its call's `Layout` less f, and the `apply` of its plan's node, made when
-    first asked for, watched or not."""
+    watched or not, its call's `Layout` less f, and the `apply` of its plan's node with what
+    binds a decoration to its plan's call (`_plan.call_binder`), made when first asked for,
+    watched or not."""
 
-    __slots__ = ("applies", "key", "shape", "spec", "watched")
+    __slots__ = ("key", "made", "shape", "spec", "watched")
 
     def __init__(self, shape: _plan.Shape, watched: bool, layout: Layout) -> None:
         self.shape = shape
         self.key = shape.key()
         self.watched = watched
         self.spec: _LayoutSpec = (layout.bound, layout.spec, layout.n_args, layout.positions)
-        self.applies: dict[bool, Callable[..., Any]] = {}
+        self.made: dict[bool, tuple[Callable[..., Any], Callable[..., Any]]] = {}
 
 
 def _jit_trace_error(f: Callable[..., Any]) -> CustomGradientNotImplementedError:

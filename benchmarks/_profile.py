@@ -130,9 +130,7 @@ def _steps() -> dict[str, dict[str, _Step]]:
         "log1pexp n=100, decorated on every call": {
             "decorated once": _Step(lambda: log1pexp(x), [x]),
             "decorated in forward": _Step(lambda: _redecorate.decorated_in_forward(x), [x]),
-            "defined and decorated in forward": _Step(
-                lambda: _redecorate.defined_in_forward(x), [x]
-            ),
+            "defined in forward": _Step(lambda: _redecorate.defined_in_forward(x), [x]),
         },
         "linear layer, width 8": {
             "Function": _Step(lambda: LinearFunction.apply(xl, w, b), [xl, w, b]),

@@ -16,8 +16,8 @@ its answer when, checked once as it is decorated (`make(g)` answers None otherwi
   reading nothing through it: a value of the same exact type among those the proof accepts as
   they are (numbers, strings, dtypes, builtins: `_SAFE_TYPES`), a plain tensor, a Parameter
   (one of f's own, Note [Parameters of f's own]), an empty cell; or the very object the
-  analysis met, held weakly (a module whose answer it reached without reading anything through
-  it, as `self` in a method's `forward`, where the proof stops);
+  analysis met, held weakly, when the analysis answered for it without reading anything
+  through it (`self` of a `forward`, where the proof stops; torch's own modules and functions);
 - and, on each call, as for f: g's code is still that code, g has no defaults, keyword defaults
   or attributes, g's cells still hold what they held when g was decorated, and every other name,
   cell and function the analysis read still holds what it held (the check f's own calls run).
@@ -26,9 +26,13 @@ With those, the analysis of g would visit the very objects the analysis of f vis
 order, and give the same answer. A proof that read anything else through f's own cells or
 defaults (a helper function defined in `forward`, a tuple, a default value) is not kept: what it
 read would then be a decoration's, and holding it would keep that decoration's closure alive;
-such a decoration is proved anew. The kept proofs hold the globals they read, so that a code
-object is not kept alive for long, `_PROOFS` keeps the last `_KEPT` codes' (as the reading of
-codes, `_reach._read`, does).
+such a decoration is proved anew. The kept proofs hold the globals they read, which hold the
+code; so `_PROOFS` is bounded: it keeps the answers for the last `_KEPT` codes, as the reading
+of codes (`_reach._read`) is kept.
+
+Measured (benchmarks/README.md, "Compile guards and decorating in forward"): a log1pexp n=100
+step that decorates its function anew runs 2288 Python instructions with the kept answer, 2844
+without (868 for the function decorated once).
 """
 
 from __future__ import annotations

@@ -127,6 +127,11 @@ def _steps() -> dict[str, dict[str, _Step]]:
             "minimal": _Step(lambda: minimal(x), [x]),
             TF: _Step(lambda: log1pexp(x), [x]),
         },
+        "log1pexp n=100, decorated on every call": {
+            "decorated once": _Step(lambda: log1pexp(x), [x]),
+            "decorated in forward": _Step(lambda: _redecorate.decorated_in_forward(x), [x]),
+            "defined in forward": _Step(lambda: _redecorate.defined_in_forward(x), [x]),
+        },
         "linear layer, width 8": {
             "Function": _Step(lambda: LinearFunction.apply(xl, w, b), [xl, w, b]),
             f"{TF} (Parameters as arguments)": _Step(lambda: linear_args(xl, w, b), [xl, w, b]),

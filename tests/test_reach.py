@@ -405,7 +405,7 @@ def test_a_closure_cell_emptied_after_the_first_call_is_noticed():
 
 def test_a_name_rebound_on_every_call_compiles_no_new_check():
     """Each call re-analyses f, but the check of one form is compiled once."""
-    from tf_compat_grad._reach import _check_maker
+    from tf_compat_grad._reach_check import _outer_maker as _check_maker
 
     namespace = {"torch": torch, "STEP": torch.ones(3, dtype=D), "_grad": _grad_with_variables}
     exec("def f(x):\n    return x * STEP, _grad\n", namespace)

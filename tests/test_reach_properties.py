@@ -23,7 +23,7 @@ from helpers import derandomized
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tf_compat_grad._reach import ParameterReach, prove
+from tf_compat_grad._reach import ParameterReach, _never, prove
 from tf_compat_grad._watcher import ParameterWatcher
 
 pytestmark = pytest.mark.slow
@@ -173,3 +173,24 @@ def test_the_generator_reaches_every_answer():
             assert watched(built), spec
         seen.add(answer)
     assert seen == {"none", "own", None}
+
+
+@derandomized(100)
+@given(st.lists(terms, min_size=0, max_size=4), st.booleans(), st.data())
+def test_a_kept_proof_answers_as_the_proof_of_a_new_function_of_its_code(spec, positive, data):
+    """A new function of an analysed code (a function decorated again) that takes the kept
+    answer (Note [a proof per code] in `_reach_check.py`) gets the answer its own proof gives,
+    whatever its closure cells now hold."""
+    built = Built(spec, positive)
+    ParameterReach(built.f).possible(())  # analyses f, and keeps the answer where it may
+    values = [
+        data.draw(st.sampled_from([value, torch.nn.Parameter(torch.randn(3)), torch.randn(3), 2.0]))
+        for value in built.cells.values()
+    ]
+    g = built.namespace["outer"](*values)
+    answer, _ = prove(g)
+    reach = ParameterReach(g)
+    if reach.calm is not _never:  # it took the kept answer
+        assert reach.proof == answer
+    assert reach.possible(()) == (answer != "none")
+    assert reach.proof == answer

@@ -4,6 +4,7 @@ call: what is made once per code object (the reach proof's reading of the code, 
 no earlier decoration alive."""
 
 import gc
+import types
 import weakref
 
 import pytest
@@ -11,7 +12,7 @@ import torch
 from helpers import D
 from torch import nn
 
-from tf_compat_grad import _reach, _record, custom_gradient
+from tf_compat_grad import _reach, _reach_check, _record, custom_gradient
 
 
 def scaled_by(scale):
@@ -160,8 +161,8 @@ def test_planned_decorations_are_not_kept_alive():
 
 
 def test_what_is_made_per_code_goes_with_its_code():
-    """Nothing made per code object keeps the code alive (the reach proof's reading, a bounded
-    cache, holds it until evicted: cleared here), and its entry goes with it."""
+    """Nothing made per code object keeps the code alive (the reach proof's reading and its kept
+    answer, bounded caches, hold it until evicted: cleared here), and its entry goes with it."""
     namespace: dict = {"custom_gradient": custom_gradient, "torch": torch}
     exec(
         "def make():\n"
@@ -179,6 +180,220 @@ def test_what_is_made_per_code_goes_with_its_code():
     (entry,) = [key for key in _record._PER_CODE if key() is inner]  # a weak reference
     del namespace, inner
     _reach._read.cache_clear()
+    _reach_check._PROOFS.clear()
     gc.collect()
     assert entry() is None
     assert entry not in _record._PER_CODE
+
+
+# --- the reach proof kept per code (Note [a proof per code] in `_reach_check.py`) -----------
+
+
+def _analyses(monkeypatch):
+    """The functions the reach proof analyses from now on."""
+    analysed = []
+    prove = _reach.prove
+    monkeypatch.setattr(_reach, "prove", lambda f: analysed.append(f) or prove(f))
+    return analysed
+
+
+def _grads(f, x, parameter=None):
+    sources = (x,) if parameter is None else (x, parameter)
+    return torch.autograd.grad(f(x).sum(), sources)
+
+
+def test_a_new_decoration_takes_the_kept_proof_without_analysing(monkeypatch):
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+    exp_scaled_by(torch.tensor(2.0, dtype=D))(x)  # analysed: reads no Parameter
+    analysed = _analyses(monkeypatch)
+    for scale in (3.0, 4.0):
+        f = exp_scaled_by(torch.tensor(scale, dtype=D))
+        assert f._eager.reach.reads_none()  # before its first call
+        (gx,) = _grads(f, x)
+        torch.testing.assert_close(gx, scale * torch.exp(x.detach()))
+    assert analysed == []
+
+
+def test_a_cell_that_now_holds_a_parameter_is_proved_anew(monkeypatch):
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+    exp_scaled_by(torch.tensor(2.0, dtype=D))(x)
+    analysed = _analyses(monkeypatch)
+    w = nn.Parameter(torch.tensor(3.0, dtype=D))
+    f = exp_scaled_by(w)
+    assert not f._eager.reach.reads_none()
+    _, gw = _grads(f, x, w)
+    torch.testing.assert_close(gw, torch.exp(x.detach()).sum())
+    assert analysed == [f.__wrapped__]
+    assert exp_scaled_by(nn.Parameter(torch.tensor(5.0, dtype=D)))._eager.reach.reads_own()
+    assert not exp_scaled_by(torch.tensor(5.0, dtype=D))._eager.reach.reads_own()
+
+
+def test_a_cell_rebound_after_its_decoration_took_the_kept_proof_is_noticed():
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+    exp_scaled_by(torch.tensor(2.0, dtype=D))(x)
+
+    def make():
+        scale = torch.tensor(2.0, dtype=D)
+
+        @custom_gradient
+        def exp_scaled(x):  # the code of `exp_scaled_by`'s, closing over a cell it can rebind
+            e = torch.exp(x)
+            return (
+                scale * e,
+                lambda dy, variables=None: (
+                    dy * scale * e if variables is None else (dy * scale * e, [(dy * e).sum()])
+                ),
+            )
+
+        def rebind(value):
+            nonlocal scale
+            scale = value
+
+        return exp_scaled, rebind
+
+    for _ in range(2):
+        f, rebind = make()
+        f(x)
+    w = nn.Parameter(torch.tensor(3.0, dtype=D))
+    rebind(w)
+    assert not f._eager.reach.reads_none()
+    _, gw = _grads(f, x, w)
+    torch.testing.assert_close(gw, torch.exp(x.detach()).sum())
+
+
+GLOBAL_SCALE = torch.tensor(2.0, dtype=D)
+
+
+def global_scaled():
+    @custom_gradient
+    def scaled(x):
+        def grad(dy, variables=None):
+            return 5 * dy * GLOBAL_SCALE, [7 * (dy * x).sum() for _ in variables or ()]
+
+        return x * GLOBAL_SCALE, grad
+
+    return scaled
+
+
+def test_a_global_rebound_between_decorations_is_noticed(monkeypatch):
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+    global_scaled()(x)  # reads no Parameter
+    w = nn.Parameter(torch.tensor(3.0, dtype=D))
+    monkeypatch.setitem(globals(), "GLOBAL_SCALE", w)
+    f = global_scaled()
+    assert not f._eager.reach.reads_none()
+    _, gw = _grads(f, x, w)
+    torch.testing.assert_close(gw, 7 * x.detach().sum())
+
+
+def test_a_user_module_attribute_rebound_between_decorations_is_noticed():
+    weights = types.ModuleType("user_weights")
+    weights.scale = torch.tensor(2.0, dtype=D)
+    namespace = {"custom_gradient": custom_gradient, "weights": weights}
+    exec(
+        "def make():\n"
+        "    @custom_gradient\n"
+        "    def scaled(x):\n"
+        "        def grad(dy, variables=None):\n"
+        "            return 5 * dy, [7 * (dy * x).sum() for _ in variables or ()]\n"
+        "        return x * weights.scale, grad\n"
+        "    return scaled\n",
+        namespace,
+    )
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+    namespace["make"]()(x)
+    weights.scale = nn.Parameter(torch.tensor(3.0, dtype=D))
+    f = namespace["make"]()
+    assert not f._eager.reach.reads_none()
+    _, gw = _grads(f, x, weights.scale)
+    torch.testing.assert_close(gw, 7 * x.detach().sum())
+
+
+def test_the_same_code_in_other_globals_is_proved_there():
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+    global_scaled()(x)
+    code = global_scaled().__wrapped__.__code__
+    w = nn.Parameter(torch.tensor(3.0, dtype=D))
+    other = {**globals(), "GLOBAL_SCALE": w}
+    f = custom_gradient(types.FunctionType(code, other, "scaled"))
+    assert not f._eager.reach.reads_none()
+
+
+class _Scaled(nn.Module):
+    """A module whose `forward` decorates its custom gradient on every call, closing over
+    `self`: the proof stops at `self`, and every call is watched."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.tensor(2.0, dtype=D))
+
+    def forward(self, x):
+        @custom_gradient
+        def scaled(x):
+            def grad(dy, variables=None):
+                return 5 * dy * self.weight, [7 * (dy * x).sum() for _ in variables or ()]
+
+            return x * self.weight, grad
+
+        return scaled(x)
+
+
+def test_a_module_whose_parameter_changes_between_decorations_gives_its_gradient():
+    module = _Scaled()
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+    for value in (2.0, 3.0):
+        module.weight = nn.Parameter(torch.tensor(value, dtype=D))
+        gx, gw = _grads(module, x, module.weight)
+        torch.testing.assert_close(gx, torch.full((3,), 5 * value, dtype=D))
+        torch.testing.assert_close(gw, 7 * x.detach().sum())
+
+
+def nested_scaled_by(scale):
+    """A helper defined anew with each decoration, closing over `scale`: what the proof reads
+    through it is this decoration's, so the proof is not kept."""
+
+    def helper(x):
+        return x * scale
+
+    @custom_gradient
+    def scaled(x):
+        def grad(dy, variables=None):
+            return 5 * dy * scale, [7 * (dy * x).sum() for _ in variables or ()]
+
+        return helper(x), grad
+
+    return scaled
+
+
+def test_a_nested_helper_is_read_for_each_decoration():
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+    for _ in range(2):
+        for scale in (torch.tensor(2.0, dtype=D), nn.Parameter(torch.tensor(2.0, dtype=D))):
+            f = nested_scaled_by(scale)
+            if isinstance(scale, nn.Parameter):
+                assert not f._eager.reach.reads_none()
+                _, gw = _grads(f, x, scale)
+                torch.testing.assert_close(gw, 7 * x.detach().sum())
+            else:
+                assert f._eager.reach.reads_none()
+                _grads(f, x)
+
+
+def test_a_default_is_read_for_each_decoration():
+    def make(scale):
+        @custom_gradient
+        def scaled(x, scale=scale):
+            def grad(dy, variables=None):
+                return 5 * dy * scale, [7 * (dy * x).sum() for _ in variables or ()]
+
+            return x * scale, grad
+
+        return scaled
+
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+    make(torch.tensor(2.0, dtype=D))(x)
+    w = nn.Parameter(torch.tensor(2.0, dtype=D))
+    f = make(w)
+    assert not f._eager.reach.reads_none()
+    _, gw = _grads(f, x, w)
+    torch.testing.assert_close(gw, 7 * x.detach().sum())

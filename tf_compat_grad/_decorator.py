@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import operator
 import os
 import pickle
 import sys
@@ -21,7 +22,7 @@ from typing_extensions import ParamSpec
 from ._captures import CAPTURED_RULES, CapturedRule
 from ._compile import call_compiled, compiling_call, decorated_while_tracing
 from ._compile_exits import outside, parametrized, parametrized_reason, under_transform_reason
-from ._eager import EagerPath
+from ._eager import EagerPath, Shared
 from ._errors import (
     PREFIX,
     CustomGradientNotImplementedError,
@@ -68,18 +69,30 @@ class CustomGradient(Generic[P, R]):
 
     __wrapped__: Callable[..., Any]
 
-    def __init__(self, f: Callable[P, tuple[R, Callable[..., Any]]]) -> None:
-        functools.update_wrapper(self, f)
+    def __init__(
+        self,
+        f: Callable[P, tuple[R, Callable[..., Any]]],
+        example: Any = None,
+        surrogate: str | None = None,
+        captured: CapturedRule = "refuse",
+    ) -> None:
+        shared = _shared(f)
+        self._shared = shared
+        _wrap(self, f)
         self._f = f  # what is called; `__wrapped__` may name another (recompute_grad's f)
-        self._eager = EagerPath(f)
+        self._eager = EagerPath(f, shared.eager, captured)
         self._call_eager = self._eager.call  # every call outside torch.compile
         # The description of f for messages made while Dynamo traces, and the calls that leave
         # the compiled graph with their reasons.
-        self._described, self._outside_compile, self._outside_older_compile = _compile_parts(f)
-        self._compiling = compiling_call(f, self._described, "refuse", self._call_compiling)
-        self.example: Any = None  # example inputs for the checker (`custom_gradient(example=)`)
+        self._described = shared.described
+        self._outside_compile = shared.outside_compile
+        self._outside_older_compile = shared.outside_older_compile
+        self._compiling = compiling_call(f, self._described, captured, self._call_compiling)
+        self.example = example  # example inputs for the checker (`custom_gradient(example=)`)
         # Why grad_fn is not the true derivative, when that is intended (`surrogate=`).
-        self.surrogate: str | None = None
+        self.surrogate = surrogate
+        # What the function of `function` shows as `captured` (see the property).
+        self.__dict__["captured"] = captured
         # The decorator that made this wrapper of `__wrapped__`: a pickle not by reference
         # remakes it (`recompute_grad` sets itself here).
         self._made_by: Callable[[Any], CustomGradient[Any, Any]] = custom_gradient
@@ -93,11 +106,12 @@ class CustomGradient(Generic[P, R]):
         f = self._f
 
         @functools.wraps(f)
-        def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:  # one line: see `_in_place_of`
+        def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:  # one line: see `_Shared.place`
             return owner._call_compiling(self, args, kwargs) if _is_compiling() else owner._eager.entry(self, args, kwargs)  # fmt: skip
 
         method.__tf_compat_grad__ = self  # type: ignore[attr-defined]
-        return _in_place_of(f, method)  # type: ignore[no-any-return]
+        self._shared.place(f, method, inlined=False)
+        return method
 
     def function(self) -> Callable[..., Any]:
         """The function `custom_gradient` returns for a plain function (Note [a decorated
@@ -106,10 +120,10 @@ class CustomGradient(Generic[P, R]):
             return self._function
         owner = self
 
-        @functools.wraps(self._f)
-        def function(*args: Any, **kwargs: Any) -> Any:  # one line: see `_in_place_of`
+        def function(*args: Any, **kwargs: Any) -> Any:  # one line: see `_Shared.place`
             return owner(*args, **kwargs)
 
+        _copy_assigned(function, self._f)  # as `functools.wraps` does
         # One set of attributes: `example`, `surrogate`, `__wrapped__`, and whatever is set on
         # either later, is the same attribute of both.
         function.__dict__ = self.__dict__
@@ -120,7 +134,8 @@ class CustomGradient(Generic[P, R]):
         torch.jit.ignore(function)  # type: ignore[no-untyped-call]
         # Dynamo inlines it into a compiled caller; a frame of its own (after a graph break)
         # it leaves to `__call__`'s (its rest failed on a `torch.func` transform's tensor).
-        self._function = _in_place_of(self._f, function, inlined=True)
+        self._shared.place(self._f, function, inlined=True)
+        self._function = function
         return function
 
     @property
@@ -259,21 +274,68 @@ class CustomGradient(Generic[P, R]):
 # marked `torch.jit.ignore`, which a scripted caller calls as Python).
 
 
-def _compile_parts(f: Callable[..., Any]) -> tuple[str, Any, Any]:
-    """`describe(f)`, and the calls that leave the compiled graph with its reasons: made once per
-    code object of f, name and module (a function decorated again reuses them), unless f wraps
-    another, which its description names."""
+class _Shared:
+    """What the decorations of one code object share (Note [decorated again] in `_eager.py`):
+    the eager paths' classes and learned shapes; f's description and the calls that leave the
+    compiled graph with their reasons; the code of the function `function` returns, placed in
+    f's file (made when first asked for); and whether f will be a method."""
+
+    __slots__ = (
+        "described", "eager", "is_method", "outside_compile", "outside_older_compile", "placed"
+    )  # fmt: skip
+
+    def __init__(self, f: Callable[..., Any]) -> None:
+        self.described = describe(f)
+        self.outside_compile = outside_compile(under_transform_reason(f))
+        self.outside_older_compile = outside_compile(older_torch_reason(f))
+        self.eager = per_code(f, "eager", Shared) if hasattr(f, "__wrapped__") else Shared(f)
+        self.placed: list[types.CodeType | None] = [None, None]  # see `place`
+        self.is_method = isinstance(f, types.FunctionType) and _is_method(f)
+
+    def place(self, f: Callable[..., Any], function: Any, inlined: bool) -> None:
+        """Places the code of function (the method a class holds for a decorated method, or
+        the function `custom_gradient` returns) at f's first line in f's file: it is the
+        user's to `inspect` (`getsourcefile`, `getfile`; `getsource` follows `__wrapped__`),
+        to TorchScript's messages and to tracebacks, whose line for it is then the one after
+        f's first (its `def` under one decorator). Its body is one line, so that no other line
+        of the user's file is shown for it. `inlined`: the code is marked `inlined_only`. Made
+        once per `_Shared`: per code object of f, unless f wraps another, whose place it
+        takes."""
+        placed = self.placed[inlined]
+        if placed is None:
+            placed = self.placed[inlined] = _placed(f, function.__code__, inlined)
+        function.__code__ = placed
+
+
+def _shared(f: Callable[..., Any]) -> _Shared:
+    """f's `_Shared`: made once per code object of f, name, module and qualified name (a
+    function decorated again reuses it), unless f wraps another, which its description and
+    place name (its eager classes are still made once per code)."""
     if hasattr(f, "__wrapped__"):
-        return _messages(f)
-    return per_code(f, ("messages", getattr(f, "__qualname__", None)), _messages)  # type: ignore[no-any-return]
+        return _Shared(f)
+    return per_code(f, getattr(f, "__qualname__", None), _Shared)  # type: ignore[no-any-return]
 
 
-def _messages(f: Callable[..., Any]) -> tuple[str, Any, Any]:
-    return (
-        describe(f),
-        outside_compile(under_transform_reason(f)),
-        outside_compile(older_torch_reason(f)),
-    )
+# What `functools.update_wrapper` copies from the function it wraps (`_wrap`), and its
+# assignments written out, for the function `CustomGradient.function` makes.
+_ASSIGNED = functools.WRAPPER_ASSIGNMENTS
+_assigned = operator.attrgetter(*_ASSIGNED)
+_copy_assigned: Callable[[Any, Any], None] = eval(
+    f"lambda to, f: ({', '.join(f'setattr(to, {name!r}, f.{name})' for name in _ASSIGNED)})"
+)
+
+
+def _wrap(wrapper: CustomGradient[Any, Any], f: Callable[..., Any]) -> None:
+    """`functools.update_wrapper(wrapper, f)`, in fewer steps for a function (which has every
+    attribute it copies): a function decorated inside `forward` is wrapped on every call."""
+    if type(f) is not types.FunctionType:
+        functools.update_wrapper(wrapper, f)
+        return
+    attributes = wrapper.__dict__
+    attributes.update(zip(_ASSIGNED, _assigned(f), strict=True))
+    if f.__dict__:
+        attributes.update(f.__dict__)
+    attributes["__wrapped__"] = f
 
 
 def _script_error(f: Callable[..., Any]) -> str:
@@ -297,29 +359,14 @@ def _refuse_script(module: torch.nn.Module) -> NoReturn:
     raise bug("a module class holds `_refuse_script` but no decorated method")
 
 
-def _in_place_of(f: Callable[..., Any], method: Any, inlined: bool = False) -> Any:
-    """method, with its code placed at f's first line in f's file: the function a class holds
-    for a decorated method is the user's to `inspect` (`getsourcefile`, `getfile`; `getsource`
-    follows `__wrapped__`), to TorchScript's messages and to tracebacks, whose line for it is
-    then the one after f's first (its `def` under one decorator). Its body is one line, so
-    that no other line of the user's file is shown for it. `inlined`: the code is marked
-    `inlined_only`. The code is made once per code object of f (a function decorated again
-    reuses it), unless f wraps another, whose place it takes."""
-    if hasattr(f, "__wrapped__"):
-        method.__code__ = _placed(f, method.__code__, inlined)
-    else:
-        key = ("placed", method.__code__, inlined)
-        method.__code__ = per_code(f, key, lambda f: _placed(f, method.__code__, inlined))
-    return method
-
-
 def _placed(f: Callable[..., Any], code: types.CodeType, inlined: bool) -> types.CodeType:
-    """`code` placed at f's first line (`_in_place_of`)."""
+    """`code` placed at f's first line (`_Shared.place`)."""
     place = getattr(inspect.unwrap(f), "__code__", None)
     if place is not None:
+        body = max(line for *_, line in code.co_lines() if line is not None)  # its one line
         code = code.replace(
             co_filename=place.co_filename,
-            co_firstlineno=max(place.co_firstlineno - 1, 1),
+            co_firstlineno=max(place.co_firstlineno + 1 - (body - code.co_firstlineno), 1),
             co_name=place.co_name,
         )
     if inlined:
@@ -480,7 +527,7 @@ def custom_gradient(
     if isinstance(f, classmethod):
         return _ClassMethod(_decorate(f.__func__, example, surrogate, captured))
     wrapped = _decorate(f, example, surrogate, captured)
-    return wrapped.function() if _is_function(f) and not _is_method(f) else wrapped
+    return wrapped if wrapped._shared.is_method or not _is_function(f) else wrapped.function()
 
 
 def custom_gradient_object(f: Any, surrogate: str | None = None) -> CustomGradient[Any, Any]:
@@ -504,18 +551,14 @@ def _decorate(
             "function, a method, a staticmethod or a classmethod (the decorator above or below "
             "@staticmethod / @classmethod)."
         )
-    wrapped: CustomGradient[Any, Any] = CustomGradient(f)
-    wrapped.example = example
-    wrapped.surrogate = surrogate
-    wrapped.captured = captured
-    return wrapped
+    return CustomGradient(f, example, surrogate, captured)
 
 
 # Note [a decorated function is a function]
 # `inspect.getfile` and `getsourcefile` (and tools built on them: debuggers, documentation
 # generators, IPython's `??`) take a function, a method, a class, a module or code, and test
 # that with `isinstance`, which no wrapper object passes. So for a plain function the decorator
-# returns a function: its code is placed in f's file (`_in_place_of`), it calls its
+# returns a function: its code is placed in f's file (`_Shared.place`), it calls its
 # `CustomGradient`, and it shares that wrapper's attributes (`__tf_compat_grad__` names it).
 # Being a function, it is also what Python makes of a function: bound when a class holds it,
 # atomic for `copy`, pickled by reference (by the name f has where it is defined, so

@@ -18,9 +18,12 @@ TensorFlow code often defines its custom gradient inside `call`, so a `forward` 
 same code again on every call. What depends only on the code is made once per code object
 (`_record.per_code`, whose entries go with the code object and hold no decoration's f): the
 node classes, whose methods take f from the call, a plan's generated code, and the shapes of
-the calls the decorations of that code have learned. A new decoration plans those shapes at
-its first call under grad, with its own f, closure and reach proof, so that it starts on a
-plan; a plan's guards hold for whatever closure it serves (Note [plans]). Without grad, the
+the calls the decorations of that code have learned, with their plans' node classes; one
+lookup per decoration finds them all (`Shared`, within the decorator's `_Shared`). A new
+decoration plans those shapes at its first call under grad, with its own f, closure and reach
+proof (the answer of the code's last analysis where its closure allows, Note [a proof per
+code] in `_reach_check.py`), so that it starts on a plan; a plan's guards hold for whatever
+closure it serves (Note [plans]). Without grad, the
 first calls take the general code until one has passed the `variables` check (item 33).
 
 Item numbers refer to docs/tensorflow_semantics.md.
@@ -40,7 +43,7 @@ from ._captures import CapturedRule
 from ._closure import Captured, capture
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
 from ._reach import ParameterReach
-from ._record import InputMeta, Record, check_upstreams, node_class, per_code
+from ._record import InputMeta, Record, check_upstreams, node_class
 from ._run import Layout
 from ._torch_internals import (
     any_dual,
@@ -57,10 +60,21 @@ _Tensor = torch.Tensor
 _grad_enabled = torch.is_grad_enabled
 
 
-def make_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
-    """The eager Function class for f (Note [where f runs]), made once per code object (its
-    methods do not use f)."""
-    return per_code(f, "eager", _make_node)  # type: ignore[no-any-return]
+class Shared:
+    """What the eager paths of every decoration of one code share (Note [decorated again]):
+    the node class of Note [where f runs] (its methods do not use f) with its C `apply`, the
+    `torch.func` node class, and the shapes the decorations have learned."""
+
+    __slots__ = ("c_apply", "learned", "node", "transform_node")
+
+    def __init__(self, f: Callable[..., Any]) -> None:
+        self.node = _make_node(f)
+        # `Function.apply` first takes the arguments apart as a pytree, to unwrap tensors left
+        # over from a finished `torch.func` transform; a call checks for those instead, for a
+        # fraction of the cost, and otherwise applies the node through torch's C entry point.
+        self.c_apply = function_apply_c.__get__(None, self.node)
+        self.transform_node = _functorch.make_transform_node(f)
+        self.learned: list[_Learned] = []
 
 
 def _make_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
@@ -104,14 +118,11 @@ class EagerPath:
         "_transform_node", "captured", "entry", "reach",
     )  # fmt: skip
 
-    def __init__(self, f: Callable[..., Any]) -> None:
+    def __init__(self, f: Callable[..., Any], shared: Shared, captured: CapturedRule) -> None:
         self._f = f
-        self._node = make_node(f)
-        # `Function.apply` first takes the arguments apart as a pytree, to unwrap tensors left
-        # over from a finished `torch.func` transform; a call checks for those instead, for a
-        # fraction of the cost, and otherwise applies the node through torch's C entry point.
-        self._c_apply = function_apply_c.__get__(None, self._node)
-        self._transform_node = _functorch.make_transform_node(f)
+        self._node = shared.node
+        self._c_apply = shared.c_apply
+        self._transform_node = shared.transform_node
         self._inside = getattr(f, "__qualname__", "") + ".<locals>."
         self._checked = False  # a call has passed the `variables` check (item 33)
         self.reach = ParameterReach(f)
@@ -119,17 +130,17 @@ class EagerPath:
         self._planned: set[tuple[Any, ...]] = set()  # the `Shape.key`s that have a plan
         # What a call does with a tensor its outputs depend on that it was not given
         # (`custom_gradient(captured=...)`, Note [lost gradients] in `_captures.py`).
-        self.captured: CapturedRule = "refuse"
+        self.captured = captured
         # The shapes every decoration of f's code has learned (Note [decorated again]), and
         # whether this one is still to plan them.
-        self._learned: list[_Learned] = per_code(f, "learned", _no_shapes)
+        self._learned = shared.learned
         self._pending = bool(self._learned)
 
     def call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if self._pending and _grad_enabled():
             self._pending = False
-            for shape, watched, placed in self._learned:
-                self._plan(shape, watched, Layout(self._f, *placed))
+            for learned in self._learned:
+                self._plan(learned)
             return self.entry(bound, args, kwargs)
         f = self._f
         if not untransformed():  # Note [call modes]
@@ -178,30 +189,30 @@ class EagerPath:
         shape = _plan_shape.shape_of(key, result, grad_fn)
         if shape is None:
             return
-        watched = shape.bound or self.reach.possible(kwargs.values())
-        self._plan(shape, watched, layout)
-        learned = self._learned
-        if len(learned) < _plan.MAX_PLANS and all(key != s.key() for s, _, _ in learned):
-            spec = (layout.bound, layout.spec, layout.n_args, layout.positions)
-            learned.append((shape, watched, spec))
+        learned = _Learned(shape, shape.bound or self.reach.possible(kwargs.values()), layout)
+        self._plan(learned)
+        if len(self._learned) < _plan.MAX_PLANS and all(key != s.key for s in self._learned):
+            self._learned.append(learned)
 
-    def _plan(self, shape: _plan_shape.Shape, watched: bool, layout: Layout) -> None:
-        """Put the plan for `shape` in front of the plans there are; watched (Note [plans]),
-        or of kind "none", which a call takes while f provably reads no Parameter."""
-        if shape.key() in self._planned or len(self._planned) >= _plan.MAX_PLANS:
+    def _plan(self, learned: _Learned) -> None:
+        """Put the plan for a learned shape in front of the plans there are; watched (Note
+        [plans]), or of kind "none", which a call takes while f provably reads no Parameter."""
+        if learned.key in self._planned or len(self._planned) >= _plan.MAX_PLANS:
             return
-        self._planned.add(shape.key())
+        self._planned.add(learned.key)
         reach = self.reach
-        if watched or reach.possible(()):
-            kind, holds = "watched", reach.reads_own
-        else:
-            kind, holds = "none", reach.reads_none
-        checked = functools.partial(self._checked_gradients, layout)
-        apply = _plan_node.make_node(self._f, shape, kind == "watched")
+        watched = learned.watched or reach.possible(())
+        kind, holds = ("watched", reach.reads_own) if watched else ("none", reach.reads_none)
+        made = learned.made.get(watched)
+        if made is None:
+            apply = _plan_node.make_node(self._f, learned.shape, watched)
+            made = learned.made[watched] = (apply, _plan.call_binder(self._f, learned.shape, kind))
+        apply, bind = made
+        checked = functools.partial(self._checked_gradients, learned.spec)
         self.entry = _plan.make_call(
             self._f,
-            shape,
-            kind,
+            learned.shape,
+            bind,
             holds,
             apply,
             checked,
@@ -239,14 +250,16 @@ class EagerPath:
 
     def _checked_gradients(
         self,
-        layout: Layout,
+        spec: _LayoutSpec,
         metas: tuple[InputMeta, ...],
         variables: list[torch.nn.Parameter] | None,
         returned: Any,
         needs: Sequence[bool],
     ) -> list[Any]:
-        """The general checks of what a plan's grad_fn returned (Note [plans])."""
+        """The general checks of what a plan's grad_fn returned (Note [plans]); `spec`: the
+        plan's `Layout` less f."""
         variables = variables or _NO_VARIABLES
+        layout = Layout(self._f, *spec)
         return Record(layout, list(metas), variables, ()).checked(returned, needs, first=1)
 
     def _finish(
@@ -304,12 +317,23 @@ class EagerPath:
 
 _NO_VARIABLES: list[torch.nn.Parameter] = []  # never written to
 
-# A shape a decoration learned, whether its plan is watched, and its call's `Layout` less f.
-_Learned = tuple[_plan_shape.Shape, bool, tuple[bool, Any, int, Sequence[int]]]
+_LayoutSpec = tuple[bool, Any, int, Sequence[int]]  # a `Layout`'s arguments after f
 
 
-def _no_shapes(f: Callable[..., Any]) -> list[_Learned]:
-    return []
+class _Learned:
+    """A call shape a decoration of f's code learned (Note [decorated again]): its plan is
+    watched or not, its call's `Layout` less f, and the `apply` of its plan's node with what
+    binds a decoration to its plan's call (`_plan.call_binder`), made when first asked for,
+    watched or not."""
+
+    __slots__ = ("key", "made", "shape", "spec", "watched")
+
+    def __init__(self, shape: _plan_shape.Shape, watched: bool, layout: Layout) -> None:
+        self.shape = shape
+        self.key = shape.key()
+        self.watched = watched
+        self.spec: _LayoutSpec = (layout.bound, layout.spec, layout.n_args, layout.positions)
+        self.made: dict[bool, tuple[Callable[..., Any], Callable[..., Any]]] = {}
 
 
 def _jit_trace_error(f: Callable[..., Any]) -> CustomGradientNotImplementedError:

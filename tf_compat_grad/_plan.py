@@ -64,10 +64,23 @@ _Tensor = torch.Tensor
 _MISSING = object()
 
 
+def call_binder(f: Callable[..., Any], shape: Shape, kind: str) -> Callable[..., Any]:
+    """What binds a decoration's names to the call of f's plan for `shape` (Note [plans]) of one
+    `kind` (`make_call`). The code is generated once per shape, kind and name of f: a function
+    decorated again (inside `forward`, on every call) binds its own f and callbacks to the same
+    code."""
+    code = getattr(f, "__code__", None)
+    direct_keywords = type(code) is types.CodeType and not code.co_flags & inspect.CO_VARKEYWORDS
+    return _call_maker(
+        shape.fields(), kind, getattr(f, BOUND_KEYWORD, False), direct_keywords,
+        getattr(f, "__qualname__", "f"),
+    )  # fmt: skip
+
+
 def make_call(
     f: Callable[..., Any],
     shape: Shape,
-    kind: str,
+    bind: Callable[..., Any],
     holds: Callable[[], bool],
     apply: Callable[..., Any],
     checked: Callable[..., list[Any]],
@@ -76,34 +89,25 @@ def make_call(
     unplanned_fresh: Callable[[Any], Any],
     captured: CapturedRule = "refuse",
 ) -> Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]:
-    """The call of f's plan for `shape` (Note [plans]) of one `kind`: "none" when f provably
-    reads no Parameter, while the per-call check `holds`; "watched" when it runs under the
-    watcher, skipping the walk of Note [lost gradients] while `holds` (unbound calls only), and
-    settling by the rule `captured` otherwise.
-    `apply` applies the plan's node, whose backward hands what it cannot pass to `checked`.
-
-    The code is generated once per shape, kind and name of f: a function decorated again
-    (inside `forward`, on every call) binds its own f and callbacks to the same code."""
-    n_outputs = len(tree_leaves(shape.outputs))
-    code = getattr(f, "__code__", None)
-    direct_keywords = type(code) is types.CodeType and not code.co_flags & inspect.CO_VARKEYWORDS
-    make, constants = _call_maker(
-        shape.fields(), kind, getattr(f, BOUND_KEYWORD, False), direct_keywords,
-        getattr(f, "__qualname__", "f"),
-    )  # fmt: skip
-    upstreams, upstreams_ok = _upstreams_check(f, n_outputs)
-    return make(  # type: ignore[no-any-return]
-        **_CALL_NAMES, **constants, f=f, holds=holds, apply=apply, checked=checked,
-        general=general, unplanned=unplanned, unplanned_fresh=unplanned_fresh,
-        upstreams=upstreams, upstreams_ok=upstreams_ok, captured=captured,
+    """The call of f's plan for `shape` (Note [plans]) of the kind `bind` was made for
+    (`call_binder`): "none" when f provably reads no Parameter, while the per-call check
+    `holds`; "watched" when it runs under the watcher, skipping the walk of Note [lost
+    gradients] while `holds` (unbound calls only), and settling by the rule `captured`
+    otherwise. `apply` applies the plan's node, whose backward hands what it cannot pass to
+    `checked`."""
+    upstreams, upstreams_ok = _upstreams_check(f, len(tree_leaves(shape.outputs)))
+    return bind(  # type: ignore[no-any-return]
+        f, holds, apply, checked, general, unplanned, unplanned_fresh, upstreams, upstreams_ok,
+        captured,
     )  # fmt: skip
 
 
 @functools.lru_cache(maxsize=256)
 def _call_maker(
     fields: tuple[Any, ...], kind: str, bound_keyword: bool, direct_keywords: bool, qualname: str
-) -> tuple[Callable[..., Any], dict[str, Any]]:
-    """`make` of the call of a plan (`make_call`), and the constants it takes."""
+) -> Callable[..., Any]:
+    """`bind` of the call of a plan (`make_call`), which takes the names of one decoration in
+    the order of `_DECORATION_NAMES` (`call_binder`)."""
     shape = Shape(*fields)
     src = Source()
     add = src.add
@@ -284,7 +288,10 @@ def _call_maker(
         )
     name = "" if kind == "none" else f"{kind} "
     filename = f"<tf_compat_grad {name}plan of {qualname}>"
-    return src.maker(filename, [*_CALL_NAMES, *_DECORATION_NAMES]), src.constants
+    # The names of every plan and the constants are bound here, once per form; a decoration
+    # binds its own (`make_call`).
+    src.lines = ["    def bind(" + ", ".join(_DECORATION_NAMES) + "):"]  + ["    " + line for line in src.lines] + ["    return bind"]  # fmt: skip
+    return src.maker(filename, _CALL_NAMES)(**_CALL_NAMES, **src.constants)  # type: ignore[no-any-return]
 
 
 def _accepts_variables(grad_fn: types.FunctionType, accepted: list[types.CodeType | None]) -> bool:

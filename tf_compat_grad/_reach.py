@@ -14,7 +14,9 @@ such things. Anything else (an `nn.Module`, a list or dict, an object of a user 
 method of one, a name like `Parameter` or `getattr` that can reach anything) answers "maybe",
 and then f is watched. The answer is cached with the objects it was based on and recomputed as
 soon as a global, a module attribute or a closure cell it read is rebound, or a function it read
-gets new code, new default values or new attributes. Relative imports, introspection (`__dict__`,
+gets new code, new default values or new attributes; a new function of the same code (a
+function decorated inside `forward`) takes it after one check of its own closure (Note [a proof
+per code] in `_reach_check.py`). Relative imports, introspection (`__dict__`,
 `__globals__`, `inspect.getmodule`, frames) and numpy arrays of Python objects answer "maybe".
 The plain tensors the analysis met are listed too: the plans' per-call check also asks that
 none of them requires grad, since f's outputs may then depend on a tensor whose gradient would
@@ -43,11 +45,15 @@ from __future__ import annotations
 import dis
 import functools
 import types
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
 from torch.nn import Parameter
+
+from ._errors import bug
+from ._reach_check import MISSING, Checks, Deps, Proof, checks_maker, contents, items, keep, kept
 
 _SAFE_MODULES = frozenset(
     {"torch", "math", "cmath", "numpy", "operator", "functools", "itertools", "builtins",
@@ -69,7 +75,6 @@ _SAFE_TYPES = (
     types.BuiltinMethodType, types.MethodWrapperType, types.WrapperDescriptorType,
     types.MethodDescriptorType, types.GetSetDescriptorType, type(Ellipsis),
 )  # fmt: skip
-_MISSING = object()
 _MAX_ITEMS = 64
 
 
@@ -85,13 +90,21 @@ class ParameterReach:
 
     def __init__(self, f: Any) -> None:
         self._f = f
+        # The answer of an earlier function of f's code, where it holds for f too (Note [a
+        # proof per code] in `_reach_check.py`).
+        proof = kept(f)
+        if proof is not None:
+            checks = proof.make(f)
+            if checks is not None:
+                self._take(proof.answer, checks)
+                return
         # The last analysis's answer (`prove`): "none", "own" or None; `reads_own` is the
         # per-call check that an "own" answer still holds (Note [Parameters of f's own]), as
         # `reads_none` is for "none".
         self.proof: str | None = None
         self.reads_own: Callable[[], bool] = _never
         # Whether every name, closure cell and function the last analysis read still holds
-        # what it held then (`_unchanged_check`); no analysis yet: never.
+        # what it held then (`_reach_check.checks_maker`); no analysis yet: never.
         self._unchanged: Callable[[], bool] = _never
         # The fast question of a call with no bound instance and no keyword arguments: True
         # when the last analysis proved that f reads no Parameter and is still valid. Asked
@@ -106,7 +119,7 @@ class ParameterReach:
         can also reach (the bound instance of a method call, the keyword arguments)."""
         for value in extra:
             try:
-                _check_value(value, _Deps(), set())
+                _check_value(value, Deps(), set())
             except _Unsafe:
                 return True
         if not self._unchanged():
@@ -118,126 +131,29 @@ class ParameterReach:
         return self.reads_none()
 
     def _analyse(self) -> None:
-        self.proof, deps = prove(self._f)
-        self._unchanged = _unchanged_check(deps)
-        self.calm = _unchanged_check(deps, quiet=True) if deps.tensors else self._unchanged
-        self.reads_none = self.calm if self.proof == "none" else _never
-        self.reads_own = self.calm if self.proof == "own" else _never
+        f = self._f
+        answer, deps = prove(f)
+        proof = Proof(answer, checks_maker(deps))
+        if deps.shared and deps.own is not None:
+            keep(f, proof)
+        checks = proof.make(f)
+        if checks is None:
+            raise bug("a proof's checks refused the function they were made for")
+        self._take(answer, checks)
+
+    def _take(self, answer: str | None, checks: Checks) -> None:
+        self.proof = answer
+        self._unchanged, self.calm = checks
+        self.reads_none = self.calm if answer == "none" else _never
+        self.reads_own = self.calm if answer == "own" else _never
 
 
 def _never() -> bool:
     return False
 
 
-# A function an analysis read: the function, its code, its defaults, its keyword defaults and
-# its attributes (the last two as `_items` gives them); each can be rebound after the analysis.
-_Function = tuple[types.FunctionType, types.CodeType, Any, Any, Any]
-
-
-class _Deps:
-    """The names, closure cells and functions an analysis read, with what it found there."""
-
-    __slots__ = ("cells", "functions", "names", "tensors")
-
-    def __init__(self) -> None:
-        self.names: list[tuple[dict[str, Any], str, Any]] = []
-        self.cells: list[tuple[types.CellType, Any]] = []
-        self.functions: list[_Function] = []
-        self.tensors: list[
-            torch.Tensor
-        ] = []  # the plain tensors f can name (Note [lost gradients])
-
-
-def _items(mapping: dict[str, Any] | None) -> tuple[tuple[str, Any], ...] | None:
-    """A dict's (name, value) pairs, kept apart: the dict can change in place."""
-    return tuple(mapping.items()) if mapping else None
-
-
-def _same_items(then: tuple[tuple[str, Any], ...] | None, now: dict[str, Any] | None) -> bool:
-    """`now` holds the very values `then` (from `_items`) lists, and nothing else."""
-    if not then or not now or len(now) != len(then):
-        return not then and not now
-    return all(now.get(name, _MISSING) is value for name, value in then)
-
-
-def _contents(cell: types.CellType) -> Any:
-    try:
-        return cell.cell_contents
-    except ValueError:  # an empty cell
-        return _MISSING
-
-
-def _unchanged_check(deps: _Deps, quiet: bool = False) -> Callable[[], bool]:
-    """A function that tells whether everything `deps` lists still holds what it held (and,
-    when `quiet`, that none of the plain tensors it lists requires grad).
-
-    It runs on every call, so it is generated as one expression with each comparison written
-    out (`ns0.get('torch', MISSING) is v0 and fn0.__code__ is code0 and ...`), over the objects
-    bound as closure variables, and without a loop or a call of its own.
-    """
-    env: dict[str, Any] = {"MISSING": _MISSING, "contents": _contents, "same": _same_items}
-    terms: list[str] = []
-    seen: set[tuple[int, str]] = set()
-    for k, (namespace, name, value) in enumerate(deps.names):
-        if (id(namespace), name) in seen:
-            continue
-        seen.add((id(namespace), name))
-        env[f"ns{k}"], env[f"v{k}"] = namespace, value
-        # A name deleted since raises KeyError: the check then answers False.
-        read = f"ns{k}.get({name!r}, MISSING)" if value is _MISSING else f"ns{k}[{name!r}]"
-        terms.append(f"{read} is v{k}")
-    for k, (cell, value) in enumerate(deps.cells):
-        env[f"cell{k}"], env[f"c{k}"] = cell, value
-        # A cell emptied since raises ValueError: the check then answers False.
-        read = f"contents(cell{k})" if value is _MISSING else f"cell{k}.cell_contents"
-        terms.append(f"{read} is c{k}")
-    for k, (fn, code, defaults, kwdefaults, attributes) in enumerate(deps.functions):
-        env[f"fn{k}"], env[f"code{k}"], env[f"d{k}"] = fn, code, defaults
-        terms.append(f"fn{k}.__code__ is code{k}")
-        empty = []  # the attributes that held nothing: one test for all of them
-        for attribute, items, key in (
-            ("__defaults__", defaults, f"d{k}"),
-            ("__kwdefaults__", kwdefaults, f"kw{k}"),
-            ("__dict__", attributes, f"attrs{k}"),
-        ):
-            if not items:
-                empty.append(f"fn{k}.{attribute}")
-            elif attribute == "__defaults__":
-                terms.append(f"fn{k}.__defaults__ is d{k}")
-            else:
-                env[key] = items
-                terms.append(f"same({key}, fn{k}.{attribute})")
-        if empty:
-            terms.append(f"not ({' or '.join(empty)})")
-    if quiet:
-        for k, tensor in enumerate(deps.tensors):
-            env[f"t{k}"] = tensor
-            terms.append(f"not t{k}.requires_grad")
-    return _check_maker(", ".join(env), " and ".join(terms) or "True")(**env)
-
-
-@functools.lru_cache(maxsize=256)
-def _check_maker(names: str, expression: str) -> Callable[..., Callable[[], bool]]:
-    """The function that makes a check of `expression` over the objects `names` names,
-    compiled once per form: when f reads a name that is rebound on every call, each call costs
-    an analysis but no compilation."""
-    source = (
-        f"def make({names}):\n"
-        "    def unchanged():\n"
-        "        try:\n"
-        f"            return {expression}\n"
-        "        except (KeyError, ValueError):\n"
-        "            return False\n"
-        "    return unchanged\n"
-    )
-    made: dict[str, Any] = {}
-    exec(compile(source, "<tf_compat_grad reach check>", "exec"), made)
-    maker: Callable[..., Callable[[], bool]] = made["make"]
-    return maker
-
-
 def _check_value(
-    value: Any, deps: _Deps, seen: set[int], direct: dict[tuple[str, str], Parameter] | None = None
+    value: Any, deps: Deps, seen: set[int], direct: dict[tuple[str, str], Parameter] | None = None
 ) -> None:
     """Raise `_Unsafe` unless value provably reads no Parameter; `direct` (for f itself) as
     `_check_function` takes it."""
@@ -302,33 +218,40 @@ def _package(value: Any) -> str:
 
 def _check_function(
     fn: types.FunctionType,
-    deps: _Deps,
+    deps: Deps,
     seen: set[int],
     direct: dict[tuple[str, str], Parameter] | None = None,
 ) -> None:
     """Raise `_Unsafe` unless fn provably reads no Parameter; with `direct`, the Parameters its
     own closure cells and globals hold are put there, keyed `("cell" | "global", name)`, instead
     (Note [Parameters of f's own])."""
-    deps.functions.append(
-        (fn, fn.__code__, fn.__defaults__, _items(fn.__kwdefaults__), _items(fn.__dict__))
-    )
+    entry = (fn, fn.__code__, fn.__defaults__, items(fn.__kwdefaults__), items(fn.__dict__))
+    if direct is None:
+        deps.functions.append(entry)
+    else:  # f itself (Note [a proof per code] in `_reach_check.py`)
+        deps.own = entry
+        deps.shared = not (fn.__defaults__ or fn.__kwdefaults__ or fn.__dict__)
     code = _read(fn.__code__)
     if code.names & _UNSAFE_NAMES or any(
         module.partition(".")[0] not in _SAFE_MODULES for module in code.imports
     ):
         raise _Unsafe  # an `import` inside f binds a module the globals do not show
-    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
-        contents = _contents(cell)
-        deps.cells.append((cell, contents))
-        if direct is not None and type(contents) is Parameter:
-            direct["cell", name] = contents
-        elif contents is not _MISSING:
-            _check_value(contents, deps, seen)
+    for i, (name, cell) in enumerate(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True)):  # fmt: skip
+        value = contents(cell)
+        if direct is None:
+            deps.cells.append((cell, value))
+            if value is not MISSING:
+                _check_value(value, deps, seen)
+        elif type(value) is Parameter:
+            deps.own_cells.append((i, value, "type"))
+            direct["cell", name] = value
+        else:
+            _check_own(i, value, deps, seen)
     namespace = fn.__globals__
     for name in code.globals:
-        value = namespace.get(name, _MISSING)
+        value = namespace.get(name, MISSING)
         deps.names.append((namespace, name, value))  # also when missing: it may be defined later
-        if value is _MISSING:
+        if value is MISSING:
             continue  # a builtin, or a global not yet defined
         if direct is not None and type(value) is Parameter:
             direct["global", name] = value
@@ -337,9 +260,9 @@ def _check_function(
             _SAFE_MODULES
         ):
             for attribute in code.names:  # a user module: the attributes f may look up on it
-                member = value.__dict__.get(attribute, _MISSING)
+                member = value.__dict__.get(attribute, MISSING)
                 deps.names.append((value.__dict__, attribute, member))  # also when missing
-                if member is not _MISSING:
+                if member is not MISSING:
                     _check_value(member, deps, seen)
             continue
         _check_value(value, deps, seen)
@@ -347,6 +270,36 @@ def _check_function(
         _check_value(value, deps, seen)
     for value in fn.__dict__.values():  # attributes set on the function (`h.w = ...`)
         _check_value(value, deps, seen)
+
+
+def _check_own(i: int, value: Any, deps: Deps, seen: set[int]) -> None:
+    """`_check_value` of the value of f's own cell i, noting how a new function of f's code is
+    to be checked for the proof to hold for it too (Note [a proof per code] in
+    `_reach_check.py`)."""
+    if value is MISSING:
+        deps.own_cells.append((i, value, "missing"))
+        return
+    if isinstance(value, _SAFE_TYPES) or type(value) is torch.Tensor:  # read as they are
+        deps.own_cells.append((i, value, "tensor" if type(value) is torch.Tensor else "type"))
+        return
+    read = Deps()  # what is read through it
+    try:
+        weakref.ref(value)
+    except TypeError:
+        kind = "held"
+    else:
+        kind = "same"
+    deps.own_cells.append((i, value, kind))
+    try:
+        _check_value(value, read, seen)
+    finally:
+        if kind == "held" or read.names or read.cells or read.functions or read.tensors:
+            deps.shared = False
+            deps.own_cells[-1] = (i, value, "held")
+        deps.names += read.names
+        deps.cells += read.cells
+        deps.functions += read.functions
+        deps.tensors += read.tensors
 
 
 class _Code:
@@ -392,12 +345,12 @@ def _read_into(code: types.CodeType, found: _Code) -> None:
 # --- the proof's answer ------------------------------------------------------------------
 
 
-def prove(f: Any) -> tuple[str | None, _Deps]:
+def prove(f: Any) -> tuple[str | None, Deps]:
     """The proof's answer for f: "none" when f provably reads no Parameter (Note [watching only
     when needed]), "own" when the proof fails only on Parameters f's own closure cells and
     globals hold (Note [Parameters of f's own]), else None; and what the analysis read, for the
     per-call check that it still holds."""
-    deps = _Deps()
+    deps = Deps()
     direct: dict[tuple[str, str], Parameter] = {}
     try:
         _check_value(f, deps, set(), direct)

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import inspect
-import operator
 import os
 import pickle
 import sys
@@ -21,30 +19,27 @@ from typing_extensions import ParamSpec
 
 from ._captures import CAPTURED_RULES, CapturedRule
 from ._compile import call_compiled, compiling_call, decorated_while_tracing
-from ._compile_exits import outside, parametrized, parametrized_reason, under_transform_reason
-from ._eager import EagerPath, Shared
+from ._compile_exits import outside, parametrized, parametrized_reason
+from ._decoration import copy_assigned, decoration_of, wrap
+from ._eager import EagerPath
 from ._errors import (
     PREFIX,
     CustomGradientNotImplementedError,
     CustomGradientTypeError,
-    bug,
     describe,
     describe_value,
 )
 from ._export import call_exported
-from ._record import per_code
 from ._run import UNBOUND
+from ._script import refuse_script, script_error
 from ._torch_internals import (
     DYNAMO_TRACES_WATCHER,
     functorch_transforms_active,
     graph_break,
-    inlined_only,
     is_dynamo_compiling,
     is_exporting,
     never_compiled,
-    older_torch_reason,
     older_torch_transform_error,
-    outside_compile,
     transforms_active_while_tracing,
 )
 
@@ -76,9 +71,9 @@ class CustomGradient(Generic[P, R]):
         surrogate: str | None = None,
         captured: CapturedRule = "refuse",
     ) -> None:
-        shared = _shared(f)
+        shared = decoration_of(f)
         self._shared = shared
-        _wrap(self, f)
+        wrap(self, f)
         self._f = f  # what is called; `__wrapped__` may name another (recompute_grad's f)
         self._eager = EagerPath(f, shared.eager, captured)
         self._call_eager = self._eager.call  # every call outside torch.compile
@@ -106,7 +101,9 @@ class CustomGradient(Generic[P, R]):
         f = self._f
 
         @functools.wraps(f)
-        def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:  # one line: see `_Shared.place`
+        def method(
+            self: Any, /, *args: Any, **kwargs: Any
+        ) -> Any:  # one line: see `Decoration.place`
             return owner._call_compiling(self, args, kwargs) if _is_compiling() else owner._eager.entry(self, args, kwargs)  # fmt: skip
 
         method.__tf_compat_grad__ = self  # type: ignore[attr-defined]
@@ -120,16 +117,16 @@ class CustomGradient(Generic[P, R]):
             return self._function
         owner = self
 
-        def function(*args: Any, **kwargs: Any) -> Any:  # one line: see `_Shared.place`
+        def function(*args: Any, **kwargs: Any) -> Any:  # one line: see `Decoration.place`
             return owner(*args, **kwargs)
 
-        _copy_assigned(function, self._f)  # as `functools.wraps` does
+        copy_assigned(function, self._f)  # as `functools.wraps` does
         # One set of attributes: `example`, `surrogate`, `__wrapped__`, and whatever is set on
         # either later, is the same attribute of both.
         function.__dict__ = self.__dict__
         self.__tf_compat_grad__ = self
         # TorchScript: `script(function)` is refused by name, a scripted caller calls it as
-        # Python (Note [TorchScript]).
+        # Python (Note [TorchScript] in `_script.py`).
         self.__prepare_scriptable__ = self.__prepare_scriptable__  # type: ignore[method-assign]
         torch.jit.ignore(function)  # type: ignore[no-untyped-call]
         # Dynamo inlines it into a compiled caller; a frame of its own (after a graph break)
@@ -193,11 +190,11 @@ class CustomGradient(Generic[P, R]):
         # compile").
         setattr(owner, name, self._method)
         if issubclass(owner, torch.nn.Module) and not hasattr(owner, "__prepare_scriptable__"):
-            owner.__prepare_scriptable__ = _refuse_script  # type: ignore[attr-defined]
+            owner.__prepare_scriptable__ = refuse_script  # type: ignore[attr-defined]
 
     def __prepare_scriptable__(self) -> NoReturn:
-        """What `torch.jit.script` calls first: refused by name (Note [TorchScript])."""
-        raise CustomGradientNotImplementedError(_script_error(self.__wrapped__))
+        """What `torch.jit.script` calls first: refused by name (Note [TorchScript] in `_script.py`)."""
+        raise CustomGradientNotImplementedError(script_error(self.__wrapped__))
 
     def __repr__(self) -> str:
         return f"<custom_gradient {describe(self._f)}>"
@@ -261,117 +258,6 @@ class CustomGradient(Generic[P, R]):
         if is_exporting():
             return call_exported(self._f, bound, args, kwargs)
         return self._call_eager(bound, args, kwargs)
-
-
-# Note [TorchScript]
-# `torch.jit.script` compiles a function's source into its own graph, which has no place for a
-# grad_fn written in Python (a closure, a lambda): it failed inside this file (`*args`) or on the
-# user's grad_fn, naming neither the function nor the way out. It calls `__prepare_scriptable__`
-# on the object it scripts and on every module in it first: the wrapper refuses there (the
-# function `custom_gradient` returns for a plain function holds the wrapper's), and so does a
-# module class with a decorated method (one it does not define itself). A module that calls a
-# decorated function keeps it as a call to Python, with its custom gradient (that function is
-# marked `torch.jit.ignore`, which a scripted caller calls as Python).
-
-
-class _Shared:
-    """What the decorations of one code object share (Note [decorated again] in `_eager.py`):
-    the eager paths' classes and learned shapes; f's description and the calls that leave the
-    compiled graph with their reasons; the code of the function `function` returns, placed in
-    f's file (made when first asked for); and whether f will be a method."""
-
-    __slots__ = (
-        "described", "eager", "is_method", "outside_compile", "outside_older_compile", "placed"
-    )  # fmt: skip
-
-    def __init__(self, f: Callable[..., Any]) -> None:
-        self.described = describe(f)
-        self.outside_compile = outside_compile(under_transform_reason(f))
-        self.outside_older_compile = outside_compile(older_torch_reason(f))
-        self.eager = per_code(f, "eager", Shared) if hasattr(f, "__wrapped__") else Shared(f)
-        self.placed: list[types.CodeType | None] = [None, None]  # see `place`
-        self.is_method = isinstance(f, types.FunctionType) and _is_method(f)
-
-    def place(self, f: Callable[..., Any], function: Any, inlined: bool) -> None:
-        """Places the code of function (the method a class holds for a decorated method, or
-        the function `custom_gradient` returns) at f's first line in f's file: it is the
-        user's to `inspect` (`getsourcefile`, `getfile`; `getsource` follows `__wrapped__`),
-        to TorchScript's messages and to tracebacks, whose line for it is then the one after
-        f's first (its `def` under one decorator). Its body is one line, so that no other line
-        of the user's file is shown for it. `inlined`: the code is marked `inlined_only`. Made
-        once per `_Shared`: per code object of f, unless f wraps another, whose place it
-        takes."""
-        placed = self.placed[inlined]
-        if placed is None:
-            placed = self.placed[inlined] = _placed(f, function.__code__, inlined)
-        function.__code__ = placed
-
-
-def _shared(f: Callable[..., Any]) -> _Shared:
-    """f's `_Shared`: made once per code object of f, name, module and qualified name (a
-    function decorated again reuses it), unless f wraps another, which its description and
-    place name (its eager classes are still made once per code)."""
-    if hasattr(f, "__wrapped__"):
-        return _Shared(f)
-    return per_code(f, getattr(f, "__qualname__", None), _Shared)  # type: ignore[no-any-return]
-
-
-# What `functools.update_wrapper` copies from the function it wraps (`_wrap`), and its
-# assignments written out, for the function `CustomGradient.function` makes.
-_ASSIGNED = functools.WRAPPER_ASSIGNMENTS
-_assigned = operator.attrgetter(*_ASSIGNED)
-_copy_assigned: Callable[[Any, Any], None] = eval(
-    f"lambda to, f: ({', '.join(f'setattr(to, {name!r}, f.{name})' for name in _ASSIGNED)})"
-)
-
-
-def _wrap(wrapper: CustomGradient[Any, Any], f: Callable[..., Any]) -> None:
-    """`functools.update_wrapper(wrapper, f)`, in fewer steps for a function (which has every
-    attribute it copies): a function decorated inside `forward` is wrapped on every call."""
-    if type(f) is not types.FunctionType:
-        functools.update_wrapper(wrapper, f)
-        return
-    attributes = wrapper.__dict__
-    attributes.update(zip(_ASSIGNED, _assigned(f), strict=True))
-    if f.__dict__:
-        attributes.update(f.__dict__)
-    attributes["__wrapped__"] = f
-
-
-def _script_error(f: Callable[..., Any]) -> str:
-    return (
-        f"{PREFIX}torch.jit.script cannot compile {describe(f)}: TorchScript compiles a "
-        "function's source into its own graph, which has no place for a grad_fn written in "
-        "Python, so the custom gradient would be lost. Keep the model in Python "
-        "(`torch.compile` compiles it with its custom gradients), or deploy it with "
-        "`torch.export.export(model, args)` (the exported program computes the outputs)."
-    )
-
-
-def _refuse_script(module: torch.nn.Module) -> NoReturn:
-    """`__prepare_scriptable__` of a module class with a decorated method (Note
-    [TorchScript])."""
-    for klass in type(module).__mro__:
-        for attribute in vars(klass).values():
-            decorated = getattr(attribute, "__tf_compat_grad__", None)
-            if decorated is not None:
-                raise CustomGradientNotImplementedError(_script_error(decorated.__wrapped__))
-    raise bug("a module class holds `_refuse_script` but no decorated method")
-
-
-def _placed(f: Callable[..., Any], code: types.CodeType, inlined: bool) -> types.CodeType:
-    """`code` placed at f's first line (`_Shared.place`)."""
-    place = getattr(inspect.unwrap(f), "__code__", None)
-    if place is not None:
-        body = max(line for *_, line in code.co_lines() if line is not None)  # its one line
-        code = code.replace(
-            co_filename=place.co_filename,
-            co_firstlineno=max(place.co_firstlineno + 1 - (body - code.co_firstlineno), 1),
-            co_name=place.co_name,
-        )
-    if inlined:
-        inlined_only(code)
-    return code
 
 
 def _lookup(obj: object) -> Any:
@@ -532,7 +418,7 @@ def custom_gradient(
 
 def custom_gradient_object(f: Any, surrogate: str | None = None) -> CustomGradient[Any, Any]:
     """`custom_gradient(f)` as the wrapper object, also for a plain function: for
-    `recompute_grad` and `grad_pass_through` (Note [a decorated function is a function])."""
+    `recompute_grad` and `grad_pass_through` (Note [a decorated function is a function] in `_decoration.py`)."""
     if is_dynamo_compiling():
         graph_break(_decorated_while_compiling(f))  # under fullgraph=True, the error
     return _decorate(f, None, surrogate, "refuse")
@@ -554,32 +440,8 @@ def _decorate(
     return CustomGradient(f, example, surrogate, captured)
 
 
-# Note [a decorated function is a function]
-# `inspect.getfile` and `getsourcefile` (and tools built on them: debuggers, documentation
-# generators, IPython's `??`) take a function, a method, a class, a module or code, and test
-# that with `isinstance`, which no wrapper object passes. So for a plain function the decorator
-# returns a function: its code is placed in f's file (`_Shared.place`), it calls its
-# `CustomGradient`, and it shares that wrapper's attributes (`__tf_compat_grad__` names it).
-# Being a function, it is also what Python makes of a function: bound when a class holds it,
-# atomic for `copy`, pickled by reference (by the name f has where it is defined, so
-# `g = custom_gradient(f)` cannot be pickled, as with any decorator). So the wrapper object
-# stays what is returned where f will be a method, whose instance it binds without making it
-# an input (item 4): f defined in a class body (its `__qualname__` is `Class.name`) or taking
-# `self` or `cls` first (`Class.method = custom_gradient(f)`), and where f is not a function
-# (an `nn.Module`, a partial, a callable object), which `deepcopy` copies with its state.
-
-
 def _is_function(f: Any) -> bool:
     return isinstance(f, types.FunctionType)
-
-
-def _is_method(f: types.FunctionType) -> bool:
-    """Whether f will be a method (Note [a decorated function is a function])."""
-    *outer, _ = f.__qualname__.split(".")
-    code = f.__code__
-    return (bool(outer) and outer[-1] != "<locals>") or (
-        code.co_argcount > 0 and code.co_varnames[0] in ("self", "cls")
-    )
 
 
 def _decorated_while_compiling(f: Any) -> str:

@@ -19,7 +19,7 @@ same code again on every call. What depends only on the code is made once per co
 (`_record.per_code`, whose entries go with the code object and hold no decoration's f): the
 node classes, whose methods take f from the call, a plan's generated code, and the shapes of
 the calls the decorations of that code have learned, with their plans' node classes; one
-lookup per decoration finds them all (`Shared`, within the decorator's `_Shared`). A new
+lookup per decoration finds them all (`Shared`, within `_decoration.Decoration`). A new
 decoration plans those shapes at its first call under grad, with its own f, closure and reach
 proof (the answer of the code's last analysis where its closure allows, Note [a proof per
 code] in `_reach_check.py`), so that it starts on a plan; a plan's guards hold for whatever

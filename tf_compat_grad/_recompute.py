@@ -97,7 +97,7 @@ def recompute_grad(f: Callable[P, R]) -> CustomGradient[P, R]:
         return result, grad_fn
 
     setattr(recompute, BOUND_KEYWORD, True)
-    # The wrapper object, not a function (Note [a decorated function is a function]): it
+    # The wrapper object, not a function (Note [a decorated function is a function] in `_decoration.py`): it
     # deep-copies an `nn.Module` f and pickles under another name than f's.
     wrapped: CustomGradient[P, R] = custom_gradient_object(recompute)
     wrapped.__wrapped__ = f

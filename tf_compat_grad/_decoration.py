@@ -74,13 +74,15 @@ def decoration_of(f: Callable[..., Any]) -> Decoration:
     return per_code(f, getattr(f, "__qualname__", None), Decoration)  # type: ignore[no-any-return]
 
 
-# What `functools.update_wrapper` copies from the function it wraps (`wrap`), and its
-# assignments written out, for the function `CustomGradient.function` makes.
+# What `functools.update_wrapper` assigns from the function it wraps (`wrap`, `copy_assigned`).
 _ASSIGNED = functools.WRAPPER_ASSIGNMENTS
 _assigned = operator.attrgetter(*_ASSIGNED)
-copy_assigned: Callable[[Any, Any], None] = eval(
-    f"lambda to, f: ({', '.join(f'setattr(to, {name!r}, f.{name})' for name in _ASSIGNED)})"
-)
+
+
+def copy_assigned(to: Any, f: Callable[..., Any]) -> None:
+    """The assignments of `functools.update_wrapper` from a function f onto `to`."""
+    for name, value in zip(_ASSIGNED, _assigned(f), strict=True):
+        setattr(to, name, value)
 
 
 def wrap(wrapper: Any, f: Callable[..., Any]) -> None:

@@ -101,9 +101,7 @@ class CustomGradient(Generic[P, R]):
         f = self._f
 
         @functools.wraps(f)
-        def method(
-            self: Any, /, *args: Any, **kwargs: Any
-        ) -> Any:  # one line: see `Decoration.place`
+        def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:  # one line: Decoration.place
             return owner._call_compiling(self, args, kwargs) if _is_compiling() else owner._eager.entry(self, args, kwargs)  # fmt: skip
 
         method.__tf_compat_grad__ = self  # type: ignore[attr-defined]
@@ -193,7 +191,8 @@ class CustomGradient(Generic[P, R]):
             owner.__prepare_scriptable__ = refuse_script  # type: ignore[attr-defined]
 
     def __prepare_scriptable__(self) -> NoReturn:
-        """What `torch.jit.script` calls first: refused by name (Note [TorchScript] in `_script.py`)."""
+        """What `torch.jit.script` calls first: refused by name (Note [TorchScript] in
+        `_script.py`)."""
         raise CustomGradientNotImplementedError(script_error(self.__wrapped__))
 
     def __repr__(self) -> str:
@@ -242,9 +241,8 @@ class CustomGradient(Generic[P, R]):
             return self._outside_older_compile(self._call_older_compile, bound, args, kwargs)
         if transforms_active_while_tracing():  # Note [compile under torch.func]
             return self._outside_compile(self._call_eager, bound, args, kwargs)
-        if not is_exporting() and parametrized(
-            bound
-        ):  # Note [parametrizations under compile] in `_compile_exits.py`
+        # Note [parametrizations under compile] in `_compile_exits.py`
+        if not is_exporting() and parametrized(bound):
             graph_break(parametrized_reason(self._described))
             return outside(self._call_eager, bound, args, kwargs)
         return call_compiled(self._f, bound, args, kwargs, self._described, self._eager.captured)

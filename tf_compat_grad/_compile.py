@@ -11,10 +11,29 @@ are inputs of the node and get their gradients; f, its outputs and grad_fn (a pl
 go through `apply` as arguments, and backward calls grad_fn with the same checks and repairs as in
 eager mode. grad_fn's closure stays a closure: what it holds is the compiler's to save.
 
-The watcher stays on here even when `ParameterReach` proves that f reads no Parameter: a proof
-made once while tracing would be a constant of the compiled frame, and if f breaks the graph,
-Dynamo compiles f as a frame of its own, so nothing guards the names the proof read. A global
-rebound to a Parameter would then silently get no gradient.
+Where `ParameterReach` proves that f reads no Parameter, f runs without the watcher (Note
+[compile unwatched]).
+
+# Note [compile unwatched]
+A call of a decorated plain function runs f without the watcher when, as Dynamo traces it,
+the reach proof (Note [watching only when needed] in `_reach.py`) answers that f reads no
+Parameter and can name no plain tensor that requires grad, and its keyword arguments are Python
+numbers or strings (`_unwatched`, run as Python while tracing: its answer is a constant of the
+graph). That is sound where f is traced into the same graph as the decision: Dynamo guards
+every name, closure cell, attribute and tensor (with its `requires_grad`) that f's trace read,
+so the graph runs only while f would read the same objects, none of them a Parameter; when one
+of them is rebound, the frame is traced again and the proof asked again. It would not be sound
+where the decision is a constant of a compiled frame and f runs in a frame of its own (after a
+graph break in f): nothing in the deciding frame guards what f reads. On torch 2.13 to 2.15
+that never happens: f is called inside a `try` block, so Dynamo, meeting a graph break in f,
+gives up on the frames down to `call_compiled` and runs that one as Python (its frames are
+then compiled one by one), where `_unwatched` decides anew on every call, the proof checking
+that what it read still holds. Should a later Dynamo resume there instead, the decision stays
+sound: it marks the decoration `pending` until f's trace comes back (`_traced_through`), so a
+trace of f that broke the graph leaves the mark, and every later decision is to watch, as is
+every decision while Dynamo's `nested_graph_breaks` (resuming inside an inlined function) is
+on. `tests/test_compose.py` rebinds a global, a closure cell and a user module's attribute to
+a Parameter between compiled calls, with and without a graph break in f.
 
 # Note [compile outputs]
 f's outputs go into the node as inputs of `apply`, and its forward hands them over detached:
@@ -77,7 +96,7 @@ from __future__ import annotations
 import os
 import types
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -94,12 +113,17 @@ from ._torch_internals import (
     graph_break,
     is_dynamo_compiling,
     is_exporting,
+    nested_graph_breaks,
+    never_compiled,
     run_while_tracing,
     set_grad_mode,
     transforms_active_while_tracing,
 )
 from ._variables import check_accepts
 from ._watcher import CompiledWatcher
+
+if TYPE_CHECKING:
+    from ._reach import ParameterReach
 
 _grad_enabled = torch.is_grad_enabled
 _is_compiling = torch.compiler.is_compiling
@@ -117,10 +141,12 @@ def call_compiled(
     kwargs: dict[str, Any],
     described: str,
     captured: CapturedRule = "refuse",
+    unwatched: Unwatched | None = None,
 ) -> Any:
     """Call f through the compile node (Note [compile]). `described`: f by name, file and
     line, made before Dynamo traces (which misreads f's attributes); `captured`: the rule of
-    `custom_gradient(captured=...)`. Written for few guards (Note [compile guards])."""
+    `custom_gradient(captured=...)`; `unwatched`: f's reach proof, where f may run without the
+    watcher (Note [compile unwatched]). Written for few guards (Note [compile guards])."""
     layout = _plain_layout(bound is not UNBOUND, [arg.__class__ for arg in args])
     if layout is not None and not any(args[i].is_nested for i in layout[3]):
         flat_args: Sequence[Any] = args
@@ -128,21 +154,30 @@ def call_compiled(
     else:
         flat_args, full, inputs = _run.inputs(f, bound, args)
         layout = (full.bound, full.spec, full.n_args, full.positions)
-    keywords: Any = ()
-    if kwargs:  # the watcher looks for the Parameters among them, in any order
-        values = [*kwargs.values()]
-        keywords = values if _leaf_classes([v.__class__ for v in values]) else leaves(kwargs)
-    watcher = CompiledWatcher(flat_args, keywords)
+    watcher = None
+    if unwatched is None or not _unwatched(unwatched, [v.__class__ for v in kwargs.values()]):
+        keywords: Any = ()
+        if kwargs:  # the watcher looks for the Parameters among them, in any order
+            values = [*kwargs.values()]
+            keywords = values if _leaf_classes([v.__class__ for v in values]) else leaves(kwargs)
+        watcher = CompiledWatcher(flat_args, keywords)
     prior = _grad_enabled()
     set_grad_mode(False)
     try:
-        with watcher:
-            out = f(*args, **kwargs) if bound is UNBOUND else call_f(f, bound, args, kwargs)
+        if watcher is None:
+            out = f(*args, **kwargs)
+        else:
+            with watcher:
+                out = f(*args, **kwargs) if bound is UNBOUND else call_f(f, bound, args, kwargs)
     finally:
         set_grad_mode(prior)
     # `watched_result` without its settling (the compile watcher settles nothing).
     result, grad_fn = split(f, out)
-    variables = watcher.unpassed()
+    if watcher is None:
+        _traced_through(unwatched)  # type: ignore[arg-type]  # not None: f ran unwatched
+        variables: list[torch.nn.Parameter] = []
+    else:
+        variables = watcher.unpassed()
     check_accepts(f, bound, grad_fn, variables)  # at call time, as TensorFlow (item 33)
     # How the outputs are rebuilt: "one" tensor, a "tuple" of tensors, else by their spec.
     how, exporting = _result_kind(result.__class__)
@@ -166,7 +201,8 @@ def call_compiled(
     if exporting:  # Note [export] in `_export.py`
         outputs = exported(described, outputs, sources)
     else:
-        if watcher.reaches(result):  # Note [lost gradients under compile] in `_captures.py`
+        # Note [lost gradients under compile] in `_captures.py`
+        if watcher is not None and watcher.reaches(result):
             graph_break(lost_under_compile_reason(described))  # under fullgraph=True, the error
             variables = outside(
                 settle, f, bound, kwargs, watcher.seeds, inputs, variables, (), captured
@@ -263,21 +299,63 @@ def compiling_call(
     described: str,
     captured: CapturedRule,
     leave: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any],
+    reach: ParameterReach,
 ) -> Callable[[tuple[Any, ...], dict[str, Any]], Any]:
     """What a call of a decorated plain function does while Dynamo traces (or `torch.export`
     exports) its caller: `call_compiled` where Dynamo traces the call, else `leave` (the
     wrapper's route out of the graph, Notes [compile on older torch] and [compile under
     torch.func]). A closure per decoration and rule, so that Dynamo guards one object on the way
-    in (Note [compile guards])."""
+    in (Note [compile guards]); `reach`: f's reach proof (Note [compile unwatched])."""
     if not DYNAMO_TRACES_WATCHER:
         return lambda args, kwargs: leave(UNBOUND, args, kwargs)
+    unwatched = Unwatched(reach)
 
     def compiling(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if _traced_here():
-            return call_compiled(f, UNBOUND, args, kwargs, described, captured)
+            return call_compiled(f, UNBOUND, args, kwargs, described, captured, unwatched)
         return leave(UNBOUND, args, kwargs)
 
     return compiling
+
+
+class Unwatched:
+    """A decorated function's reach proof as its compiled calls ask it, and whether the last
+    trace of f that ran without the watcher came back (Note [compile unwatched])."""
+
+    __slots__ = ("pending", "reach")
+
+    def __init__(self, reach: ParameterReach) -> None:
+        self.reach = reach
+        # True from a decision to run f without the watcher until f's trace returns: still
+        # True at the next decision, f's trace broke the graph (or failed).
+        self.pending = False
+
+
+# Run as Python where Dynamo traces a call to it; where it runs in a frame Dynamo compiled
+# only in part, the proof's own frames are never compiled.
+@run_while_tracing
+@never_compiled
+def _unwatched(unwatched: Unwatched, keyword_classes: list[type]) -> bool:
+    """Whether this traced call runs f without the watcher (Note [compile unwatched]): f
+    provably reads no Parameter and can name no plain tensor that requires grad, its keyword
+    arguments are Python numbers or strings, and no trace of f without the watcher has broken
+    the graph; decided while Dynamo traces, a constant of the graph."""
+    if unwatched.pending or nested_graph_breaks():
+        return False
+    reach = unwatched.reach
+    if not all(kind in _NUMBERS for kind in keyword_classes) or reach.possible(()):
+        return False
+    if not reach.calm():
+        return False
+    unwatched.pending = True  # until `_traced_through`
+    return True
+
+
+@run_while_tracing
+def _traced_through(unwatched: Unwatched) -> bool:
+    """f's trace without the watcher came back: it is in the same graph as the decision."""
+    unwatched.pending = False
+    return True
 
 
 @run_while_tracing

@@ -17,23 +17,26 @@ Where `ParameterReach` proves that f reads no Parameter, f runs without the watc
 # Note [compile unwatched]
 A call of a decorated plain function runs f without the watcher when, as Dynamo traces it,
 the reach proof (Note [watching only when needed] in `_reach.py`) answers that f reads no
-Parameter and can name no plain tensor that requires grad, and its keyword arguments are Python
-numbers or strings (`_unwatched`, run as Python while tracing: its answer is a constant of the
-graph). That is sound where f is traced into the same graph as the decision: Dynamo guards
-every name, closure cell, attribute and tensor (with its `requires_grad`) that f's trace read,
-so the graph runs only while f would read the same objects, none of them a Parameter; when one
-of them is rebound, the frame is traced again and the proof asked again. It would not be sound
-where the decision is a constant of a compiled frame and f runs in a frame of its own (after a
-graph break in f): nothing in the deciding frame guards what f reads. On torch 2.13 to 2.15
-that never happens: f is called inside a `try` block, so Dynamo, meeting a graph break in f,
-gives up on the frames down to `call_compiled` and runs that one as Python (its frames are
-then compiled one by one), where `_unwatched` decides anew on every call, the proof checking
-that what it read still holds. Should a later Dynamo resume there instead, the decision stays
-sound: it marks the decoration `pending` until f's trace comes back (`_traced_through`), so a
-trace of f that broke the graph leaves the mark, and every later decision is to watch, as is
-every decision while Dynamo's `nested_graph_breaks` (resuming inside an inlined function) is
-on. `tests/test_compose.py` rebinds a global, a closure cell and a user module's attribute to
-a Parameter between compiled calls, with and without a graph break in f.
+Parameter and can name no plain tensor that requires grad, and its keyword arguments are
+Python numbers or strings (`_unwatched_question`, run as Python while tracing: its answer is
+a constant of the graph). That is sound where f is traced into the same graph as the
+decision: Dynamo guards every name, closure cell, attribute and tensor (with its
+`requires_grad`) that f's trace read, so the graph runs only while f would read the same
+objects, none of them a Parameter; when one of them is rebound, the frame is traced again and
+the proof asked again. It would not be sound where the decision is a constant of a compiled
+frame and f runs in a frame of its own (after a graph break in f): nothing in the deciding
+frame guards what f reads. On torch 2.13 to 2.15 that never happens: f is called inside a
+`try` block, so Dynamo, meeting a graph break in f, gives up on the frames down to
+`call_compiled` and runs that one as Python (its frames are then compiled one by one), where
+the question is decided anew on every call, the proof checking that what it read still holds.
+Should a later Dynamo resume there instead, the decision stays sound: it marks the decoration
+`pending` until f's trace comes back (the question asked with None), so a trace of f that
+broke the graph leaves the mark, and every later decision is to watch, as is every decision
+while Dynamo's `nested_graph_breaks` (resuming inside an inlined function) is on. A method
+call, a keyword value that is not a number or string, and a decoration made while Dynamo
+traces (Note [decorating while compiling]) are watched. `tests/test_compose.py` rebinds a
+global, a closure cell and a user module's attribute to a Parameter between compiled calls,
+with and without a graph break in f.
 
 # Note [compile outputs]
 f's outputs go into the node as inputs of `apply`, and its forward hands them over detached:
@@ -155,7 +158,7 @@ def call_compiled(
         flat_args, full, inputs = _run.inputs(f, bound, args)
         layout = (full.bound, full.spec, full.n_args, full.positions)
     watcher = None
-    if unwatched is None or not _unwatched(unwatched, [v.__class__ for v in kwargs.values()]):
+    if unwatched is None or not unwatched([v.__class__ for v in kwargs.values()]):
         keywords: Any = ()
         if kwargs:  # the watcher looks for the Parameters among them, in any order
             values = [*kwargs.values()]
@@ -174,7 +177,7 @@ def call_compiled(
     # `watched_result` without its settling (the compile watcher settles nothing).
     result, grad_fn = split(f, out)
     if watcher is None:
-        _traced_through(unwatched)  # type: ignore[arg-type]  # not None: f ran unwatched
+        unwatched(None)  # type: ignore[misc]  # not None: f ran unwatched
         variables: list[torch.nn.Parameter] = []
     else:
         variables = watcher.unpassed()
@@ -308,7 +311,7 @@ def compiling_call(
     in (Note [compile guards]); `reach`: f's reach proof (Note [compile unwatched])."""
     if not DYNAMO_TRACES_WATCHER:
         return lambda args, kwargs: leave(UNBOUND, args, kwargs)
-    unwatched = Unwatched(reach)
+    unwatched = _unwatched_question(reach)
 
     def compiling(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if _traced_here():
@@ -318,44 +321,38 @@ def compiling_call(
     return compiling
 
 
-class Unwatched:
-    """A decorated function's reach proof as its compiled calls ask it, and whether the last
-    trace of f that ran without the watcher came back (Note [compile unwatched])."""
-
-    __slots__ = ("pending", "reach")
-
-    def __init__(self, reach: ParameterReach) -> None:
-        self.reach = reach
-        # True from a decision to run f without the watcher until f's trace returns: still
-        # True at the next decision, f's trace broke the graph (or failed).
-        self.pending = False
+# A decorated function's question "may this traced call run f without the watcher" (Note
+# [compile unwatched]): asked with the classes of the call's keyword values, it decides; asked
+# with None, it hears that f's trace came back. Run as Python where Dynamo traces a call to it,
+# a constant of the graph behind one guard (a closure per decoration, not an object of ours:
+# Dynamo guards an object's type and identity too).
+Unwatched = Callable[[Sequence[type] | None], bool]
 
 
-# Run as Python where Dynamo traces a call to it; where it runs in a frame Dynamo compiled
-# only in part, the proof's own frames are never compiled.
-@run_while_tracing
-@never_compiled
-def _unwatched(unwatched: Unwatched, keyword_classes: list[type]) -> bool:
-    """Whether this traced call runs f without the watcher (Note [compile unwatched]): f
-    provably reads no Parameter and can name no plain tensor that requires grad, its keyword
-    arguments are Python numbers or strings, and no trace of f without the watcher has broken
-    the graph; decided while Dynamo traces, a constant of the graph."""
-    if unwatched.pending or nested_graph_breaks():
-        return False
-    reach = unwatched.reach
-    if not all(kind in _NUMBERS for kind in keyword_classes) or reach.possible(()):
-        return False
-    if not reach.calm():
-        return False
-    unwatched.pending = True  # until `_traced_through`
-    return True
+def _unwatched_question(reach: ParameterReach) -> Unwatched:
+    pending = False  # from a decision to run f unwatched until f's trace comes back
+
+    def unwatched(keyword_classes: Sequence[type] | None) -> bool:
+        nonlocal pending
+        if keyword_classes is None:  # f's trace came back: it is in the deciding graph
+            pending = False
+            return True
+        # Still pending: the last trace of f without the watcher broke the graph (or failed).
+        if pending or nested_graph_breaks():
+            return False
+        if not all(kind in _NUMBERS for kind in keyword_classes) or reach.possible(()):
+            return False
+        if not reach.calm():
+            return False
+        pending = True
+        return True
+
+    return run_while_tracing(unwatched)
 
 
-@run_while_tracing
-def _traced_through(unwatched: Unwatched) -> bool:
-    """f's trace without the watcher came back: it is in the same graph as the decision."""
-    unwatched.pending = False
-    return True
+# Where the question runs in a frame Dynamo compiled only in part, it and the proof's frames
+# are never compiled (every question shares this code).
+never_compiled(_unwatched_question(None))  # type: ignore[arg-type]
 
 
 @run_while_tracing

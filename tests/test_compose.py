@@ -241,10 +241,11 @@ def explained_guards(fn, *args) -> int:
 
 
 # How many more Dynamo guards a compiled decorated call may have than the same op written as a
-# hand-written Function: a fence against regressions, not the goal. log1pexp: torch 2.13, 70
-# against 23 (it was 107, then 90, against 22); torch 2.15, 72 against 24; give or take one or
-# two with what ran before in the process. What is left is listed in Note [compile guards].
-EXTRA_GUARDS = 50
+# hand-written Function: a fence against regressions, not the goal. log1pexp: torch 2.13, 63
+# against 25 (it was 107, then 90, then 70, against 22-23); torch 2.15, 65 against 26; give or
+# take one or two with what ran before in the process. f runs without the watcher here (Note
+# [compile unwatched]); what is left is listed in Note [compile guards].
+EXTRA_GUARDS = 42
 
 
 @pytest.mark.traced_compile

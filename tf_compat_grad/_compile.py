@@ -63,13 +63,21 @@ rebuilding are such constants (`_tree_plan`, `_placed`); the compile watcher kee
 the Parameters f reads by identity and never reads their type; grad mode is set directly, not
 through `torch.no_grad`; a decorated function reaches `call_compiled` through one closure
 made per decoration (`compiling_call`); one node class, `_CompileNode`, serves every
-decorated function, taking f and grad_fn as arguments of `apply`. What is left (log1pexp, torch
-2.13: 67 guards against the Function's 22) is what the design needs: the wrapper and its
-closure (7), the watcher (its class, the types it tests, about 12), grad mode, the split of
-f's result and the `variables=` check (5), the hand-over of the outputs (3), the node and the
-record its backward checks (about 15; the exact-gradient test reads `Tensor` under a third
-name). benchmarks/README.md ("Compile guards and decorating in forward") has the counts per
-case and what they cost.
+decorated function, taking f and grad_fn as arguments of `apply`; f runs without the watcher
+where the reach proof allows (Note [compile unwatched]), which also spares the
+`set_torch_function_mode_stack` call Dynamo emits after a frame that entered a mode; a pair
+returned by f is split with its checks read from classes (`_pair_class`, `_callable_class`),
+and `check_accepts` is called only where f read Parameters. What is left (log1pexp, torch
+2.13: 60 guards against the Function's 22; 62 against 23 on torch 2.15) is what the design
+needs: the way in, from the decorated function to `call_compiled` (11 against the Function's
+class: the function, its wrapper's type, `__call__` and instance dict, `_is_compiling`, the
+closure per decoration, `_traced_here`, `UNBOUND`); the call of f (6: the layout, the question
+of Note [compile unwatched], grad mode, f); the split of its result (4); the hand-over of the
+outputs (4); the node (3); the record `setup_context` builds (6) and its check in backward (8:
+`Tensor` is read there under two more names, each a guard comparing it with `torch.Tensor`,
+run in Python). A method, or f that reads Parameters, adds the watcher's (about 12).
+benchmarks/README.md ("Compile guards and decorating in forward") has the counts per case and
+what they cost.
 
 # Note [decorating while compiling]
 TensorFlow code often defines `@tf.custom_gradient` inside `call`, a new decoration per call,
@@ -175,13 +183,19 @@ def call_compiled(
     finally:
         set_grad_mode(prior)
     # `watched_result` without its settling (the compile watcher settles nothing).
-    result, grad_fn = split(f, out)
+    # `split`, its checks read from classes where f returned a pair (Note [compile guards]).
+    if _pair_class(out.__class__) and len(out) == 2:
+        result, grad_fn = out
+        if not _callable_class(type(grad_fn)):
+            split(f, out)  # raises
+    else:
+        split(f, out)  # raises
     if watcher is None:
         unwatched(None)  # type: ignore[misc]  # not None: f ran unwatched
         variables: list[torch.nn.Parameter] = []
     else:
         variables = watcher.unpassed()
-    check_accepts(f, bound, grad_fn, variables)  # at call time, as TensorFlow (item 33)
+        check_accepts(f, bound, grad_fn, variables)  # at call time, as TensorFlow (item 33)
     # How the outputs are rebuilt: "one" tensor, a "tuple" of tensors, else by their spec.
     how, exporting = _result_kind(result.__class__)
     rebuild: Any = how
@@ -382,6 +396,19 @@ def _autocast_now() -> Any:
 def _leaf_classes(kinds: list[type]) -> bool:
     """Whether values of these classes are leaves of a structure (`_structure.py`)."""
     return not any(issubclass(kind, _structure._CONTAINERS) for kind in kinds)
+
+
+@run_while_tracing
+def _pair_class(kind: type) -> bool:
+    """Whether `split` unpacks a value of this class when it has two items."""
+    return issubclass(kind, (tuple, list))
+
+
+@run_while_tracing
+def _callable_class(kind: type) -> bool:
+    """Whether values of this class are callable (what `callable` reads: the class's
+    `__call__`)."""
+    return any("__call__" in vars(base) for base in kind.__mro__)
 
 
 @run_while_tracing

@@ -17,26 +17,24 @@ Where `ParameterReach` proves that f reads no Parameter, f runs without the watc
 # Note [compile unwatched]
 A call of a decorated plain function runs f without the watcher when, as Dynamo traces it,
 the reach proof (Note [watching only when needed] in `_reach.py`) answers that f reads no
-Parameter and can name no plain tensor that requires grad, and its keyword arguments are
-Python numbers or strings (`_unwatched_question`, run as Python while tracing: its answer is
-a constant of the graph). That is sound where f is traced into the same graph as the
-decision: Dynamo guards every name, closure cell, attribute and tensor (with its
-`requires_grad`) that f's trace read, so the graph runs only while f would read the same
-objects, none of them a Parameter; when one of them is rebound, the frame is traced again and
-the proof asked again. It would not be sound where the decision is a constant of a compiled
-frame and f runs in a frame of its own (after a graph break in f): nothing in the deciding
-frame guards what f reads. On torch 2.13 to 2.15 that never happens: f is called inside a
-`try` block, so Dynamo, meeting a graph break in f, gives up on the frames down to
-`call_compiled` and runs that one as Python (its frames are then compiled one by one), where
-the question is decided anew on every call, the proof checking that what it read still holds.
-Should a later Dynamo resume there instead, the decision stays sound: it marks the decoration
-`pending` until f's trace comes back (the question asked with None), so a trace of f that
-broke the graph leaves the mark, and every later decision is to watch, as is every decision
-while Dynamo's `nested_graph_breaks` (resuming inside an inlined function) is on. A method
-call, a keyword value that is not a number or string, and a decoration made while Dynamo
+Parameter and can name no plain tensor that requires grad, and its keyword values are Python
+numbers or strings (`_unwatched_question`, run as Python while tracing: a constant of the
+graph). Sound where f is traced into the deciding graph: Dynamo guards every name, closure
+cell, attribute and tensor (with its `requires_grad`) f's trace read, so the graph runs only
+while f would read the same objects, none a Parameter; when one is rebound, the frame is traced
+again and the proof asked again. Not sound where the decision is a constant of a compiled frame
+and f runs in a frame of its own (after a graph break in f): nothing in the deciding frame
+guards what f reads. On torch 2.13 to 2.15 that never happens: f is called inside a `try`
+block, so Dynamo, meeting a graph break in f, gives up on the frames down to `call_compiled`
+and runs that one as Python (its frames then compiled one by one), where the question is
+decided anew on every call, the proof checking that what it read still holds. Should a later
+Dynamo resume there, the decision stays sound: the question marks the decoration `pending`
+until f's trace comes back (asked with None), so a trace of f that broke the graph leaves the
+mark and every later decision is to watch, as is every decision while Dynamo's
+`nested_graph_breaks` is on. Methods, other keyword values and decorations made while Dynamo
 traces (Note [decorating while compiling]) are watched. `tests/test_compose.py` rebinds a
-global, a closure cell and a user module's attribute to a Parameter between compiled calls,
-with and without a graph break in f.
+global, a closure cell and a module attribute to a Parameter between compiled calls, with and
+without a graph break in f.
 
 # Note [compile outputs]
 f's outputs go into the node as inputs of `apply`, and its forward hands them over detached:
@@ -335,11 +333,9 @@ def compiling_call(
     return compiling
 
 
-# A decorated function's question "may this traced call run f without the watcher" (Note
-# [compile unwatched]): asked with the classes of the call's keyword values, it decides; asked
-# with None, it hears that f's trace came back. Run as Python where Dynamo traces a call to it,
-# a constant of the graph behind one guard (a closure per decoration, not an object of ours:
-# Dynamo guards an object's type and identity too).
+# "May this traced call run f unwatched" (Note [compile unwatched]), asked with the classes of
+# the keyword values; asked with None: f's trace came back. A closure per decoration, run while
+# tracing behind one guard (an object of ours would cost its type and identity too).
 Unwatched = Callable[[Sequence[type] | None], bool]
 
 
@@ -354,12 +350,10 @@ def _unwatched_question(reach: ParameterReach) -> Unwatched:
         # Still pending: the last trace of f without the watcher broke the graph (or failed).
         if pending or nested_graph_breaks():
             return False
-        if not all(kind in _NUMBERS for kind in keyword_classes) or reach.possible(()):
+        if any(kind not in _NUMBERS for kind in keyword_classes) or reach.possible(()):
             return False
-        if not reach.calm():
-            return False
-        pending = True
-        return True
+        pending = reach.calm()  # until f's trace comes back
+        return pending
 
     return run_while_tracing(unwatched)
 

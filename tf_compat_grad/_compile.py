@@ -11,10 +11,30 @@ are inputs of the node and get their gradients; f, its outputs and grad_fn (a pl
 go through `apply` as arguments, and backward calls grad_fn with the same checks and repairs as in
 eager mode. grad_fn's closure stays a closure: what it holds is the compiler's to save.
 
-The watcher stays on here even when `ParameterReach` proves that f reads no Parameter: a proof
-made once while tracing would be a constant of the compiled frame, and if f breaks the graph,
-Dynamo compiles f as a frame of its own, so nothing guards the names the proof read. A global
-rebound to a Parameter would then silently get no gradient.
+Where `ParameterReach` proves that f reads no Parameter, f runs without the watcher (Note
+[compile unwatched]).
+
+# Note [compile unwatched]
+A call of a decorated plain function runs f without the watcher when, as Dynamo traces it,
+the reach proof (Note [watching only when needed] in `_reach.py`) answers that f reads no
+Parameter and can name no plain tensor that requires grad, and its keyword values are Python
+numbers or strings (`_unwatched_question`, run as Python while tracing: a constant of the
+graph). Sound where f is traced into the deciding graph: Dynamo guards every name, closure
+cell, attribute and tensor (with its `requires_grad`) f's trace read, so the graph runs only
+while f would read the same objects, none a Parameter; when one is rebound, the frame is traced
+again and the proof asked again. Not sound where the decision is a constant of a compiled frame
+and f runs in a frame of its own (after a graph break in f): nothing in the deciding frame
+guards what f reads. On torch 2.13 to 2.15 that never happens: f is called inside a `try`
+block, so Dynamo, meeting a graph break in f, gives up on the frames down to `call_compiled`
+and runs that one as Python (its frames then compiled one by one), where the question is
+decided anew on every call, the proof checking that what it read still holds. Should a later
+Dynamo resume there, the decision stays sound: the question marks the decoration `pending`
+until f's trace comes back (asked with None), so a trace of f that broke the graph leaves the
+mark and every later decision is to watch, as is every decision while Dynamo's
+`nested_graph_breaks` is on. Methods, other keyword values and decorations made while Dynamo
+traces (Note [decorating while compiling]) are watched. `tests/test_compose.py` rebinds a
+global, a closure cell and a module attribute to a Parameter between compiled calls, with and
+without a graph break in f.
 
 # Note [compile outputs]
 f's outputs go into the node as inputs of `apply`, and its forward hands them over detached:
@@ -41,13 +61,21 @@ rebuilding are such constants (`_tree_plan`, `_placed`); the compile watcher kee
 the Parameters f reads by identity and never reads their type; grad mode is set directly, not
 through `torch.no_grad`; a decorated function reaches `call_compiled` through one closure
 made per decoration (`compiling_call`); one node class, `_CompileNode`, serves every
-decorated function, taking f and grad_fn as arguments of `apply`. What is left (log1pexp, torch
-2.13: 67 guards against the Function's 22) is what the design needs: the wrapper and its
-closure (7), the watcher (its class, the types it tests, about 12), grad mode, the split of
-f's result and the `variables=` check (5), the hand-over of the outputs (3), the node and the
-record its backward checks (about 15; the exact-gradient test reads `Tensor` under a third
-name). benchmarks/README.md ("Compile guards and decorating in forward") has the counts per
-case and what they cost.
+decorated function, taking f and grad_fn as arguments of `apply`; f runs without the watcher
+where the reach proof allows (Note [compile unwatched]), which also spares the
+`set_torch_function_mode_stack` call Dynamo emits after a frame that entered a mode; a pair
+returned by f is split with its checks read from classes (`_pair_class`, `_callable_class`),
+and `check_accepts` is called only where f read Parameters. What is left (log1pexp, torch
+2.13: 60 guards against the Function's 22; 62 against 23 on torch 2.15) is what the design
+needs: the way in, from the decorated function to `call_compiled` (11 against the Function's
+class: the function, its wrapper's type, `__call__` and instance dict, `_is_compiling`, the
+closure per decoration, `_traced_here`, `UNBOUND`); the call of f (6: the layout, the question
+of Note [compile unwatched], grad mode, f); the split of its result (4); the hand-over of the
+outputs (4); the node (3); the record `setup_context` builds (6) and its check in backward (8:
+`Tensor` is read there under two more names, each a guard comparing it with `torch.Tensor`,
+run in Python). A method, or f that reads Parameters, adds the watcher's (about 12).
+benchmarks/README.md ("Compile guards and decorating in forward") has the counts per case and
+what they cost.
 
 # Note [decorating while compiling]
 TensorFlow code often defines `@tf.custom_gradient` inside `call`, a new decoration per call,
@@ -77,7 +105,7 @@ from __future__ import annotations
 import os
 import types
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -94,12 +122,17 @@ from ._torch_internals import (
     graph_break,
     is_dynamo_compiling,
     is_exporting,
+    nested_graph_breaks,
+    never_compiled,
     run_while_tracing,
     set_grad_mode,
     transforms_active_while_tracing,
 )
 from ._variables import check_accepts
 from ._watcher import CompiledWatcher
+
+if TYPE_CHECKING:
+    from ._reach import ParameterReach
 
 _grad_enabled = torch.is_grad_enabled
 _is_compiling = torch.compiler.is_compiling
@@ -117,10 +150,12 @@ def call_compiled(
     kwargs: dict[str, Any],
     described: str,
     captured: CapturedRule = "refuse",
+    unwatched: Unwatched | None = None,
 ) -> Any:
     """Call f through the compile node (Note [compile]). `described`: f by name, file and
     line, made before Dynamo traces (which misreads f's attributes); `captured`: the rule of
-    `custom_gradient(captured=...)`. Written for few guards (Note [compile guards])."""
+    `custom_gradient(captured=...)`; `unwatched`: f's reach proof, where f may run without the
+    watcher (Note [compile unwatched]). Written for few guards (Note [compile guards])."""
     layout = _plain_layout(bound is not UNBOUND, [arg.__class__ for arg in args])
     if layout is not None and not any(args[i].is_nested for i in layout[3]):
         flat_args: Sequence[Any] = args
@@ -128,22 +163,37 @@ def call_compiled(
     else:
         flat_args, full, inputs = _run.inputs(f, bound, args)
         layout = (full.bound, full.spec, full.n_args, full.positions)
-    keywords: Any = ()
-    if kwargs:  # the watcher looks for the Parameters among them, in any order
-        values = [*kwargs.values()]
-        keywords = values if _leaf_classes([v.__class__ for v in values]) else leaves(kwargs)
-    watcher = CompiledWatcher(flat_args, keywords)
+    watcher = None
+    if unwatched is None or not unwatched([v.__class__ for v in kwargs.values()]):
+        keywords: Any = ()
+        if kwargs:  # the watcher looks for the Parameters among them, in any order
+            values = [*kwargs.values()]
+            keywords = values if _leaf_classes([v.__class__ for v in values]) else leaves(kwargs)
+        watcher = CompiledWatcher(flat_args, keywords)
     prior = _grad_enabled()
     set_grad_mode(False)
     try:
-        with watcher:
-            out = f(*args, **kwargs) if bound is UNBOUND else call_f(f, bound, args, kwargs)
+        if watcher is None:
+            out = f(*args, **kwargs)
+        else:
+            with watcher:
+                out = f(*args, **kwargs) if bound is UNBOUND else call_f(f, bound, args, kwargs)
     finally:
         set_grad_mode(prior)
     # `watched_result` without its settling (the compile watcher settles nothing).
-    result, grad_fn = split(f, out)
-    variables = watcher.unpassed()
-    check_accepts(f, bound, grad_fn, variables)  # at call time, as TensorFlow (item 33)
+    # `split`, its checks read from classes where f returned a pair (Note [compile guards]).
+    if _pair_class(out.__class__) and len(out) == 2:
+        result, grad_fn = out
+        if not _callable_class(type(grad_fn)):
+            split(f, out)  # raises
+    else:
+        split(f, out)  # raises
+    if watcher is None:
+        unwatched(None)  # type: ignore[misc]  # not None: f ran unwatched
+        variables: list[torch.nn.Parameter] = []
+    else:
+        variables = watcher.unpassed()
+        check_accepts(f, bound, grad_fn, variables)  # at call time, as TensorFlow (item 33)
     # How the outputs are rebuilt: "one" tensor, a "tuple" of tensors, else by their spec.
     how, exporting = _result_kind(result.__class__)
     rebuild: Any = how
@@ -166,7 +216,8 @@ def call_compiled(
     if exporting:  # Note [export] in `_export.py`
         outputs = exported(described, outputs, sources)
     else:
-        if watcher.reaches(result):  # Note [lost gradients under compile] in `_captures.py`
+        # Note [lost gradients under compile] in `_captures.py`
+        if watcher is not None and watcher.reaches(result):
             graph_break(lost_under_compile_reason(described))  # under fullgraph=True, the error
             variables = outside(
                 settle, f, bound, kwargs, watcher.seeds, inputs, variables, (), captured
@@ -263,21 +314,53 @@ def compiling_call(
     described: str,
     captured: CapturedRule,
     leave: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any],
+    reach: ParameterReach,
 ) -> Callable[[tuple[Any, ...], dict[str, Any]], Any]:
     """What a call of a decorated plain function does while Dynamo traces (or `torch.export`
     exports) its caller: `call_compiled` where Dynamo traces the call, else `leave` (the
     wrapper's route out of the graph, Notes [compile on older torch] and [compile under
     torch.func]). A closure per decoration and rule, so that Dynamo guards one object on the way
-    in (Note [compile guards])."""
+    in (Note [compile guards]); `reach`: f's reach proof (Note [compile unwatched])."""
     if not DYNAMO_TRACES_WATCHER:
         return lambda args, kwargs: leave(UNBOUND, args, kwargs)
+    unwatched = _unwatched_question(reach)
 
     def compiling(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if _traced_here():
-            return call_compiled(f, UNBOUND, args, kwargs, described, captured)
+            return call_compiled(f, UNBOUND, args, kwargs, described, captured, unwatched)
         return leave(UNBOUND, args, kwargs)
 
     return compiling
+
+
+# "May this traced call run f unwatched" (Note [compile unwatched]), asked with the classes of
+# the keyword values; asked with None: f's trace came back. A closure per decoration, run while
+# tracing behind one guard (an object of ours would cost its type and identity too).
+Unwatched = Callable[[Sequence[type] | None], bool]
+
+
+def _unwatched_question(reach: ParameterReach) -> Unwatched:
+    pending = False  # from a decision to run f unwatched until f's trace comes back
+
+    def unwatched(keyword_classes: Sequence[type] | None) -> bool:
+        nonlocal pending
+        if keyword_classes is None:  # f's trace came back: it is in the deciding graph
+            pending = False
+            return True
+        # Still pending: the last trace of f without the watcher broke the graph (or failed).
+        if pending or nested_graph_breaks():
+            return False
+        if any(kind not in _NUMBERS for kind in keyword_classes) or reach.possible(()):
+            return False
+        pending = reach.calm()  # until f's trace comes back
+        return pending
+
+    return run_while_tracing(unwatched)
+
+
+# Where the question runs in a frame Dynamo compiled only in part, it and the proof's frames
+# are never compiled (every question shares this code).
+never_compiled(_unwatched_question(None))  # type: ignore[arg-type]
 
 
 @run_while_tracing
@@ -307,6 +390,19 @@ def _autocast_now() -> Any:
 def _leaf_classes(kinds: list[type]) -> bool:
     """Whether values of these classes are leaves of a structure (`_structure.py`)."""
     return not any(issubclass(kind, _structure._CONTAINERS) for kind in kinds)
+
+
+@run_while_tracing
+def _pair_class(kind: type) -> bool:
+    """Whether `split` unpacks a value of this class when it has two items."""
+    return issubclass(kind, (tuple, list))
+
+
+@run_while_tracing
+def _callable_class(kind: type) -> bool:
+    """Whether values of this class are callable (what `callable` reads: the class's
+    `__call__`)."""
+    return any("__call__" in vars(base) for base in kind.__mro__)
 
 
 @run_while_tracing

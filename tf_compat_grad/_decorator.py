@@ -82,7 +82,9 @@ class CustomGradient(Generic[P, R]):
         self._described = shared.described
         self._outside_compile = shared.outside_compile
         self._outside_older_compile = shared.outside_older_compile
-        self._compiling = compiling_call(f, self._described, captured, self._call_compiling)
+        self._compiling = compiling_call(
+            f, self._described, captured, self._call_compiling, self._eager.reach
+        )
         self.example = example  # example inputs for the checker (`custom_gradient(example=)`)
         # Why grad_fn is not the true derivative, when that is intended (`surrogate=`).
         self.surrogate = surrogate
@@ -143,7 +145,9 @@ class CustomGradient(Generic[P, R]):
     @captured.setter
     def captured(self, rule: CapturedRule) -> None:
         self._eager.captured = rule
-        self._compiling = compiling_call(self._f, self._described, rule, self._call_compiling)
+        self._compiling = compiling_call(
+            self._f, self._described, rule, self._call_compiling, self._eager.reach
+        )
         self.__dict__["captured"] = rule  # what the function of `function` shows
 
     def __tf_compat_grad_calls__(self) -> Callable[..., Any]:

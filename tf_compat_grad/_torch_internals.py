@@ -183,6 +183,14 @@ def run_while_tracing(function: _F) -> _F:
     return function
 
 
+def nested_graph_breaks() -> bool:
+    """Whether Dynamo, meeting a graph break inside a function it inlines, resumes there
+    (`torch._dynamo.config.nested_graph_breaks`, off by default where it exists) instead of
+    tracing the caller again with the call itself left out of the graph. Asked while Dynamo
+    traces (Note [compile unwatched] in `_compile.py`)."""
+    return bool(getattr(dynamo().config, "nested_graph_breaks", False))
+
+
 def _transforms_active() -> bool:
     return functorch_transforms_active()
 

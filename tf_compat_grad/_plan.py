@@ -55,6 +55,7 @@ from ._torch_internals import (
     is_functorch_wrapped,
     pop_function_mode,
     push_function_mode,
+    set_grad_mode,
 )
 from ._variables import accepts_variables
 from ._watcher import ParameterWatcher
@@ -181,6 +182,12 @@ def _call_maker(
         add(1, "finally:")
         add(2, "pop()")
         add(2, "watcher.places = None if own else close_cache()")
+    elif kind == "unrecorded":  # Note [f unrecorded] in `_unrecorded.py`
+        add(1, "set_grad(False)")
+        add(1, "try:")
+        add(2, f"out = {f_call}")
+        add(1, "finally:")
+        add(2, "set_grad(True)")
     else:
         add(1, f"out = {f_call}")
     add(1, f"if {' or '.join(f'{a}._version != {e}' for a, e in zip(inputs, versions, strict=True))}:")  # fmt: skip
@@ -270,10 +277,12 @@ def _call_maker(
     if saves(shape):
         handoff += f", ({', '.join(saved)},)"
     into = f"{', '.join(inputs)}{more_inputs}"
+    # Unrecorded, f's outputs have no history to cut.
+    detach = "" if kind == "unrecorded" else ".detach()"
     if type(shape.outputs) is str:
-        add(1, f"return apply((result.detach(), {handoff}), {into})")
+        add(1, f"return apply((result{detach}, {handoff}), {into})")
     else:
-        detached = ", ".join(f"{r}.detach()" for r in outs)
+        detached = ", ".join(f"{r}{detach}" for r in outs)
         outputs = shape.outputs
         if outputs[0] == "seq" and outputs[1] is tuple and all(c == "t" for c in outputs[2]):
             add(1, f"return apply((({detached},), {handoff}), {into})")  # a tuple, as f's
@@ -334,7 +343,7 @@ _CALL_NAMES: dict[str, Any] = {
     "any_autocast": any_autocast_enabled, "Watcher": ParameterWatcher,
     "push": push_function_mode, "pop": pop_function_mode, "accepts": _accepts_variables,
     "open_cache": open_cache, "close_cache": close_cache, "settle": settle,
-    "unedited": _unedited,
+    "unedited": _unedited, "set_grad": set_grad_mode,
 }  # fmt: skip
 _DECORATION_NAMES = (
     "f", "holds", "apply", "checked", "general", "unplanned", "unplanned_fresh", "upstreams",

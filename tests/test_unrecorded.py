@@ -328,3 +328,12 @@ def test_generated_functions_differentiate_twice_as_plain_autograd(reads):
         (second,) = torch.autograd.grad(g.sum(), x)
         torch.testing.assert_close(g, len(terms) * torch.cos(x))
         torch.testing.assert_close(second, -len(terms) * torch.sin(x), msg=source)
+
+
+@pytest.mark.parametrize(
+    "call", ["torch.nn.functional.relu(x, inplace=True)", "torch.sin(x, out=x)", "x.sin_()"]
+)
+def test_an_op_in_place_on_an_argument_is_recorded(call):
+    """Recorded, torch refuses an edit in place of a leaf that requires grad before it happens;
+    unrecorded, the edit would happen before the call's own check refuses it."""
+    assert not unrecorded(_made(f"def f(x):\n    return {call}, lambda dy: dy\n"))

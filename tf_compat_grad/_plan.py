@@ -17,9 +17,12 @@ give the results the general code gives; the plan only skips what the shape make
 
 A plan's guard first asks the mode of Note [call modes] (`_torch_internals.py`), rendered into
 it, then the arguments' shape. Without grad (`torch.no_grad()`) f runs with no node. Under
-grad mode and no autocast it is of one of two kinds, chosen by the reach proof (Note [watching
+grad mode and no autocast it is of one of three kinds, chosen by the reach proof (Note [watching
 only when needed] in `_reach.py`): "none" when f provably reads no Parameter, f then called
-directly while the proof's per-call check holds; "watched" otherwise, f running under the
+directly while the proof's per-call check holds; "unrecorded" when, besides, the arguments are
+tensors and numbers and grad_fn can read nothing f computes, f then called with grad mode off
+and its outputs handed over as they are (Note [f unrecorded] in `_unrecorded.py`); "watched"
+otherwise, f running under the
 Parameter watcher, pushed and popped without `TorchFunctionMode`'s Python frames, the Parameters
 it read, less those passed to it, being the call's variables (none: the node calls grad_fn
 without `variables=`, as the general code does). While the check of Note

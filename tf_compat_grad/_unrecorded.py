@@ -19,7 +19,7 @@ answer valid):
   argument or such a function), no in-place operator
   (`x += y`), no name ending in `_` (in-place tensor methods) or starting with `__`, nothing
   of autograd's (`requires_grad`, `grad_fn`, `register_hook`, `enable_grad`, `autograd`,
-  `out=`, ...), no import, `with`, generator or class;
+  `out=`, `inplace=`, ...), no import, `with`, generator or class;
 - a function made in f takes constant default values only (`variables=None`), and no method
   of a tensor is read without being called (`return y, e.mul` would carry e away).
 
@@ -53,7 +53,7 @@ _AUTOGRAD_NAMES = frozenset(
      "register_hook", "register_post_accumulate_grad_hook", "_base", "_version", "data",
      "output_nr", "backward", "autograd", "func", "utils", "checkpoint", "_C", "_dynamo",
      "enable_grad", "set_grad_enabled", "is_grad_enabled", "no_grad", "inference_mode",
-     "is_inference_mode_enabled", "out", "Parameter", "distributions", "nn_module"}
+     "is_inference_mode_enabled", "out", "inplace", "Parameter", "distributions", "nn_module"}
 )  # fmt: skip
 # Every opcode of Python 3.10-3.13 that reads, computes, calls, jumps or stores a local.
 _OPCODES = frozenset(

@@ -12,7 +12,7 @@ import torch
 from helpers import D
 from torch import nn
 
-from tf_compat_grad import _reach, _reach_check, _record, custom_gradient
+from tf_compat_grad import _reach, _reach_check, _record, _unrecorded, custom_gradient
 
 
 def scaled_by(scale):
@@ -180,6 +180,7 @@ def test_what_is_made_per_code_goes_with_its_code():
     (entry,) = [key for key in _record._PER_CODE if key() is inner]  # a weak reference
     del namespace, inner
     _reach._read.cache_clear()
+    _unrecorded._global_names.cache_clear()
     _reach_check._PROOFS.clear()
     gc.collect()
     assert entry() is None

@@ -11,7 +11,9 @@ silently drop that second-order term (the "higher-order trap"). So in eager auto
 (detached, so gradients reach the inputs through grad_fn alone) and saves the tensors grad_fn
 closes over (Note [saved closures]). A backward with `create_graph=True` then differentiates
 grad_fn's ops through those tensors' own graphs, exactly as TensorFlow does, and f runs once per
-call whatever the order of differentiation.
+call whatever the order of differentiation. Where grad_fn provably reads nothing f computed,
+nothing needs that history, and f runs with recording off (Note [f unrecorded] in
+`_unrecorded.py`).
 
 # Note [decorated again]
 TensorFlow code often defines its custom gradient inside `call`, so a `forward` decorates the
@@ -40,11 +42,12 @@ import torch
 
 from . import _functorch, _plan, _plan_node, _plan_shape, _run, _structure
 from ._captures import CapturedRule
-from ._closure import Captured, capture
+from ._closure import EXACT_TENSOR_TYPES, Captured, capture
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe
+from ._plan_shape import KEYWORD_VALUES, NUMBERS
 from ._reach import ParameterReach
 from ._record import InputMeta, Record, check_upstreams, node_class
-from ._run import Layout
+from ._run import UNBOUND, Layout
 from ._torch_internals import (
     any_dual,
     call_backward_directly,
@@ -52,6 +55,7 @@ from ._torch_internals import (
     functorch_transforms_active,
     is_functorch_wrapped,
     jit_tracing_state,
+    set_grad_mode,
     untransformed,
 )
 from ._watcher import ParameterWatcher, run_watched, watched_result
@@ -158,9 +162,18 @@ class EagerPath:
         if not _grad_enabled():
             return self._call_without_grad(bound, args, kwargs, flat_args, layout)
         versions = [tensor._version for tensor in inputs]
-        result, grad_fn, variables = run_watched(
-            f, bound, args, kwargs, flat_args, self.reach, captured=self.captured
-        )
+        if self._runs_unrecorded(bound, args, kwargs):  # Note [f unrecorded]
+            set_grad_mode(False)
+            try:
+                out = f(*args, **kwargs)
+            finally:
+                set_grad_mode(True)
+            result, grad_fn = _run.split(f, out)
+            variables = _NO_VARIABLES
+        else:
+            result, grad_fn, variables = run_watched(
+                f, bound, args, kwargs, flat_args, self.reach, captured=self.captured
+            )
         self._checked = True
         _run.check_unedited(f, layout, inputs, versions)
         # `Function.apply` first unwraps tensors left over from a finished transform.
@@ -169,6 +182,22 @@ class EagerPath:
         out = self._finish(result, grad_fn, variables, layout, inputs, apply)
         self._learn(bound, args, kwargs, result, grad_fn, layout)
         return out
+
+    def _runs_unrecorded(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether f runs with grad mode off (Note [f unrecorded] in `_unrecorded.py`): an
+        unbound call of tensors and Python numbers, while the reach proof says f reads no
+        Parameter and can name no plain tensor that requires grad, and its code keeps nothing
+        it computes. The plans of kind "unrecorded" ask the same."""
+        reach = self.reach
+        return (
+            bound is UNBOUND
+            and all(type(a) in _FLAT for a in args)
+            and not any(is_functorch_wrapped(a) for a in args if type(a) not in NUMBERS)
+            and all(type(v) in KEYWORD_VALUES for v in kwargs.values())
+            and not reach.possible(kwargs.values())
+            and reach.unrecorded
+            and reach.calm()
+        )
 
     def _learn(
         self,
@@ -202,11 +231,16 @@ class EagerPath:
         self._planned.add(learned.key)
         reach = self.reach
         watched = learned.watched or reach.possible(())
-        kind, holds = ("watched", reach.reads_own) if watched else ("none", reach.reads_none)
-        made = learned.made.get(watched)
+        if watched:
+            kind, holds = "watched", reach.reads_own
+        else:  # Note [f unrecorded]: the same question as `_runs_unrecorded`'s
+            flat = all(a in ("t", "n") for a in learned.shape.args)
+            kind = "unrecorded" if flat and reach.unrecorded else "none"
+            holds = reach.reads_none
+        made = learned.made.get(kind)
         if made is None:
             apply = _plan_node.make_node(self._f, learned.shape, watched)
-            made = learned.made[watched] = (apply, _plan.call_binder(self._f, learned.shape, kind))
+            made = learned.made[kind] = (apply, _plan.call_binder(self._f, learned.shape, kind))
         apply, bind = made
         checked = functools.partial(self._checked_gradients, learned.spec)
         self.entry = _plan.make_call(
@@ -316,6 +350,7 @@ class EagerPath:
 
 
 _NO_VARIABLES: list[torch.nn.Parameter] = []  # never written to
+_FLAT = EXACT_TENSOR_TYPES | NUMBERS  # the arguments of a call f may run unrecorded with
 
 _LayoutSpec = tuple[bool, Any, int, Sequence[int]]  # a `Layout`'s arguments after f
 
@@ -324,7 +359,7 @@ class _Learned:
     """A call shape a decoration of f's code learned (Note [decorated again]): its plan is
     watched or not, its call's `Layout` less f, and the `apply` of its plan's node with what
     binds a decoration to its plan's call (`_plan.call_binder`), made when first asked for,
-    watched or not."""
+    by kind."""
 
     __slots__ = ("key", "made", "shape", "spec", "watched")
 
@@ -333,7 +368,7 @@ class _Learned:
         self.key = shape.key()
         self.watched = watched
         self.spec: _LayoutSpec = (layout.bound, layout.spec, layout.n_args, layout.positions)
-        self.made: dict[bool, tuple[Callable[..., Any], Callable[..., Any]]] = {}
+        self.made: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}
 
 
 def _jit_trace_error(f: Callable[..., Any]) -> CustomGradientNotImplementedError:

@@ -17,9 +17,12 @@ give the results the general code gives; the plan only skips what the shape make
 
 A plan's guard first asks the mode of Note [call modes] (`_torch_internals.py`), rendered into
 it, then the arguments' shape. Without grad (`torch.no_grad()`) f runs with no node. Under
-grad mode and no autocast it is of one of two kinds, chosen by the reach proof (Note [watching
+grad mode and no autocast it is of one of three kinds, chosen by the reach proof (Note [watching
 only when needed] in `_reach.py`): "none" when f provably reads no Parameter, f then called
-directly while the proof's per-call check holds; "watched" otherwise, f running under the
+directly while the proof's per-call check holds; "unrecorded" when, besides, the arguments are
+tensors and numbers and grad_fn can read nothing f computes, f then called with grad mode off
+and its outputs handed over as they are (Note [f unrecorded] in `_unrecorded.py`); "watched"
+otherwise, f running under the
 Parameter watcher, pushed and popped without `TorchFunctionMode`'s Python frames, the Parameters
 it read, less those passed to it, being the call's variables (none: the node calls grad_fn
 without `variables=`, as the general code does). While the check of Note
@@ -55,6 +58,7 @@ from ._torch_internals import (
     is_functorch_wrapped,
     pop_function_mode,
     push_function_mode,
+    set_grad_mode,
 )
 from ._variables import accepts_variables
 from ._watcher import ParameterWatcher
@@ -181,6 +185,12 @@ def _call_maker(
         add(1, "finally:")
         add(2, "pop()")
         add(2, "watcher.places = None if own else close_cache()")
+    elif kind == "unrecorded":  # Note [f unrecorded] in `_unrecorded.py`
+        add(1, "set_grad(False)")
+        add(1, "try:")
+        add(2, f"out = {f_call}")
+        add(1, "finally:")
+        add(2, "set_grad(True)")
     else:
         add(1, f"out = {f_call}")
     add(1, f"if {' or '.join(f'{a}._version != {e}' for a, e in zip(inputs, versions, strict=True))}:")  # fmt: skip
@@ -270,10 +280,12 @@ def _call_maker(
     if saves(shape):
         handoff += f", ({', '.join(saved)},)"
     into = f"{', '.join(inputs)}{more_inputs}"
+    # Unrecorded, f's outputs have no history to cut.
+    detach = "" if kind == "unrecorded" else ".detach()"
     if type(shape.outputs) is str:
-        add(1, f"return apply((result.detach(), {handoff}), {into})")
+        add(1, f"return apply((result{detach}, {handoff}), {into})")
     else:
-        detached = ", ".join(f"{r}.detach()" for r in outs)
+        detached = ", ".join(f"{r}{detach}" for r in outs)
         outputs = shape.outputs
         if outputs[0] == "seq" and outputs[1] is tuple and all(c == "t" for c in outputs[2]):
             add(1, f"return apply((({detached},), {handoff}), {into})")  # a tuple, as f's
@@ -334,7 +346,7 @@ _CALL_NAMES: dict[str, Any] = {
     "any_autocast": any_autocast_enabled, "Watcher": ParameterWatcher,
     "push": push_function_mode, "pop": pop_function_mode, "accepts": _accepts_variables,
     "open_cache": open_cache, "close_cache": close_cache, "settle": settle,
-    "unedited": _unedited,
+    "unedited": _unedited, "set_grad": set_grad_mode,
 }  # fmt: skip
 _DECORATION_NAMES = (
     "f", "holds", "apply", "checked", "general", "unplanned", "unplanned_fresh", "upstreams",

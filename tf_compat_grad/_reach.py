@@ -54,6 +54,7 @@ from torch.nn import Parameter
 
 from ._errors import bug
 from ._reach_check import MISSING, Checks, Deps, Proof, checks_maker, contents, items, keep, kept
+from ._unrecorded import unrecorded
 
 _SAFE_MODULES = frozenset(
     {"torch", "math", "cmath", "numpy", "operator", "functools", "itertools", "builtins",
@@ -86,7 +87,7 @@ class ParameterReach:
     """Whether one decorated function can read a Parameter; see Note [watching only when
     needed]."""
 
-    __slots__ = ("_f", "_unchanged", "calm", "proof", "reads_none", "reads_own")
+    __slots__ = ("_f", "_unchanged", "calm", "proof", "reads_none", "reads_own", "unrecorded")
 
     def __init__(self, f: Any) -> None:
         self._f = f
@@ -102,6 +103,9 @@ class ParameterReach:
         # per-call check that an "own" answer still holds (Note [Parameters of f's own]), as
         # `reads_none` is for "none".
         self.proof: str | None = None
+        # Whether f's ops need no recording (Note [f unrecorded] in `_unrecorded.py`), for
+        # the last analysis: valid while `calm` holds.
+        self.unrecorded = False
         self.reads_own: Callable[[], bool] = _never
         # Whether every name, closure cell and function the last analysis read still holds
         # what it held then (`_reach_check.checks_maker`); no analysis yet: never.
@@ -146,6 +150,7 @@ class ParameterReach:
         self._unchanged, self.calm = checks
         self.reads_none = self.calm if answer == "none" else _never
         self.reads_own = self.calm if answer == "own" else _never
+        self.unrecorded = answer == "none" and unrecorded(self._f)
 
 
 def _never() -> bool:

@@ -12,7 +12,7 @@ import torch
 from helpers import D
 from torch import nn
 
-from tf_compat_grad import _reach, _reach_check, _record, custom_gradient
+from tf_compat_grad import _eager, _reach, _reach_check, _record, custom_gradient
 
 
 def scaled_by(scale):
@@ -163,6 +163,22 @@ def reading_by(scale):
         return x * scale, grad
 
     return scaled_without_variables
+
+
+def test_a_new_decoration_without_grad_starts_on_the_plan_when_it_reads_no_parameter(
+    monkeypatch,
+):
+    """Its proof says f reads no Parameter: no `variables` to check (item 33), so no watch."""
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+    exp_scaled_by(torch.tensor(2.0, dtype=D))(x)  # the general code: learns the plan
+    watched = []
+    monkeypatch.setattr(_eager, "run_watched", lambda *args, **kwargs: watched.append(args))
+    for scale in (3.0, 4.0):
+        with torch.no_grad():
+            y = exp_scaled_by(torch.tensor(scale, dtype=D))(x)
+        assert not y.requires_grad
+        torch.testing.assert_close(y, scale * torch.exp(x.detach()))
+    assert watched == []
 
 
 def test_a_new_decoration_without_grad_is_checked_for_variables():

@@ -20,11 +20,11 @@ same code again on every call. What depends only on the code is made once per co
 node classes, whose methods take f from the call, a plan's generated code, and the shapes of
 the calls the decorations of that code have learned, with their plans' node classes; one
 lookup per decoration finds them all (`Shared`, within `_decoration.Decoration`). A new
-decoration plans those shapes at its first call under grad, with its own f, closure and reach
-proof (the answer of the code's last analysis where its closure allows, Note [a proof per
-code] in `_reach_check.py`), so that it starts on a plan; a plan's guards hold for whatever
-closure it serves (Note [plans]). Without grad, the first calls take the general code until
-one has passed the `variables` check (item 33).
+decoration plans those shapes at its first call, with its own f, closure and reach proof (the
+answer of the code's last analysis where its closure allows, Note [a proof per code] in
+`_reach_check.py`), so that it starts on a plan; a plan's guards hold for whatever closure it
+serves (Note [plans]). Without grad, unless that proof says f reads no Parameter, the first
+calls take the general code until one has passed the `variables` check (item 33).
 
 Nothing a decoration makes refers back to it: its plans hold its `EagerPath`, which holds the
 wrapper weakly; the route out of a compiled graph holds the path, not the wrapper; and the
@@ -150,7 +150,9 @@ class EagerPath:
         self._pending = bool(shared.learned)
 
     def call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if self._pending and _grad_enabled():
+        # Without grad a plan runs f unchecked: its first calls check `variables` (item 33),
+        # unless its proof says f reads no Parameter.
+        if self._pending and (_grad_enabled() or self.reach.reads_none()):
             self._pending = False
             holder: Any = self._holder()
             for learned in self._shared.learned:

@@ -46,35 +46,30 @@ class Decoration:
 
     __slots__ = (
         "described", "eager", "is_method", "marks", "outside_compile", "outside_older_compile",
-        "placed", "refuse_script",
+        "placed",
     )  # fmt: skip
 
     def __init__(self, f: Callable[..., Any]) -> None:
         self.described = describe(f)
-        # `__prepare_scriptable__` of the function `custom_gradient` returns (Note
-        # [TorchScript] in `_script.py`).
-        self.refuse_script = functools.partial(refuse_function, self.described)
         self.outside_compile = outside_compile(under_transform_reason(f))
         self.outside_older_compile = outside_compile(older_torch_reason(f))
         self.eager = per_code(f, "eager", Shared) if hasattr(f, "__wrapped__") else Shared(f)
         # The placed code of the method (`place`) and of the function (`function`).
         self.placed: list[types.CodeType | None] = [None, None]
         self.is_method = isinstance(f, types.FunctionType) and _is_method(f)
-        # What the function `function` returns is marked with: a scripted caller calls it as
-        # Python, `torch.jit.script` of it is refused by name (Note [TorchScript]).
-        self.marks = {**_IGNORED, "__prepare_scriptable__": self.refuse_script}
+        # The marks of the function `function` makes: a scripted caller calls it as Python,
+        # `torch.jit.script` of it is refused by name (Note [TorchScript] in `_script.py`).
+        refuse = functools.partial(refuse_function, self.described)
+        self.marks = {**_IGNORED, "__prepare_scriptable__": refuse}
 
     def function(self, owner: Any, f: types.FunctionType) -> types.FunctionType:
         """The function `custom_gradient` returns for a plain function f (Note [a decorated
-        function is a function]): it calls owner, f's wrapper, has f's metadata (what
-        `functools.wraps` copies) and owner's attributes as its own: one set of attributes
-        (`example`, `surrogate`, `__wrapped__`, whatever is set on either later). They name
-        owner weakly (`wrapper_of`), and nothing in them holds owner or the function: a
-        decoration is no reference cycle (Note [decorated again] in `_eager.py`). Its code is
-        placed as `place` places a method's, made once per `Decoration`, marked `inlined_only`:
-        Dynamo inlines it into a compiled caller; a frame of its own (after a graph break) it
-        leaves to the wrapper's `__call__` (its rest failed on a `torch.func` transform's
-        tensor)."""
+        function is a function]): it calls owner, f's wrapper, with f's metadata (as
+        `functools.wraps` copies it) and owner's attributes, which name owner weakly (Note
+        [decorated again] in `_eager.py`): one set for both, whatever is set on either later.
+        Its code is placed as `place` places a method's, and `inlined_only`: Dynamo inlines it
+        into a compiled caller; a frame of its own (after a graph break) it leaves to the
+        wrapper's `__call__` (its rest failed on a `torch.func` transform's tensor)."""
         code = self.placed[True]
         if code is None:
             code = self.placed[True] = _placed(f, _CALLING, inlined=True)

@@ -120,10 +120,8 @@ class EagerPath:
 
     `call` handles every call, and learns from each one the shape of a plan (Note [plans] in
     `_plan.py`), which serves the calls of that shape from then on: the `_entry` of `holder`
-    (the wrapper, which calls it) is the newest plan, which hands the calls it does not fit to
-    the plan before it, and the first to `call`. The plans hold this path, so it holds `holder`
-    weakly: a decoration is freed as soon as it goes out of use, with no reference cycle for
-    the garbage collector to find (Note [decorated again]).
+    (the wrapper, held weakly: Note [decorated again]) is the newest plan, which hands the
+    calls it does not fit to the plan before it, and the first to `call`.
     """
 
     __slots__ = (

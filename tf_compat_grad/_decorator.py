@@ -227,11 +227,10 @@ class CustomGradient(Generic[P, R]):
 def _leaving(
     f: Callable[..., Any], shared: Decoration, call_eager: Callable[..., Any]
 ) -> Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]:
-    """What a call runs while Dynamo traces its caller where Dynamo cannot trace it: outside
-    the graph, on torch < 2.13 (Note [compile on older torch]) and under a `torch.func`
-    transform (Note [compile under torch.func]). Holds no wrapper (Note [decorated again] in
-    `_eager.py`). The call outside goes to the eager path directly: a non-strict
-    `torch.export` says "compiling" there too."""
+    """A call outside the graph while Dynamo traces its caller: on torch < 2.13 (Note [compile
+    on older torch]), under a `torch.func` transform (Note [compile under torch.func]). It goes
+    to the eager path directly (a non-strict `torch.export` says "compiling" there too), and
+    holds no wrapper (Note [decorated again] in `_eager.py`)."""
     outside, outside_older = shared.outside_compile, shared.outside_older_compile
 
     def leave(bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -214,3 +214,11 @@ def test_decorations_of_one_code_keep_each_its_own_rule():
             gx, gw = torch.autograd.grad(y.sum(), [x, w], allow_unused=True)
             assert gw is None
             torch.testing.assert_close(gx, 3 * torch.cos(w.detach()))
+
+
+def test_the_rule_is_fixed_at_decoration():
+    """The call paths are made with the rule: setting it later is refused, naming the way."""
+    fn = custom_gradient(_constant_global, captured="constant")
+    with pytest.raises(AttributeError, match=r"fixed when it is decorated.*captured='refuse'\)"):
+        fn.__tf_compat_grad__().captured = "refuse"
+    assert fn.captured == fn.__tf_compat_grad__().captured == "constant"

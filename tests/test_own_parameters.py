@@ -195,7 +195,7 @@ def test_a_layer_with_closure_parameters_takes_a_watched_plan_that_does_not_walk
     for _ in range(2):
         y = layer(x)
         assert y.grad_fn.plan[1] == [w, b]
-    assert "watched plan" in layer._eager.entry.__code__.co_filename
+    assert "watched plan" in layer._entry.__code__.co_filename
     assert layer._eager.reach.reads_own()
     walked = []
     import tf_compat_grad._captures as captures

@@ -42,7 +42,7 @@ BY_REFERENCE = [
     pytest.param(lambda: worker.triple, id="module-level function"),
     pytest.param(lambda: worker.sin_block, id="@recompute_grad"),
     pytest.param(lambda: Layer.forward, id="method, from the class"),
-    pytest.param(lambda: Layer.forward.__tf_compat_grad__, id="method's CustomGradient"),
+    pytest.param(lambda: Layer.forward.__tf_compat_grad__(), id="method's CustomGradient"),
     pytest.param(lambda: Layer.double, id="@staticmethod above"),
     pytest.param(lambda: Layer.halve, id="@staticmethod below"),
 ]

@@ -12,7 +12,7 @@ import torch
 from helpers import D
 from torch import nn
 
-from tf_compat_grad import _reach, _reach_check, _record, _unrecorded, custom_gradient
+from tf_compat_grad import _eager, _reach, _reach_check, _record, _unrecorded, custom_gradient
 
 
 def scaled_by(scale):
@@ -112,6 +112,36 @@ def test_interleaved_decorations_of_one_code_match_plain_autograd():
             torch.testing.assert_close(got, expected)
 
 
+@pytest.mark.parametrize("scale", ["tensor", "Parameter"])
+def test_a_decoration_goes_as_it_goes_out_of_use_leaving_no_reference_cycle(scale):
+    """Nothing a decoration makes refers back to it: with the cyclic garbage collector off, the
+    function, its wrapper and what it decorated go as soon as the last name of the function goes,
+    after calls under grad (on a plan) and without grad, and a loop of decorations leaves
+    nothing for the collector to find."""
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+
+    def decorate():
+        s = torch.tensor(2.0, dtype=D)
+        return exp_scaled_by(nn.Parameter(s) if scale == "Parameter" else s)
+
+    for _ in range(2):  # the shape learned, the proof kept
+        decorate()(x).sum().backward()
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(3):
+            f = decorate()
+            gone = [weakref.ref(f), weakref.ref(f.__tf_compat_grad__()), weakref.ref(f.__wrapped__)]
+            f(x).sum().backward()
+            with torch.no_grad():
+                f(x)
+            del f
+            assert [ref() for ref in gone] == [None] * len(gone)
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+
+
 def test_a_plan_learned_without_parameters_serves_a_decoration_that_reads_one():
     x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
     for _ in range(2):
@@ -133,6 +163,22 @@ def reading_by(scale):
         return x * scale, grad
 
     return scaled_without_variables
+
+
+def test_a_new_decoration_without_grad_starts_on_the_plan_when_it_reads_no_parameter(
+    monkeypatch,
+):
+    """Its proof says f reads no Parameter: no `variables` to check (item 33), so no watch."""
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+    exp_scaled_by(torch.tensor(2.0, dtype=D))(x)  # the general code: learns the plan
+    watched = []
+    monkeypatch.setattr(_eager, "run_watched", lambda *args, **kwargs: watched.append(args))
+    for scale in (3.0, 4.0):
+        with torch.no_grad():
+            y = exp_scaled_by(torch.tensor(scale, dtype=D))(x)
+        assert not y.requires_grad
+        torch.testing.assert_close(y, scale * torch.exp(x.detach()))
+    assert watched == []
 
 
 def test_a_new_decoration_without_grad_is_checked_for_variables():
@@ -372,12 +418,13 @@ def test_a_nested_helper_is_read_for_each_decoration():
         for scale in (torch.tensor(2.0, dtype=D), nn.Parameter(torch.tensor(2.0, dtype=D))):
             f = nested_scaled_by(scale)
             if isinstance(scale, nn.Parameter):
-                assert not f._eager.reach.reads_none()
+                assert f._eager.reach.possible(())
                 _, gw = _grads(f, x, scale)
                 torch.testing.assert_close(gw, 7 * x.detach().sum())
             else:
-                assert f._eager.reach.reads_none()
+                assert not f._eager.reach.possible(())
                 _grads(f, x)
+                assert f._eager.reach.reads_none()
 
 
 def test_a_default_is_read_for_each_decoration():

@@ -502,7 +502,7 @@ def test_a_traceback_through_a_decorated_method_shows_the_users_line():
 def test_a_decorated_function_is_a_function_sharing_its_wrappers_attributes():
     """What `custom_gradient` returns for a plain function: a function (`inspect.getfile` takes
     no other object) with f's metadata, whose attributes are its `CustomGradient`'s."""
-    assert inspect.isfunction(plain) and plain.__wrapped__ is plain.__tf_compat_grad__._f
+    assert inspect.isfunction(plain) and plain.__wrapped__ is plain.__tf_compat_grad__()._f
     assert (plain.__name__, plain.__qualname__, plain.__doc__) == (
         "plain",
         "plain",
@@ -511,7 +511,7 @@ def test_a_decorated_function_is_a_function_sharing_its_wrappers_attributes():
     assert inspect.signature(plain) == inspect.signature(plain.__wrapped__)
     local = make_local()
     local.example = lambda: (make_x(),)
-    assert local.__tf_compat_grad__.example is local.example
+    assert local.__tf_compat_grad__().example is local.example
 
 
 def test_a_traceback_through_a_decorated_function_shows_the_users_line():
@@ -527,5 +527,5 @@ def test_a_traceback_through_a_decorated_function_shows_the_users_line():
 
 
 def test_getsource_of_a_decorated_function_is_its_source():
-    source = inspect.getsource(Scale.forward.__tf_compat_grad__)
+    source = inspect.getsource(Scale.forward.__tf_compat_grad__())
     assert "def forward(self, x):" in source

@@ -121,7 +121,7 @@ def discover(module: ModuleType) -> list[Entry]:
     here = module.__name__
     for attr, value in list(vars(module).items()):
         cg = decorated(value)
-        if cg is not None and (value is cg or value is cg._function):  # not a method's
+        if cg is not None and vars(value) is vars(cg):  # cg or its function, not a method's
             if getattr(value, "__module__", here) == here:
                 entries.append(Entry(attr, value, cg.example, location(cg)))
         elif isinstance(value, type) and value.__module__ == here:

@@ -5,8 +5,9 @@ Note [a decorated function is a function]
 `inspect.getfile` and `getsourcefile` (and tools built on them: debuggers, documentation
 generators, IPython's `??`) take a function, a method, a class, a module or code, and test
 that with `isinstance`, which no wrapper object passes. So for a plain function the decorator
-returns a function: its code is placed in f's file (`Decoration.place`), it calls its
-`CustomGradient`, and it shares that wrapper's attributes (`__tf_compat_grad__` names it).
+returns a function (`Decoration.function`): its code is placed in f's file, it calls its
+`CustomGradient`, and it shares that wrapper's attributes (`__tf_compat_grad__` names it,
+weakly: `wrapper_of`).
 Being a function, it is also what Python makes of a function: bound when a class holds it,
 atomic for `copy`, pickled by reference (by the name f has where it is defined, so
 `g = custom_gradient(f)` cannot be pickled, as with any decorator). So the wrapper object
@@ -18,17 +19,22 @@ an input (item 4): f defined in a class body (its `__qualname__` is `Class.name`
 
 from __future__ import annotations
 
+import builtins
 import functools
 import inspect
 import operator
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
+
+import torch
 
 from ._compile_exits import under_transform_reason
 from ._eager import Shared
 from ._errors import describe
 from ._record import per_code
+from ._script import refuse_function
 from ._torch_internals import inlined_only, older_torch_reason, outside_compile
 
 
@@ -39,7 +45,8 @@ class Decoration:
     f's file (made when first asked for); and whether f will be a method."""
 
     __slots__ = (
-        "described", "eager", "is_method", "outside_compile", "outside_older_compile", "placed"
+        "described", "eager", "is_method", "marks", "outside_compile", "outside_older_compile",
+        "placed",
     )  # fmt: skip
 
     def __init__(self, f: Callable[..., Any]) -> None:
@@ -47,22 +54,50 @@ class Decoration:
         self.outside_compile = outside_compile(under_transform_reason(f))
         self.outside_older_compile = outside_compile(older_torch_reason(f))
         self.eager = per_code(f, "eager", Shared) if hasattr(f, "__wrapped__") else Shared(f)
-        self.placed: list[types.CodeType | None] = [None, None]  # see `place`
+        # The placed code of the method (`place`) and of the function (`function`).
+        self.placed: list[types.CodeType | None] = [None, None]
         self.is_method = isinstance(f, types.FunctionType) and _is_method(f)
+        # The marks of the function `function` makes: a scripted caller calls it as Python,
+        # `torch.jit.script` of it is refused by name (Note [TorchScript] in `_script.py`).
+        refuse = functools.partial(refuse_function, self.described)
+        self.marks = {**_IGNORED, "__prepare_scriptable__": refuse}
 
-    def place(self, f: Callable[..., Any], function: Any, inlined: bool) -> None:
-        """Places the code of function (the method a class holds for a decorated method, or
-        the function `custom_gradient` returns) at f's first line in f's file: it is the
+    def function(self, owner: Any, f: types.FunctionType) -> types.FunctionType:
+        """The function `custom_gradient` returns for a plain function f (Note [a decorated
+        function is a function]): it calls owner, f's wrapper, with f's metadata (as
+        `functools.wraps` copies it) and owner's attributes, which name owner weakly (Note
+        [decorated again] in `_eager.py`): one set for both, whatever is set on either later.
+        Its code is placed as `place` places a method's, and `inlined_only`: Dynamo inlines it
+        into a compiled caller; a frame of its own (after a graph break) it leaves to the
+        wrapper's `__call__` (its rest failed on a `torch.func` transform's tensor)."""
+        code = self.placed[True]
+        if code is None:
+            code = self.placed[True] = _placed(f, _CALLING, inlined=True)
+        function = types.FunctionType(code, _GLOBALS, f.__name__, None, (types.CellType(owner),))
+        # `functools.WRAPPER_ASSIGNMENTS` (the name was given above)
+        function.__qualname__ = f.__qualname__
+        function.__module__ = f.__module__
+        function.__doc__ = f.__doc__
+        function.__annotations__ = f.__annotations__
+        if _TYPE_PARAMS:
+            function.__type_params__ = f.__type_params__  # type: ignore[attr-defined]
+        attributes = function.__dict__ = owner.__dict__
+        attributes.update(self.marks)
+        attributes["__tf_compat_grad__"] = weakref.ref(owner)
+        return function
+
+    def place(self, f: Callable[..., Any], method: Any) -> None:
+        """Places the code of method (the function a class holds for a decorated method, and
+        that of the function `function` makes) at f's first line in f's file: it is the
         user's to `inspect` (`getsourcefile`, `getfile`; `getsource` follows `__wrapped__`),
         to TorchScript's messages and to tracebacks, whose line for it is then the one after
         f's first (its `def` under one decorator). Its body is one line, so that no other line
-        of the user's file is shown for it. `inlined`: the code is marked `inlined_only`. Made
-        once per `Decoration`: per code object of f, unless f wraps another, whose place it
-        takes."""
-        placed = self.placed[inlined]
+        of the user's file is shown for it. Made once per `Decoration`: per code object of f,
+        unless f wraps another, whose place it takes."""
+        placed = self.placed[False]
         if placed is None:
-            placed = self.placed[inlined] = _placed(f, function.__code__, inlined)
-        function.__code__ = placed
+            placed = self.placed[False] = _placed(f, method.__code__, False)
+        method.__code__ = placed
 
 
 def decoration_of(f: Callable[..., Any]) -> Decoration:
@@ -74,15 +109,17 @@ def decoration_of(f: Callable[..., Any]) -> Decoration:
     return per_code(f, getattr(f, "__qualname__", None), Decoration)  # type: ignore[no-any-return]
 
 
-# What `functools.update_wrapper` assigns from the function it wraps (`wrap`, `copy_assigned`).
+def wrapper_of(obj: Any) -> Any:
+    """The `CustomGradient` that obj, a function `custom_gradient` made (for a plain function,
+    or the one a class holds for a decorated method), names as `__tf_compat_grad__`, weakly
+    (Note [decorated again] in `_eager.py`); None for anything else."""
+    ref = getattr(obj, "__tf_compat_grad__", None)
+    return ref() if type(ref) is weakref.ref else None
+
+
+# What `functools.update_wrapper` assigns from the function it wraps (`wrap`).
 _ASSIGNED = functools.WRAPPER_ASSIGNMENTS
 _assigned = operator.attrgetter(*_ASSIGNED)
-
-
-def copy_assigned(to: Any, f: Callable[..., Any]) -> None:
-    """The assignments of `functools.update_wrapper` from a function f onto `to`."""
-    for name, value in zip(_ASSIGNED, _assigned(f), strict=True):
-        setattr(to, name, value)
 
 
 def wrap(wrapper: Any, f: Callable[..., Any]) -> None:
@@ -96,6 +133,23 @@ def wrap(wrapper: Any, f: Callable[..., Any]) -> None:
     if f.__dict__:
         attributes.update(f.__dict__)
     attributes["__wrapped__"] = f
+
+
+def _calling() -> types.CodeType:
+    """The code of the function `Decoration.function` makes: a call of it calls its wrapper."""
+    owner: Any = None
+
+    def function(*args: Any, **kwargs: Any) -> Any:  # one line: see `Decoration.place`
+        return owner(*args, **kwargs)
+
+    return function.__code__
+
+
+_CALLING = _calling()
+_GLOBALS = {"__builtins__": builtins}  # the function's code reads no global
+_TYPE_PARAMS = "__type_params__" in _ASSIGNED  # Python 3.12 and later
+# What `torch.jit.ignore` marks a function with.
+_IGNORED = vars(torch.jit.ignore(lambda: None))  # type: ignore[no-untyped-call]
 
 
 def _placed(f: Callable[..., Any], code: types.CodeType, inlined: bool) -> types.CodeType:

@@ -11,6 +11,7 @@ import os
 import pickle
 import sys
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any, Concatenate, Generic, NoReturn, Protocol, TypeVar, overload
 
@@ -20,7 +21,7 @@ from typing_extensions import ParamSpec
 from ._captures import CAPTURED_RULES, CapturedRule
 from ._compile import call_compiled, compiling_call, decorated_while_tracing
 from ._compile_exits import outside, parametrized, parametrized_reason
-from ._decoration import copy_assigned, decoration_of, wrap
+from ._decoration import Decoration, decoration_of, wrap, wrapper_of
 from ._eager import EagerPath
 from ._errors import (
     PREFIX,
@@ -31,7 +32,7 @@ from ._errors import (
 )
 from ._export import call_exported
 from ._run import UNBOUND
-from ._script import refuse_script, script_error
+from ._script import refuse_function, refuse_script
 from ._torch_internals import (
     DYNAMO_TRACES_WATCHER,
     functorch_transforms_active,
@@ -63,6 +64,12 @@ class CustomGradient(Generic[P, R]):
     """
 
     __wrapped__: Callable[..., Any]
+    # What a call outside torch.compile runs: the newest plan, else the general code (set and
+    # replaced by its `EagerPath`).
+    _entry: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]
+    # The decorator that made this wrapper of `__wrapped__`: a pickle not by reference remakes
+    # it (`recompute_grad` sets itself on its wrappers).
+    _made_by: Callable[..., CustomGradient[Any, Any]]
 
     def __init__(
         self,
@@ -75,25 +82,17 @@ class CustomGradient(Generic[P, R]):
         self._shared = shared
         wrap(self, f)
         self._f = f  # what is called; `__wrapped__` may name another (recompute_grad's f)
-        self._eager = EagerPath(f, shared.eager, captured)
-        self._call_eager = self._eager.call  # every call outside torch.compile
-        # The description of f for messages made while Dynamo traces, and the calls that leave
-        # the compiled graph with their reasons.
+        self._eager = eager = EagerPath(f, shared.eager, captured, self)  # sets `_entry`
+        self._call_eager = eager.call  # every call outside torch.compile
+        # The description of f for messages made while Dynamo traces, and what a call that
+        # leaves the compiled graph runs.
         self._described = shared.described
-        self._outside_compile = shared.outside_compile
-        self._outside_older_compile = shared.outside_older_compile
-        self._compiling = compiling_call(
-            f, self._described, captured, self._call_compiling, self._eager.reach
-        )
+        self._leave = _leaving(f, shared, eager.call)
+        self._compiling = compiling_call(f, shared.described, captured, self._leave, eager.reach)
         self.example = example  # example inputs for the checker (`custom_gradient(example=)`)
         # Why grad_fn is not the true derivative, when that is intended (`surrogate=`).
         self.surrogate = surrogate
-        # What the function of `function` shows as `captured` (see the property).
-        self.__dict__["captured"] = captured
-        # The decorator that made this wrapper of `__wrapped__`: a pickle not by reference
-        # remakes it (`recompute_grad` sets itself here).
-        self._made_by: Callable[[Any], CustomGradient[Any, Any]] = custom_gradient
-        self._function: Callable[..., Any] | None = None  # made by `function`
+        self.__dict__["captured"] = captured  # see the property
 
     @functools.cached_property
     def _method(self) -> Callable[..., Any]:
@@ -104,51 +103,27 @@ class CustomGradient(Generic[P, R]):
 
         @functools.wraps(f)
         def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:  # one line: Decoration.place
-            return owner._call_compiling(self, args, kwargs) if _is_compiling() else owner._eager.entry(self, args, kwargs)  # fmt: skip
+            return owner._call_compiling(self, args, kwargs) if _is_compiling() else owner._entry(self, args, kwargs)  # fmt: skip
 
-        method.__tf_compat_grad__ = self  # type: ignore[attr-defined]
-        self._shared.place(f, method, inlined=False)
+        method.__tf_compat_grad__ = weakref.ref(self)  # type: ignore[attr-defined]
+        self._shared.place(f, method)
         return method
-
-    def function(self) -> Callable[..., Any]:
-        """The function `custom_gradient` returns for a plain function (Note [a decorated
-        function is a function]): a call of it is a call of this wrapper."""
-        if self._function is not None:
-            return self._function
-        owner = self
-
-        def function(*args: Any, **kwargs: Any) -> Any:  # one line: see `Decoration.place`
-            return owner(*args, **kwargs)
-
-        copy_assigned(function, self._f)  # as `functools.wraps` does
-        # One set of attributes: `example`, `surrogate`, `__wrapped__`, and whatever is set on
-        # either later, is the same attribute of both.
-        function.__dict__ = self.__dict__
-        self.__tf_compat_grad__ = self
-        # TorchScript: `script(function)` is refused by name, a scripted caller calls it as
-        # Python (Note [TorchScript] in `_script.py`).
-        self.__prepare_scriptable__ = self.__prepare_scriptable__  # type: ignore[method-assign]
-        torch.jit.ignore(function)  # type: ignore[no-untyped-call]
-        # Dynamo inlines it into a compiled caller; a frame of its own (after a graph break)
-        # it leaves to `__call__`'s (its rest failed on a `torch.func` transform's tensor).
-        self._shared.place(self._f, function, inlined=True)
-        self._function = function
-        return function
 
     @property
     def captured(self) -> CapturedRule:
         """`custom_gradient(captured=...)`: what a call does with a tensor f's outputs depend
         on that is neither a positional argument nor a variable (refuse it, or keep it a
-        constant of f as TensorFlow does)."""
-        return self._eager.captured
+        constant of f as TensorFlow does). Fixed at decoration: the call paths are made with
+        it."""
+        return self.__dict__["captured"]  # type: ignore[no-any-return]
 
     @captured.setter
     def captured(self, rule: CapturedRule) -> None:
-        self._eager.captured = rule
-        self._compiling = compiling_call(
-            self._f, self._described, rule, self._call_compiling, self._eager.reach
+        raise AttributeError(
+            f"{PREFIX}the `captured` rule of {self._described} is fixed when it is decorated, "
+            f"and this wrapper's calls were made with {self.captured!r}. Decorate the function "
+            f"again instead: `custom_gradient(f, captured={rule!r})`."
         )
-        self.__dict__["captured"] = rule  # what the function of `function` shows
 
     def __tf_compat_grad_calls__(self) -> Callable[..., Any]:
         """The function a call runs, for the proof that it reads no Parameter (`_reach.py`)."""
@@ -158,7 +133,7 @@ class CustomGradient(Generic[P, R]):
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         if _is_compiling():
             return self._compiling(args, kwargs)  # type: ignore[no-any-return]
-        return self._eager.entry(UNBOUND, args, kwargs)  # type: ignore[no-any-return]
+        return self._entry(UNBOUND, args, kwargs)  # type: ignore[no-any-return]
 
     # Type checkers hand a function under `@staticmethod` or `@classmethod` (above or below the
     # decorator) to it as the plain function and bind it through this descriptor, so the kind of
@@ -197,7 +172,7 @@ class CustomGradient(Generic[P, R]):
     def __prepare_scriptable__(self) -> NoReturn:
         """What `torch.jit.script` calls first: refused by name (Note [TorchScript] in
         `_script.py`)."""
-        raise CustomGradientNotImplementedError(script_error(self.__wrapped__))
+        refuse_function(describe(self.__wrapped__))
 
     def __repr__(self) -> str:
         return f"<custom_gradient {describe(self._f)}>"
@@ -210,8 +185,8 @@ class CustomGradient(Generic[P, R]):
         found = _lookup(self)
         if found is self:
             return str(self.__qualname__)
-        if getattr(found, "__tf_compat_grad__", None) is self:  # see `__set_name__`
-            return getattr, (found, "__tf_compat_grad__")
+        if wrapper_of(found) is self:  # see `__set_name__`
+            return wrapper_of, (found,)
         f = self.__wrapped__
         if isinstance(f, types.FunctionType) and _lookup(f) is not f:
             raise pickle.PicklingError(
@@ -239,27 +214,48 @@ class CustomGradient(Generic[P, R]):
 
     def _call_compiling(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call while Dynamo traces (or `torch.export` exports) the caller."""
-        # First: torch < 2.13 cannot trace the functorch query either. The call outside goes
-        # to the eager path directly: a non-strict `torch.export` says "compiling" there too.
-        if not DYNAMO_TRACES_WATCHER:  # Note [compile on older torch]
-            return self._outside_older_compile(self._call_older_compile, bound, args, kwargs)
-        if transforms_active_while_tracing():  # Note [compile under torch.func]
-            return self._outside_compile(self._call_eager, bound, args, kwargs)
+        # First: torch < 2.13 cannot trace the functorch query either.
+        if not DYNAMO_TRACES_WATCHER or transforms_active_while_tracing():
+            return self._leave(bound, args, kwargs)
         # Note [parametrizations under compile] in `_compile_exits.py`
         if not is_exporting() and parametrized(bound):
             graph_break(parametrized_reason(self._described))
             return outside(self._call_eager, bound, args, kwargs)
         return call_compiled(self._f, bound, args, kwargs, self._described, self._eager.captured)
 
-    def _call_older_compile(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """A call that left Dynamo on torch < 2.13, run as in eager mode, unless a
-        `torch.func` transform is active (Note [compile on older torch]) or `torch.export`
-        traces it (Note [export] in `_export.py`)."""
-        if functorch_transforms_active():
-            raise CustomGradientNotImplementedError(older_torch_transform_error(self._f))
-        if is_exporting():
-            return call_exported(self._f, bound, args, kwargs)
-        return self._call_eager(bound, args, kwargs)
+
+def _leaving(
+    f: Callable[..., Any], shared: Decoration, call_eager: Callable[..., Any]
+) -> Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]:
+    """A call outside the graph while Dynamo traces its caller: on torch < 2.13 (Note [compile
+    on older torch]), under a `torch.func` transform (Note [compile under torch.func]). It goes
+    to the eager path directly (a non-strict `torch.export` says "compiling" there too), and
+    holds no wrapper (Note [decorated again] in `_eager.py`)."""
+    outside, outside_older = shared.outside_compile, shared.outside_older_compile
+
+    def leave(bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not DYNAMO_TRACES_WATCHER:
+            return outside_older(_call_older_compile, f, call_eager, bound, args, kwargs)
+        return outside(call_eager, bound, args, kwargs)
+
+    return leave
+
+
+def _call_older_compile(
+    f: Callable[..., Any],
+    call_eager: Callable[..., Any],
+    bound: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    """A call that left Dynamo on torch < 2.13, run as in eager mode, unless a `torch.func`
+    transform is active (Note [compile on older torch]) or `torch.export` traces it (Note
+    [export] in `_export.py`)."""
+    if functorch_transforms_active():
+        raise CustomGradientNotImplementedError(older_torch_transform_error(f))
+    if is_exporting():
+        return call_exported(f, bound, args, kwargs)
+    return call_eager(bound, args, kwargs)
 
 
 def _lookup(obj: object) -> Any:
@@ -273,18 +269,16 @@ def _lookup(obj: object) -> Any:
 
 
 def _remake(
-    made_by: Callable[[Any], CustomGradient[Any, Any]],
+    made_by: Callable[..., CustomGradient[Any, Any]],
     f: Callable[..., Any],
     example: Any,
     surrogate: str | None = None,
     captured: CapturedRule = "refuse",
 ) -> CustomGradient[Any, Any]:
     """Unpickles a wrapper that is not found by its name (see `CustomGradient.__reduce__`)."""
-    wrapped = made_by(f)
+    wrapped = made_by(f) if captured == "refuse" else made_by(f, captured=captured)
     wrapped.example = example
     wrapped.surrogate = surrogate or wrapped.surrogate
-    # The wrapper object: a plain function's shares its attributes, but not this property.
-    getattr(wrapped, "__tf_compat_grad__", wrapped).captured = captured
     return wrapped
 
 
@@ -397,25 +391,28 @@ def custom_gradient(
             f'{PREFIX}custom_gradient(captured=...) takes "refuse" or "constant", but it was '
             f'given {captured!r}. Write e.g. `@custom_gradient(captured="constant")`.'
         )
-    if f is None:
-        return functools.partial(
-            custom_gradient, example=example, surrogate=surrogate, captured=captured
-        )
-    if is_dynamo_compiling():  # Note [decorating while compiling] in _compile.py
+    if f is None or is_dynamo_compiling():  # Note [decorating while compiling] in _compile.py
         again = functools.partial(
             custom_gradient, example=example, surrogate=surrogate, captured=captured
         )
+        if f is None:
+            return again
         traced = decorated_while_tracing(f, again, captured)
         if traced is not None:
             return traced
         graph_break(_decorated_while_compiling(f))  # under fullgraph=True, the error
+    if type(f) is types.FunctionType:  # a function, unless it will be a method
+        wrapped = CustomGradient(f, example, surrogate, captured)
+        shared = wrapped._shared
+        return wrapped if shared.is_method else shared.function(wrapped, f)
     if isinstance(f, staticmethod):
-        wrapped = _decorate(f.__func__, example, surrogate, captured)
-        return staticmethod(wrapped.function() if _is_function(f.__func__) else wrapped)
+        f = f.__func__
+        wrapped = _decorate(f, example, surrogate, captured)
+        is_function = type(f) is types.FunctionType
+        return staticmethod(wrapped._shared.function(wrapped, f) if is_function else wrapped)
     if isinstance(f, classmethod):
         return _ClassMethod(_decorate(f.__func__, example, surrogate, captured))
-    wrapped = _decorate(f, example, surrogate, captured)
-    return wrapped if wrapped._shared.is_method or not _is_function(f) else wrapped.function()
+    return _decorate(f, example, surrogate, captured)
 
 
 def custom_gradient_object(f: Any, surrogate: str | None = None) -> CustomGradient[Any, Any]:
@@ -442,10 +439,6 @@ def _decorate(
     return CustomGradient(f, example, surrogate, captured)
 
 
-def _is_function(f: Any) -> bool:
-    return isinstance(f, types.FunctionType)
-
-
 def _decorated_while_compiling(f: Any) -> str:
     """Why decorating inside a compiled region is a graph break. Read while Dynamo traces:
     attributes are read directly (Dynamo misreads `getattr(f, "__qualname__", None)`). The
@@ -465,6 +458,8 @@ def _decorated_while_compiling(f: Any) -> str:
         "or as a method of the class (`@custom_gradient def forward(self, x)`)"
     )
 
+
+CustomGradient._made_by = staticmethod(custom_gradient)  # type: ignore[assignment]
 
 # After the graph break above, Dynamo compiles the frames that run eagerly one by one; the making
 # of a wrapper is not one it can trace.

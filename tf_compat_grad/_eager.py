@@ -22,11 +22,17 @@ same code again on every call. What depends only on the code is made once per co
 node classes, whose methods take f from the call, a plan's generated code, and the shapes of
 the calls the decorations of that code have learned, with their plans' node classes; one
 lookup per decoration finds them all (`Shared`, within `_decoration.Decoration`). A new
-decoration plans those shapes at its first call under grad, with its own f, closure and reach
-proof (the answer of the code's last analysis where its closure allows, Note [a proof per
-code] in `_reach_check.py`), so that it starts on a plan; a plan's guards hold for whatever
-closure it serves (Note [plans]). Without grad, the
-first calls take the general code until one has passed the `variables` check (item 33).
+decoration plans those shapes at its first call, with its own f, closure and reach proof (the
+answer of the code's last analysis where its closure allows, Note [a proof per code] in
+`_reach_check.py`), so that it starts on a plan; a plan's guards hold for whatever closure it
+serves (Note [plans]). Without grad, unless that proof says f reads no Parameter, the first
+calls take the general code until one has passed the `variables` check (item 33).
+
+Nothing a decoration makes refers back to it: its plans hold its `EagerPath`, which holds the
+wrapper weakly; the route out of a compiled graph holds the path; the attributes the wrapper
+shares with the function `custom_gradient` returns name it weakly (`_decoration.wrapper_of`).
+So a decoration is freed by reference counting, and decorating on every call leaves the cyclic
+garbage collector nothing to find (a decorated method is still a cycle, with its class's function).
 
 Item numbers refer to docs/tensorflow_semantics.md.
 """
@@ -35,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -113,51 +120,55 @@ class EagerPath:
     transform or with dual tensors through the transform node (Note [transforms]).
 
     `call` handles every call, and learns from each one the shape of a plan (Note [plans] in
-    `_plan.py`), which serves the calls of that shape from then on: `entry` is the newest
-    plan, which hands the calls it does not fit to the plan before it, and the first to `call`.
+    `_plan.py`), which serves the calls of that shape from then on: the `_entry` of `holder`
+    (the wrapper, held weakly: Note [decorated again]) is the newest plan, which hands the
+    calls it does not fit to the plan before it, and the first to `call`.
     """
 
     __slots__ = (
-        "_c_apply", "_checked", "_f", "_inside", "_learned", "_node", "_pending", "_planned",
-        "_transform_node", "captured", "entry", "reach",
+        "_checked", "_f", "_holder", "_inside", "_pending", "_planned", "_shared", "captured",
+        "reach",
     )  # fmt: skip
 
-    def __init__(self, f: Callable[..., Any], shared: Shared, captured: CapturedRule) -> None:
+    def __init__(
+        self, f: Callable[..., Any], shared: Shared, captured: CapturedRule, holder: Any
+    ) -> None:
         self._f = f
-        self._node = shared.node
-        self._c_apply = shared.c_apply
-        self._transform_node = shared.transform_node
+        self._holder = weakref.ref(holder)
+        holder._entry = self.call
+        self._shared = shared
         self._inside = getattr(f, "__qualname__", "") + ".<locals>."
         self._checked = False  # a call has passed the `variables` check (item 33)
         self.reach = ParameterReach(f)
-        self.entry: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any] = self.call
         self._planned: set[tuple[Any, ...]] = set()  # the `Shape.key`s that have a plan
         # What a call does with a tensor its outputs depend on that it was not given
         # (`custom_gradient(captured=...)`, Note [lost gradients] in `_captures.py`).
         self.captured = captured
-        # The shapes every decoration of f's code has learned (Note [decorated again]), and
-        # whether this one is still to plan them.
-        self._learned = shared.learned
-        self._pending = bool(self._learned)
+        # Whether this decoration is still to plan the shapes every decoration of f's code has
+        # learned (Note [decorated again]).
+        self._pending = bool(shared.learned)
 
     def call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if self._pending and _grad_enabled():
+        # Without grad a plan runs f unchecked: its first calls check `variables` (item 33),
+        # unless its proof says f reads no Parameter.
+        if self._pending and (_grad_enabled() or self.reach.reads_none()):
             self._pending = False
-            for learned in self._learned:
-                self._plan(learned)
-            return self.entry(bound, args, kwargs)
+            holder: Any = self._holder()
+            for learned in self._shared.learned:
+                self._plan(learned, holder)
+            return holder._entry(bound, args, kwargs)
         f = self._f
         if not untransformed():  # Note [call modes]
             if jit_tracing_state() is not None:
                 raise _jit_trace_error(f)
             if functorch_transforms_active():
                 return _functorch.call_under_transform(
-                    self._transform_node, f, bound, args, kwargs, captured=self.captured
+                    self._shared.transform_node, f, bound, args, kwargs, captured=self.captured
                 )
         flat_args, layout, inputs = _run.inputs(f, bound, args)
         if any_dual(inputs):
             return _functorch.call_under_transform(
-                self._transform_node, f, bound, args, kwargs, True, self.captured
+                self._shared.transform_node, f, bound, args, kwargs, True, self.captured
             )
         if not _grad_enabled():
             return self._call_without_grad(bound, args, kwargs, flat_args, layout)
@@ -178,7 +189,7 @@ class EagerPath:
         _run.check_unedited(f, layout, inputs, versions)
         # `Function.apply` first unwraps tensors left over from a finished transform.
         wrapped = any(map(is_functorch_wrapped, inputs))
-        apply = self._node.apply if wrapped else self._c_apply
+        apply = self._shared.node.apply if wrapped else self._shared.c_apply
         out = self._finish(result, grad_fn, variables, layout, inputs, apply)
         self._learn(bound, args, kwargs, result, grad_fn, layout)
         return out
@@ -219,13 +230,15 @@ class EagerPath:
         if shape is None:
             return
         learned = _Learned(shape, shape.bound or self.reach.possible(kwargs.values()), layout)
-        self._plan(learned)
-        if len(self._learned) < _plan.MAX_PLANS and all(key != s.key for s in self._learned):
-            self._learned.append(learned)
+        self._plan(learned, self._holder())
+        shared = self._shared.learned
+        if len(shared) < _plan.MAX_PLANS and all(key != s.key for s in shared):
+            shared.append(learned)
 
-    def _plan(self, learned: _Learned) -> None:
-        """Put the plan for a learned shape in front of the plans there are; watched (Note
-        [plans]), or of kind "none", which a call takes while f provably reads no Parameter."""
+    def _plan(self, learned: _Learned, holder: Any) -> None:
+        """Put the plan for a learned shape in front of the plans there are (`holder._entry`);
+        watched (Note [plans]), or of kind "none", which a call takes while f provably reads no
+        Parameter."""
         if learned.key in self._planned or len(self._planned) >= _plan.MAX_PLANS:
             return
         self._planned.add(learned.key)
@@ -243,14 +256,14 @@ class EagerPath:
             made = learned.made[kind] = (apply, _plan.call_binder(self._f, learned.shape, kind))
         apply, bind = made
         checked = functools.partial(self._checked_gradients, learned.spec)
-        self.entry = _plan.make_call(
+        holder._entry = _plan.make_call(
             self._f,
             learned.shape,
             bind,
             holds,
             apply,
             checked,
-            self.entry,
+            holder._entry,
             self._unplanned,
             self._fresh,
             self.captured,
@@ -275,7 +288,7 @@ class EagerPath:
             result, grad_fn, variables = watched_result(
                 f, bound, out, watcher, flat_args, kwargs, self.captured
             )
-        return self._finish(result, grad_fn, variables, layout, inputs, self._c_apply)
+        return self._finish(result, grad_fn, variables, layout, inputs, self._shared.c_apply)
 
     def _fresh(self, out: Any) -> Any:
         """The rest of a plan's call without grad whose f returned what the plan does not

@@ -111,9 +111,9 @@ class ParameterReach:
         # what it held then (`_reach_check.checks_maker`); no analysis yet: never.
         self._unchanged: Callable[[], bool] = _never
         # The fast question of a call with no bound instance and no keyword arguments: True
-        # when the last analysis proved that f reads no Parameter and is still valid. Asked
-        # before any analysis, it makes the first.
-        self.reads_none: Callable[[], bool] = self._first_answer
+        # when the last analysis proved that f reads no Parameter and is still valid (a plan
+        # asks it, made after `possible` made an analysis).
+        self.reads_none: Callable[[], bool] = _never
         # Whether the last analysis still holds and no plain tensor it found f can name
         # requires grad (Note [lost gradients] in `_captures.py`); both fast questions include it.
         self.calm: Callable[[], bool] = _never
@@ -129,10 +129,6 @@ class ParameterReach:
         if not self._unchanged():
             self._analyse()
         return self.proof != "none"
-
-    def _first_answer(self) -> bool:
-        self._analyse()
-        return self.reads_none()
 
     def _analyse(self) -> None:
         f = self._f
@@ -177,8 +173,9 @@ def _check_value(
             raise _Unsafe  # a user module: its attributes are checked where they are named
         return
     if isinstance(value, types.FunctionType):
-        decorated = value.__dict__.get("__tf_compat_grad__")
-        if getattr(decorated, "_function", None) is value:  # what `custom_gradient` returned
+        ref = value.__dict__.get("__tf_compat_grad__")  # weak: `_decoration.wrapper_of`
+        decorated: Any = ref() if isinstance(ref, weakref.ref) else None
+        if decorated is not None and vars(decorated) is value.__dict__:  # `custom_gradient`'s
             _check_value(decorated, deps, seen)
             return
         # Where the code was defined, not `__module__`: `functools.wraps` copies that from what a

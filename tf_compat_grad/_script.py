@@ -14,22 +14,11 @@ marked `torch.jit.ignore`, which a scripted caller calls as Python).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import torch
 
 from ._errors import PREFIX, CustomGradientNotImplementedError, bug, describe
-
-
-def script_error(f: Callable[..., Any]) -> str:
-    return (
-        f"{PREFIX}torch.jit.script cannot compile {describe(f)}: TorchScript compiles a "
-        "function's source into its own graph, which has no place for a grad_fn written in "
-        "Python, so the custom gradient would be lost. Keep the model in Python "
-        "(`torch.compile` compiles it with its custom gradients), or deploy it with "
-        "`torch.export.export(model, args)` (the exported program computes the outputs)."
-    )
 
 
 def refuse_script(module: torch.nn.Module) -> NoReturn:
@@ -37,7 +26,19 @@ def refuse_script(module: torch.nn.Module) -> NoReturn:
     [TorchScript])."""
     for klass in type(module).__mro__:
         for attribute in vars(klass).values():
-            decorated = getattr(attribute, "__tf_compat_grad__", None)
-            if decorated is not None:
-                raise CustomGradientNotImplementedError(script_error(decorated.__wrapped__))
+            if getattr(attribute, "__tf_compat_grad__", None) is not None:
+                refuse_function(describe(attribute.__wrapped__))
     raise bug("a module class holds `refuse_script` but no decorated method")
+
+
+def refuse_function(described: str) -> NoReturn:
+    """`torch.jit.script` of the decorated function `described` names (`describe`): refused
+    (Note [TorchScript]). `__prepare_scriptable__` of the function `custom_gradient` returns,
+    bound to its description."""
+    raise CustomGradientNotImplementedError(
+        f"{PREFIX}torch.jit.script cannot compile {described}: TorchScript compiles a "
+        "function's source into its own graph, which has no place for a grad_fn written in "
+        "Python, so the custom gradient would be lost. Keep the model in Python "
+        "(`torch.compile` compiles it with its custom gradients), or deploy it with "
+        "`torch.export.export(model, args)` (the exported program computes the outputs)."
+    )

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from .. import _run, _structure
+from .._decoration import wrapper_of
 from .._decorator import CustomGradient
 from .numerics import F64, _first_line, _float_outputs, _random_like, _seeded, _Tensor, _vjp
 from .report import Example
@@ -184,7 +185,7 @@ def decorated(obj: Any) -> CustomGradient[Any, Any] | None:
     for candidate in (obj, getattr(obj, "__func__", None)):
         if isinstance(candidate, CustomGradient):
             return candidate
-        cg = getattr(candidate, "__tf_compat_grad__", None)
+        cg = wrapper_of(candidate)
         if isinstance(cg, CustomGradient):
             return cg
     return None

@@ -42,7 +42,7 @@ BY_REFERENCE = [
     pytest.param(lambda: worker.triple, id="module-level function"),
     pytest.param(lambda: worker.sin_block, id="@recompute_grad"),
     pytest.param(lambda: Layer.forward, id="method, from the class"),
-    pytest.param(lambda: Layer.forward.__tf_compat_grad__(), id="method's CustomGradient"),
+    pytest.param(lambda: Layer.forward.__tf_compat_grad__, id="method's CustomGradient"),
     pytest.param(lambda: Layer.double, id="@staticmethod above"),
     pytest.param(lambda: Layer.halve, id="@staticmethod below"),
 ]
@@ -52,6 +52,18 @@ BY_REFERENCE = [
 def test_pickles_by_reference(get):
     obj = get()
     assert round_trip(obj) is obj
+
+
+def test_a_method_wrapper_pickled_by_0_1_0_loads():
+    """0.1.0 pickled the `CustomGradient` of a decorated method as `getattr(method,
+    "__tf_compat_grad__")`: such a pickle loads the wrapper itself."""
+
+    class As010:
+        def __reduce__(self):
+            return getattr, (Layer.forward, "__tf_compat_grad__")
+
+    loaded = pickle.loads(pickle.dumps(As010()))
+    assert isinstance(loaded, CustomGradient) and loaded is round_trip(loaded)
 
 
 def test_class_method_pickles_bound_to_the_class():

@@ -111,10 +111,11 @@ def decoration_of(f: Callable[..., Any]) -> Decoration:
 
 def wrapper_of(obj: Any) -> Any:
     """The `CustomGradient` that obj, a function `custom_gradient` made (for a plain function,
-    or the one a class holds for a decorated method), names as `__tf_compat_grad__`, weakly
-    (Note [decorated again] in `_eager.py`); None for anything else."""
+    or the one a class holds for a decorated method), names as `__tf_compat_grad__`: weakly
+    for a plain function (Note [decorated again] in `_eager.py`), as it is for a method; None
+    for anything else."""
     ref = getattr(obj, "__tf_compat_grad__", None)
-    return ref() if type(ref) is weakref.ref else None
+    return ref() if type(ref) is weakref.ref else ref
 
 
 # What `functools.update_wrapper` assigns from the function it wraps (`wrap`).

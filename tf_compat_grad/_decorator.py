@@ -11,7 +11,6 @@ import os
 import pickle
 import sys
 import types
-import weakref
 from collections.abc import Callable
 from typing import Any, Concatenate, Generic, NoReturn, Protocol, TypeVar, overload
 
@@ -105,7 +104,9 @@ class CustomGradient(Generic[P, R]):
         def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:  # one line: Decoration.place
             return owner._call_compiling(self, args, kwargs) if _is_compiling() else owner._entry(self, args, kwargs)  # fmt: skip
 
-        method.__tf_compat_grad__ = weakref.ref(self)  # type: ignore[attr-defined]
+        # Strong, unlike a plain function's: the method's closure holds this wrapper anyway,
+        # and 0.1.0 pickled the wrapper of a method as `getattr(method, "__tf_compat_grad__")`.
+        method.__tf_compat_grad__ = self  # type: ignore[attr-defined]
         self._shared.place(f, method)
         return method
 

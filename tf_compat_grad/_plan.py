@@ -180,7 +180,8 @@ def _call_maker(
         add(2, f"out = {f_call}")
         add(1, "finally:")
         add(2, "pop()")
-        add(2, "watcher.places = None if own else close_cache()")
+        add(2, "if not own:  # else `places` stays None: nothing to settle")
+        add(3, "watcher.places = close_cache()")
     else:
         add(1, f"out = {f_call}")
     add(1, f"if {' or '.join(f'{a}._version != {e}' for a, e in zip(inputs, versions, strict=True))}:")  # fmt: skip

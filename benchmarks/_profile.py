@@ -61,9 +61,10 @@ def profile(calls: int = 5000, top: int = 20) -> str:
 
 def bytecodes(top: int = 20) -> str:
     """Python bytecode instructions and garbage-collected objects of one fwd+bwd step: log1pexp
-    n=100 (the hand-written Function, the minimal decorator of `--floor`, tf_compat_grad), and a
-    linear layer of width 8, batch 4, where the kernels cost almost nothing (the Function, and
-    tf_compat_grad with the Parameters as arguments or read from the closure), and the other n=100
+    n=100 (the hand-written Function, the minimal decorator of `--floor`, tf_compat_grad), a
+    linear layer of width 8, batch 4, and the benchmark's MLP of 3 such layers, where the kernels
+    cost almost nothing (the Function, and tf_compat_grad with the Parameters as arguments or
+    read from the closure), and the other n=100
     ops of `_cases.py` (the Function and tf_compat_grad), each also as a forward alone under
     `torch.no_grad()`; and, for tf_compat_grad's log1pexp, the instructions per function of the
     library.
@@ -111,7 +112,14 @@ def bytecodes(top: int = 20) -> str:
 
 def _steps() -> dict[str, dict[str, _Step]]:
     """The steps `--bytecodes` and `--machine` count, by case and implementation."""
-    from _cases import LinearFunction, Log1pexpFunction, linear_args, log1pexp, make_closure_linear
+    from _cases import (
+        MLP,
+        LinearFunction,
+        Log1pexpFunction,
+        linear_args,
+        log1pexp,
+        make_closure_linear,
+    )
     from _floor import _f, _minimal
 
     x = torch.randn(100, requires_grad=True)
@@ -137,6 +145,17 @@ def _steps() -> dict[str, dict[str, _Step]]:
             f"{TF} (Parameters as arguments)": _Step(lambda: linear_args(xl, w, b), [xl, w, b]),
             f"{TF} (closure Parameters)": _Step(lambda: closure(xl), [xl, w, b]),
         },
+    }
+    # The MLP of the timed run, narrow enough that its kernels cost almost nothing.
+    xm = torch.randn(4, 8, generator=gen)
+    mlps = {form: MLP(form, width=8, depth=3, seed=0) for form in ("function", "args", "closure")}
+    steps["MLP, 3 layers of width 8, batch 4"] = {
+        name: _Step(functools.partial(mlps[form], xm), list(mlps[form].parameters()))
+        for name, form in (
+            ("Function", "function"),
+            (f"{TF} (Parameters as arguments)", "args"),
+            (f"{TF} (closure Parameters)", "closure"),
+        )
     }
     for case in CASES:  # the other n=100 ops, as the timed run calls them
         if case.key in N100_CASES and case.key != "log1pexp_n100":

@@ -276,3 +276,75 @@ def test_a_rebound_closure_parameter_is_followed():
     _, g1, g2 = grads(y, x, w, w2)
     assert g1 is None
     torch.testing.assert_close(g2, torch.ones(2, 4, dtype=D).t() @ x)
+
+
+def test_a_watched_plan_gives_the_variables_in_order_of_first_use():
+    # b is read first, w next, b again; only on some calls w at all (the watcher keeps each
+    # Parameter where it first saw it, and sees each call afresh).
+    w, b = parameters()
+
+    @custom_gradient
+    def layer(x):
+        h = x.sum(1, keepdim=True) * b
+        if x.sum() > 0:
+            h = h + F.linear(x, w, b)
+
+        def grad(dy, variables=None):
+            gx = (dy @ b).unsqueeze(1).expand_as(x)
+            gb = (dy * x.sum(1, keepdim=True)).sum(0)
+            if len(variables) == 1:
+                return gx, [gb]
+            return gx + dy @ w, [gb + dy.sum(0), dy.t() @ x]
+
+        return h, grad
+
+    def reference(x):  # the same math by plain autograd
+        h = x.sum(1, keepdim=True) * b
+        return h + F.linear(x, w, b) if x.sum() > 0 else h
+
+    positive = torch.rand(2, 3, dtype=D) + 0.5
+    for call, sign in enumerate((1, 1, 1, -1, 1, -1)):  # the first call makes the plan
+        x = (sign * positive).requires_grad_()
+        y = layer(x)
+        if call:
+            expected = [b, w] if sign > 0 else [b]
+            assert [id(v) for v in y.grad_fn.plan[1]] == [id(v) for v in expected]
+        got = grads(y, x, w, b)
+        x2 = x.detach().requires_grad_()
+        want = grads(reference(x2), x2, w, b)
+        for g, r in zip(got, want, strict=True):
+            if r is None:
+                assert g is None
+            else:
+                torch.testing.assert_close(g, r)
+    assert "watched plan" in layer._eager.entry.__code__.co_filename
+
+
+def test_a_watched_plan_hands_what_it_cannot_take_to_the_general_code(monkeypatch):
+    # A view as the output (`out[:]`) leaves the plan after f ran (`unplanned`): f's Parameters
+    # are still its variables, and with nothing else f can name requiring grad, nothing walks.
+    w, b = parameters()
+
+    @custom_gradient
+    def layer(x):
+        out = F.linear(x, w, b)
+
+        def grad(dy, variables=None):
+            return dy @ w, [dy.t() @ x, dy.sum(0)]
+
+        return (out if x.sum() > 0 else out[:]), grad
+
+    positive = torch.rand(2, 3, dtype=D) + 0.5
+    layer(positive.requires_grad_())  # the general code, which makes the plan
+    import tf_compat_grad._captures as captures
+
+    walked = []
+    monkeypatch.setattr(captures, "walk", lambda *a: walked.append(1) or ([], set()))
+    x = (-positive).detach().requires_grad_()
+    y = layer(x)
+    assert y._base is None and not walked
+    gx, gw, gb = grads(y, x, w, b)
+    dy = torch.ones(2, 4, dtype=D)
+    torch.testing.assert_close(gx, dy @ w)
+    torch.testing.assert_close(gw, dy.t() @ x)
+    torch.testing.assert_close(gb, dy.sum(0))

@@ -184,7 +184,8 @@ def _call_maker(
         add(2, f"out = {f_call}")
         add(1, "finally:")
         add(2, "pop()")
-        add(2, "watcher.places = None if own else close_cache()")
+        add(2, "if not own:  # else `places` stays None: nothing to settle")
+        add(3, "watcher.places = close_cache()")
     elif kind == "unrecorded":  # Note [f unrecorded] in `_unrecorded.py`
         add(1, "set_grad(False)")
         add(1, "try:")

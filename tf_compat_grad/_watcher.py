@@ -60,7 +60,6 @@ def run_watched(
         return result, grad_fn, variables
     watcher = ParameterWatcher()
     if not captures:
-        watcher.places = None
         with watcher:
             out = call_f(f, bound, args, kwargs)
     else:
@@ -126,11 +125,13 @@ def _is_metadata(func: Any) -> bool:
 class ParameterWatcher(TorchFunctionMode):
     """Records the trainable Parameters used by torch calls made while the mode is active."""
 
+    # The parametrized weights cached while it watched (Note [lost gradients] in
+    # `_captures.py`), set when it is popped; None: the tensors f's outputs reach are not to be
+    # settled.
+    places: list[torch.Tensor] | None = None
+
     def __init__(self) -> None:  # `TorchFunctionMode.__init__` sets nothing: not called
         self.found: dict[int, Parameter] = {}
-        # The parametrized weights cached while it watched (Note [lost gradients] in
-        # `_captures.py`); None: the tensors f's outputs reach are not to be settled.
-        self.places: list[torch.Tensor] | None = []
 
     def __torch_function__(
         self,
@@ -147,7 +148,7 @@ class ParameterWatcher(TorchFunctionMode):
                     continue
                 if kind is Parameter:
                     if value.requires_grad:
-                        found.setdefault(id(value), value)
+                        found[id(value)] = value  # kept where first found
                 elif kind is list or kind is tuple or isinstance(value, Parameter):
                     self._scan((value,))
             if kwargs:
@@ -161,7 +162,7 @@ class ParameterWatcher(TorchFunctionMode):
                 continue
             if kind is Parameter or isinstance(value, Parameter):
                 if value.requires_grad:
-                    self.found.setdefault(id(value), value)
+                    self.found[id(value)] = value
             elif kind is list or kind is tuple:
                 self._scan(value)
 

@@ -170,12 +170,15 @@ def _exact_return(
         add(indent, f"g0 = {expr}")
     else:
         add(indent, f"flat = {expr} if type({expr}) is tuple else leaves({expr})")
-        add(indent, f"if len(flat) == {n}:")
-        indent += 1
         names = [f"n{p}" for p in range(n)]
         for i, p in enumerate(positions):
             names[p] = f"g{i}"
-        add(indent, f"{', '.join(names)}, = flat")
+        add(indent, "try:")
+        add(indent + 1, f"{', '.join(names)}, = flat")
+        add(indent, "except ValueError:  # another count: the general checks name it")
+        add(indent + 1, "pass")
+        add(indent, "else:")
+        indent += 1
         # What stands for a number is dropped, unless a container: then the count differs.
         exact += "".join(
             f" and not isinstance({name}, (list, tuple, dict))" for name in names if name[0] == "n"

@@ -8,9 +8,17 @@ import re
 import pytest
 import torch
 from helpers import D, flatten
-from messages import count, edited_in_place, variables_count, variables_keyword
+from messages import (
+    count,
+    edited_in_place,
+    jit_trace,
+    meta_gradient,
+    variables_count,
+    variables_keyword,
+)
 
 from tf_compat_grad import (
+    CustomGradientNotImplementedError,
     CustomGradientTypeError,
     CustomGradientValueError,
     custom_gradient,
@@ -760,3 +768,48 @@ def test_a_renamed_grad_fn_is_made_again_under_its_name_by_the_plan_too():
         messages.append(str(error.value))
     assert planned(y)
     assert messages[0] == messages[1] and "template()" in messages[0]
+
+
+def test_a_gradient_on_another_device_than_its_input_is_checked_by_the_plan():
+    """The plans note a CPU input's device as True (Note [exact gradients]): a gradient on the
+    CPU for a meta input is moved, and one on the meta device for a CPU input is refused, as
+    the general code does."""
+
+    @custom_gradient
+    def f(x):
+        def grad(dy):
+            return torch.ones(x.shape, dtype=D, device=other[0])
+
+        return x * 2, grad
+
+    other = ["cpu"]
+    m = leaf(2, 3).to("meta").detach().requires_grad_()
+    f(m)  # the plan
+    y = f(m)
+    assert planned(y)
+    (gm,) = grads(y, m)
+    assert gm.device.type == "meta" and gm.shape == (2, 3)
+    other[0] = "meta"
+    (gm,) = grads(f(m), m)  # a meta gradient for a meta input: passed on as it is
+    assert gm.device.type == "meta"
+    x = leaf(3)
+    f(x)  # the plan of a CPU input
+    y = f(x)
+    assert planned(y)
+    with pytest.raises(CustomGradientTypeError) as refused:
+        y.sum().backward()
+    assert str(refused.value) == meta_gradient(f, "argument `x`", "cpu")
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace(_method)?` is deprecated")
+def test_a_planned_function_under_jit_trace_is_refused_as_the_general_code_refuses_it():
+    @custom_gradient
+    def f(x):
+        return x * 2, lambda dy: dy * 3
+
+    x = leaf(3)
+    f(x)  # the plan
+    assert planned(f(x))
+    with pytest.raises(CustomGradientNotImplementedError) as refused:
+        torch.jit.trace(f, (x,))
+    assert str(refused.value) == jit_trace(f)

@@ -229,8 +229,6 @@ def closure_source(cells: str) -> str:
     """The closure of a grad_fn made again from `flat_cells`' description (`cells`, not empty):
     a new cell around each saved tensor, in order (`saved`), and each other cell as it is
     (`c0`, `c1`, ... by position)."""
-    if "s" not in cells and len(cells) > 1:
-        return "tuple(map(Cell, saved))"
     it = iter(range(len(cells)))
     parts = [f"Cell(saved[{next(it)}])" if k == "t" else f"c{i}" for i, k in enumerate(cells)]
     return f"({', '.join(parts)},)"

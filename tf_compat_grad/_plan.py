@@ -196,9 +196,9 @@ def _call_maker(
         add(1, f"out = {f_call}")
     add(1, f"if {' or '.join(f'{a}._version != {e}' for a, e in zip(inputs, versions, strict=True))}:")  # fmt: skip
     add(2, f"unedited(f, bound, args, ({', '.join(versions)},))")
-    add(1, "if type(out) is not tuple or len(out) != 2:")
+    add(1, "if type(out) is not tuple:")
     add(2, f"return unplanned({rest})")
-    add(1, "result, grad_fn = out")
+    src.unpack_exactly(1, ["result", "grad_fn"], "out", f"unplanned({rest})")
     outs = src.unpack(1, "result", shape.outputs, "r", f"unplanned({rest})")
     add(1, f"if type(grad_fn) is not FunctionType or {' or '.join(f'type({r}) is not Tensor' for r in outs)}:")  # fmt: skip
     add(2, f"return unplanned({rest})")

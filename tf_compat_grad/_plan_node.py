@@ -7,7 +7,8 @@ plan (`plan_fields`): the general checks (`checked`, which name this decoration'
 variables (a watched plan), then grad_fn as it is when it closes over no tensor and has no
 default values (Note [saved closures]), else its code, globals, name, qualified name,
 defaults, keyword defaults and the cells that hold no tensor (shared as they are, as
-`_closure.capture` shares them), then each input's shape, dtype and device, flat. The
+`_closure.capture` shares them), then each input's shape, dtype and device (True for the
+CPU, Note [exact gradients] in `_record.py`), flat. The
 backward makes grad_fn again from those around the saved tensors (`_closure.rebuild_source`),
 calls it, and returns its gradients when each is exact (Note [exact gradients] in
 `_record.py`, rendered here); a variable's gradient is compared with its Parameter as it is
@@ -25,7 +26,16 @@ import torch
 
 from ._closure import closure_source, rebuild_source
 from ._plan_shape import Shape, Source, tree_leaves
-from ._record import EXACT_GRADIENT, INPUT_META, input_meta, node_class, per_code
+from ._record import (
+    CPU_DEVICE,
+    EXACT_GRADIENT,
+    NOTED_DEVICE,
+    NOTED_EXACT_GRADIENT,
+    NOTED_INPUT_META,
+    input_meta,
+    node_class,
+    per_code,
+)
 from ._structure import leaves
 from ._torch_internals import SAVED_TENSORS, call_backward_directly, function_apply_c
 
@@ -59,7 +69,7 @@ def plan_fields(shape: Shape, watched: bool, inputs: Sequence[str]) -> list[tupl
             fields.append(("kwd", "dict(kwd)"))
         fields += [(f"c{i}", f"c{i}") for i, k in enumerate(shape.cells or "") if k == "s"]
     for i, a in enumerate(inputs):
-        shape_, dtype, device = INPUT_META.format(t=a).split(", ")
+        shape_, dtype, device = NOTED_INPUT_META.format(t=a).split(", ")
         fields += [(f"s{i}", shape_), (f"d{i}", dtype), (f"v{i}", device)]
     return fields
 
@@ -114,7 +124,7 @@ def _backward(shape: Shape, watched: bool) -> Callable[..., Any]:
     upstream = "upstream" if one else "*upstream"
     grads = [f"g{i}" for i in range(len(positions))]
     exact = " and ".join(
-        EXACT_GRADIENT.format(g=g, shape=s, dtype=d, device=v)
+        NOTED_EXACT_GRADIENT.format(g=g, shape=s, dtype=d, device=v)
         for g, (s, d, v) in zip(grads, metas, strict=True)
     )
     passed = ", ".join(grads)
@@ -133,7 +143,8 @@ def _backward(shape: Shape, watched: bool) -> Callable[..., Any]:
         add(1, f"returned = grad_fn({upstream})")
         _exact_return(src, 1, "returned", kinds, positions, exact, f"None, {passed}")
         tail, variables = "", "None"
-    add(1, f"metas = ({''.join(f'({s}, {d}, {v}), ' for s, d, v in metas)}{tail})")
+    devices = [NOTED_DEVICE.format(device=v) for _, _, v in metas]
+    add(1, f"metas = ({''.join(f'({s}, {d}, {v}), ' for (s, d, _), v in zip(metas, devices, strict=True))}{tail})")  # fmt: skip
     add(1, f"return None, *checked(metas, {variables}, returned, ctx.needs_input_grad)")
     src.lines = ["    " + line for line in src.lines] + ["    return backward"]
     kind = "watched " if watched else ""
@@ -142,7 +153,7 @@ def _backward(shape: Shape, watched: bool) -> Callable[..., Any]:
         {
             "Tensor": torch.Tensor, "FunctionType": types.FunctionType,
             "Cell": types.CellType, "exact_all": _exact_all, "meta": input_meta,
-            "leaves": leaves,
+            "leaves": leaves, "CPU": CPU_DEVICE,
         },
     )  # fmt: skip
 
@@ -159,12 +170,15 @@ def _exact_return(
         add(indent, f"g0 = {expr}")
     else:
         add(indent, f"flat = {expr} if type({expr}) is tuple else leaves({expr})")
-        add(indent, f"if len(flat) == {n}:")
-        indent += 1
         names = [f"n{p}" for p in range(n)]
         for i, p in enumerate(positions):
             names[p] = f"g{i}"
-        add(indent, f"{', '.join(names)}, = flat")
+        add(indent, "try:")
+        add(indent + 1, f"{', '.join(names)}, = flat")
+        add(indent, "except ValueError:  # another count: the general checks name it")
+        add(indent + 1, "pass")
+        add(indent, "else:")
+        indent += 1
         # What stands for a number is dropped, unless a container: then the count differs.
         exact += "".join(
             f" and not isinstance({name}, (list, tuple, dict))" for name in names if name[0] == "n"

@@ -162,7 +162,7 @@ class Source:
         kind, what, children = tree
         names = [f"{prefix}_{i}" for i in range(len(children))]
         if kind == "seq":
-            guard = f"type({expr}) is not {what.__name__} or len({expr}) != {len(children)}"
+            guard = f"type({expr}) is not {what.__name__}"
         elif kind == "namedtuple":
             guard = f"type({expr}) is not {self.constant(what)}"
         else:
@@ -172,9 +172,24 @@ class Source:
         if kind == "dict":
             for name, key in zip(names, sorted(what), strict=True):
                 self.add(indent, f"{name} = {expr}[{key!r}]")
+        elif kind == "seq":
+            self.unpack_exactly(indent, names, expr, fail)
         elif names:
             self.add(indent, f"{', '.join(names)}, = {expr}")
         return [leaf for n, c in zip(names, children, strict=True) for leaf in self.unpack(indent, n, c, n, fail)]  # fmt: skip
+
+    def unpack_exactly(self, indent: int, names: list[str], expr: str, fail: str) -> None:
+        """Lines that bind `names` to the items of the list or tuple `expr`, returning `fail`
+        when it holds another number of them (its length is not asked first: the unpacking
+        tells it)."""
+        if not names:
+            self.add(indent, f"if {expr}:")
+            self.add(indent + 1, f"return {fail}")
+            return
+        self.add(indent, "try:")
+        self.add(indent + 1, f"{', '.join(names)}, = {expr}")
+        self.add(indent, "except ValueError:  # another length")
+        self.add(indent + 1, f"return {fail}")
 
     def compile(self, filename: str, names: dict[str, Any]) -> Any:
         """The function `make` returns, made with `names` and the constants."""

@@ -48,12 +48,18 @@ InputMeta = tuple[torch.Size, torch.dtype, torch.device]
 # shape, dtype and device is passed on as it is; anything else goes to `repair`. Both are
 # written once, as source: `input_meta` and `exact_gradient` evaluate them for the general
 # code, and the plans render them into their generated forward and backward (`_plan.py`), the
-# comparisons cheapest first.
-INPUT_META = "{t}.shape, {t}.dtype, {t}.device"
-EXACT_GRADIENT = (
-    "type({g}) is Tensor and {g}.dtype is {dtype} and {g}.shape == {shape} "
-    "and {g}.device == {device}"
-)
+# comparisons cheapest first. The plans note a CPU input's device as True (`NOTED_INPUT_META`):
+# `is_cpu` makes no device object, where each read of `device` makes one, and it tells a CPU
+# gradient as cheaply (`NOTED_EXACT_GRADIENT`); `NOTED_DEVICE` is the device again, for
+# `repair`.
+_SHAPE_DTYPE = "{t}.shape, {t}.dtype, "
+INPUT_META = _SHAPE_DTYPE + "{t}.device"
+NOTED_INPUT_META = _SHAPE_DTYPE + "{t}.is_cpu or {t}.device"
+_EXACT = "type({g}) is Tensor and {g}.dtype is {dtype} and {g}.shape == {shape} and "
+EXACT_GRADIENT = _EXACT + "{g}.device == {device}"
+NOTED_EXACT_GRADIENT = _EXACT + "({g}.is_cpu if {device} is True else {g}.device == {device})"
+NOTED_DEVICE = "(CPU if {device} is True else {device})"  # over the name CPU: `CPU_DEVICE`
+CPU_DEVICE = torch.device("cpu")
 input_meta: Callable[[torch.Tensor], InputMeta] = eval(f"lambda t: ({INPUT_META.format(t='t')})")
 exact_gradient: Callable[[Any, InputMeta], bool] = eval(
     "lambda g, meta: "

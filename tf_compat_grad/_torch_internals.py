@@ -46,6 +46,9 @@ TORCH_RELEASE = _release(torch.__version__)
 any_autocast_enabled = torch._C._is_any_autocast_enabled
 functorch_transforms_active = torch._C._are_functorch_transforms_active
 jit_tracing_state = torch._C._get_tracing_state
+# Whether `torch.jit.trace` is tracing: `jit_tracing_state() is not None`, as `torch.jit.is_tracing`
+# asks it, with no tracing state object made for Python.
+jit_is_tracing = torch._C._is_tracing
 # Grad mode set without `torch.no_grad`'s context manager: one guard fewer under compile.
 set_grad_mode = torch._C._set_grad_enabled
 _grad_enabled = torch.is_grad_enabled
@@ -263,11 +266,10 @@ def dual_level_active() -> bool:
 # written once, as an expression: `untransformed` evaluates it for the general code, and the
 # plans render it into their generated guard (`UNTRANSFORMED`, over the names `MODE_NAMES`).
 UNTRANSFORMED = (
-    "jit_tracing_state() is None and not functorch_transforms_active() "
-    "and forward_ad._current_level < 0"
+    "not jit_is_tracing() and not functorch_transforms_active() and forward_ad._current_level < 0"
 )
 MODE_NAMES: dict[str, Any] = {
-    "jit_tracing_state": jit_tracing_state,
+    "jit_is_tracing": jit_is_tracing,
     "functorch_transforms_active": functorch_transforms_active,
     "forward_ad": forward_ad,
 }

@@ -317,7 +317,7 @@ def test_a_watched_plan_gives_the_variables_in_order_of_first_use():
                 assert g is None
             else:
                 torch.testing.assert_close(g, r)
-    assert "watched plan" in layer._eager.entry.__code__.co_filename
+    assert "watched plan" in layer._entry.__code__.co_filename
 
 
 def test_a_watched_plan_hands_what_it_cannot_take_to_the_general_code(monkeypatch):

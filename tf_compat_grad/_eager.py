@@ -173,7 +173,9 @@ class EagerPath:
         if not _grad_enabled():
             return self._call_without_grad(bound, args, kwargs, flat_args, layout)
         versions = [tensor._version for tensor in inputs]
-        if self._runs_unrecorded(bound, args, kwargs):  # Note [f unrecorded]
+        # `Function.apply` first unwraps tensors left over from a finished transform.
+        wrapped = any(map(is_functorch_wrapped, inputs))
+        if not wrapped and self._runs_unrecorded(bound, args, kwargs):  # Note [f unrecorded]
             set_grad_mode(False)
             try:
                 out = f(*args, **kwargs)
@@ -187,8 +189,6 @@ class EagerPath:
             )
         self._checked = True
         _run.check_unedited(f, layout, inputs, versions)
-        # `Function.apply` first unwraps tensors left over from a finished transform.
-        wrapped = any(map(is_functorch_wrapped, inputs))
         apply = self._shared.node.apply if wrapped else self._shared.c_apply
         out = self._finish(result, grad_fn, variables, layout, inputs, apply)
         self._learn(bound, args, kwargs, result, grad_fn, layout)
@@ -196,14 +196,14 @@ class EagerPath:
 
     def _runs_unrecorded(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether f runs with grad mode off (Note [f unrecorded] in `_unrecorded.py`): an
-        unbound call of tensors and Python numbers, while the reach proof says f reads no
+        unbound call of tensors (none left over from a `torch.func` transform: the caller
+        asks) and Python numbers, while the reach proof says f reads no
         Parameter and can name no plain tensor that requires grad, and its code keeps nothing
         it computes. The plans of kind "unrecorded" ask the same."""
         reach = self.reach
         return (
             bound is UNBOUND
             and all(type(a) in _FLAT for a in args)
-            and not any(is_functorch_wrapped(a) for a in args if type(a) not in NUMBERS)
             and all(type(v) in KEYWORD_VALUES for v in kwargs.values())
             and not reach.possible(kwargs.values())
             and reach.unrecorded

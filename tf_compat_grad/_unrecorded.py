@@ -31,7 +31,6 @@ does: recording is always right, only slower.
 
 from __future__ import annotations
 
-import builtins
 import dis
 import functools
 import types
@@ -40,6 +39,7 @@ from typing import Any
 import torch
 
 from ._closure import PLAIN_TYPES
+from ._reach_check import MISSING
 
 _MODULES = frozenset({"torch", "math"})
 _BUILTINS = frozenset(
@@ -93,7 +93,6 @@ _MAKING = frozenset(
      "SET_FUNCTION_ATTRIBUTE"}
 )  # fmt: skip
 _FUNCTION_MAKERS = frozenset({"MAKE_FUNCTION", "SET_FUNCTION_ATTRIBUTE"})
-_MISSING = object()
 
 
 def unrecorded(f: Any) -> bool:
@@ -109,9 +108,9 @@ def unrecorded(f: Any) -> bool:
         return False
     namespace = f.__globals__
     for name in names:
-        value = namespace.get(name, _MISSING)
-        if value is _MISSING:
-            if name not in _BUILTINS or not hasattr(builtins, name):
+        value = namespace.get(name, MISSING)
+        if value is MISSING:  # a builtin: every name of `_BUILTINS` is one on Python 3.10+
+            if name not in _BUILTINS:
                 return False
         elif not (
             isinstance(value, types.ModuleType) and value.__name__.partition(".")[0] in _MODULES
@@ -182,9 +181,9 @@ def _called(ins: dis.Instruction) -> bool:
 
 
 def _producer(instructions: list[dis.Instruction], at: int, depth: int) -> str:
-    """The name of the instruction that pushed the value `depth` places below the top of the stack before
-    instruction `at`, when only instructions that push one value each (`_MAKING`) stand
-    between; else "" (unknown)."""
+    """The name of the instruction that pushed the value `depth` places below the top of the
+    stack before instruction `at`, when only instructions that push one value each (`_MAKING`)
+    stand between; else "" (unknown)."""
     for ins in reversed(instructions[:at]):
         if ins.opname not in _MAKING or ins.is_jump_target:
             return ""

@@ -177,12 +177,19 @@ def test_which_code_runs_unrecorded(name):
 
 
 def test_a_closure_or_a_global_other_than_torch_and_math_is_recorded():
-    scale = 2.0
+    scale, plain, weight = 2.0, torch.ones(3), torch.nn.Parameter(torch.ones(3))
+    kinds = {"number": scale, "tensor": plain, "Parameter": weight, "function": torch.sin}
+    kinds |= {"list": [weight], "tuple": (weight,), "module": torch.nn.Linear(3, 3)}
+    for kind, held in kinds.items():
 
-    def closed(x):
-        return x * scale, lambda dy: dy * scale
+        def closed(x, held=held):
+            def f(x):
+                return x * held, lambda dy: dy * held
 
-    assert not unrecorded(closed)
+            return f
+
+        expected = kind in ("number", "tensor", "Parameter")
+        assert unrecorded(closed(None)) is expected, kind
     helper = _made("def f(x):\n    return x * 2, lambda dy: dy * 2\n")
     calls_helper = _made("def f(x):\n    return helper(x), lambda dy: dy * 2\n", helper=helper)
     assert unrecorded(helper) and not unrecorded(calls_helper)
@@ -337,3 +344,93 @@ def test_an_op_in_place_on_an_argument_is_recorded(call):
     """Recorded, torch refuses an edit in place of a leaf that requires grad before it happens;
     unrecorded, the edit would happen before the call's own check refuses it."""
     assert not unrecorded(_made(f"def f(x):\n    return {call}, lambda dy: dy\n"))
+
+
+# --- f that reads Parameters of its own closure cells (Note [Parameters of f's own]) ---------
+
+
+def _closure_layer(w, b):
+    @custom_gradient
+    def linear(x):
+        def grad_fn(dy, variables=None):
+            return dy @ w, [dy.t() @ x, dy.sum(0)]
+
+        return torch.nn.functional.linear(x, w, b), grad_fn
+
+    return linear
+
+
+def _layer_values():
+    g = torch.Generator().manual_seed(1)
+    w = torch.nn.Parameter(torch.randn(3, 4, generator=g, dtype=D))
+    b = torch.nn.Parameter(torch.randn(3, generator=g, dtype=D))
+    return w, b
+
+
+def test_a_layer_of_closure_parameters_differentiates_twice_as_plain_autograd():
+    w, b = _layer_values()
+    layer = _closure_layer(w, b)
+    for _ in range(3):  # the general code, then its plan
+        x = torch.rand(2, 4, dtype=D, requires_grad=True)
+        y = layer(x)
+        want = torch.nn.functional.linear(x, w, b)
+        torch.testing.assert_close(y, want)
+        got_grads = torch.autograd.grad((y * y).sum(), (x, w, b), create_graph=True)
+        want_grads = torch.autograd.grad((want * want).sum(), (x, w, b), create_graph=True)
+        torch.testing.assert_close(got_grads, want_grads)
+        got_second = torch.autograd.grad(sum(g.sin().sum() for g in got_grads), (x, w, b))
+        want_second = torch.autograd.grad(sum(g.sin().sum() for g in want_grads), (x, w, b))
+        torch.testing.assert_close(got_second, want_second)
+
+
+def test_a_layer_of_closure_parameters_saves_only_grad_fns_tensors():
+    """Recorded, `F.linear` would save x and w for its own backward as well."""
+    layer = _closure_layer(*_layer_values())
+    x = torch.rand(2, 4, dtype=D, requires_grad=True)
+    assert [_saved_while_called(layer, x) for _ in range(3)] == [2, 2, 2]
+
+
+def test_the_parameters_a_call_reads_are_its_variables_on_every_call():
+    """Unrecorded and watched: which of its cells' Parameters f reads differs per call."""
+    w, b = _layer_values()
+
+    @custom_gradient
+    def f(x, shifted):
+        def grad_fn(dy, variables=None):
+            return (dy @ w, None), ([dy.t() @ x, dy.sum(0)] if shifted else [dy.t() @ x])
+
+        y = x @ w.t()
+        return (y + b if shifted else y), grad_fn
+
+    for shifted in (1, 0, 1, 0, 1):
+        x = torch.rand(2, 4, dtype=D, requires_grad=True)
+        w.grad = b.grad = None
+        f(x, shifted).sum().backward()
+        torch.testing.assert_close(w.grad, torch.ones(2, 3, dtype=D).t() @ x)
+        assert (b.grad is not None) is bool(shifted)
+        assert _saved_while_called(f, x, shifted) == 2  # x and w
+
+
+def test_a_plain_tensor_that_requires_grad_in_a_cell_is_still_refused():
+    """Unrecorded, the outputs would not show that they depend on it: such a call records and
+    is refused (Note [lost gradients]), whether the cell held it from the start or since."""
+    w, b = _layer_values()
+    layer = _closure_layer(w, b)
+    x = torch.rand(2, 4, dtype=D, requires_grad=True)
+    layer(x), layer(x)  # planned
+    cell = layer.__wrapped__.__closure__[[c.cell_contents is b for c in layer.__wrapped__.__closure__].index(True)]  # fmt: skip
+    cell.cell_contents = b.detach().clone().requires_grad_()
+    for _ in range(2):
+        with pytest.raises(Exception, match="gradient"):
+            layer(x)
+
+
+def test_checkpointed_closure_parameter_calls_save_the_same_tensors_when_recomputed():
+    w, b = _layer_values()
+    layer = _closure_layer(w, b)
+    for _ in range(3):
+        x = torch.rand(2, 4, dtype=D, requires_grad=True)
+        w.grad = b.grad = None
+        checkpoint(layer, x, use_reentrant=False).sum().backward()
+        torch.testing.assert_close(w.grad, torch.ones(2, 3, dtype=D).t() @ x)
+        torch.testing.assert_close(b.grad, torch.full((3,), 2.0, dtype=D))

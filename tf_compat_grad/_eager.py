@@ -178,11 +178,15 @@ class EagerPath:
         if not wrapped and self._runs_unrecorded(bound, args, kwargs):  # Note [f unrecorded]
             set_grad_mode(False)
             try:
-                out = f(*args, **kwargs)
+                if self.reach.proof == "own":  # no gradient can be lost: nothing to settle
+                    result, grad_fn, variables = run_watched(
+                        f, bound, args, kwargs, flat_args, captures=False
+                    )
+                else:
+                    result, grad_fn = _run.split(f, f(*args, **kwargs))
+                    variables = _NO_VARIABLES
             finally:
                 set_grad_mode(True)
-            result, grad_fn = _run.split(f, out)
-            variables = _NO_VARIABLES
         else:
             result, grad_fn, variables = run_watched(
                 f, bound, args, kwargs, flat_args, self.reach, captured=self.captured
@@ -197,18 +201,19 @@ class EagerPath:
     def _runs_unrecorded(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether f runs with grad mode off (Note [f unrecorded] in `_unrecorded.py`): an
         unbound call of tensors (none left over from a `torch.func` transform: the caller
-        asks) and Python numbers, while the reach proof says f reads no
-        Parameter and can name no plain tensor that requires grad, and its code keeps nothing
-        it computes. The plans of kind "unrecorded" ask the same."""
-        reach = self.reach
-        return (
+        asks) and Python numbers, while the reach proof says f reads no Parameter, or only
+        those of its own cells, and can name no plain tensor that requires grad, and its code
+        keeps nothing it computes. The plans of kinds "unrecorded" and "unrecorded watched"
+        ask the same."""
+        if not (
             bound is UNBOUND
             and all(type(a) in _FLAT for a in args)
             and all(type(v) in KEYWORD_VALUES for v in kwargs.values())
-            and not reach.possible(kwargs.values())
-            and reach.unrecorded
-            and reach.calm()
-        )
+        ):
+            return False
+        reach = self.reach
+        reach.possible(kwargs.values())  # analyses f again if what it read has changed
+        return reach.unrecorded and reach.calm()
 
     def _learn(
         self,
@@ -244,12 +249,17 @@ class EagerPath:
         self._planned.add(learned.key)
         reach = self.reach
         watched = learned.watched or reach.possible(())
+        # Note [f unrecorded]: the same question as `_runs_unrecorded`'s.
+        unrecorded = (
+            not learned.shape.bound
+            and all(a in ("t", "n") for a in learned.shape.args)
+            and reach.unrecorded
+        )
         if watched:
-            kind, holds = "watched", reach.reads_own
-        else:  # Note [f unrecorded]: the same question as `_runs_unrecorded`'s
-            flat = all(a in ("t", "n") for a in learned.shape.args)
-            kind = "unrecorded" if flat and reach.unrecorded else "none"
-            holds = reach.reads_none
+            own = reach.proof == "own" and unrecorded
+            kind, holds = ("unrecorded watched" if own else "watched"), reach.reads_own
+        else:
+            kind, holds = ("unrecorded" if unrecorded else "none"), reach.reads_none
         made = learned.made.get(kind)
         if made is None:
             apply = _plan_node.make_node(self._f, learned.shape, watched)

@@ -27,7 +27,8 @@ Parameter watcher, pushed and popped without `TorchFunctionMode`'s Python frames
 it read, less those passed to it, being the call's variables (none: the node calls grad_fn
 without `variables=`, as the general code does). While the check of Note
 [Parameters of f's own] holds (never for a method: the instance can hold more), no gradient can
-be lost and the walk of Note [lost gradients] is skipped. Tensor-valued keyword arguments,
+be lost and the walk of Note [lost gradients] is skipped; a watched plan of kind "unrecorded
+watched" then also calls f with grad mode off, where grad_fn can read nothing f computes. Tensor-valued keyword arguments,
 anything the flattening of `tf.nest` treats as a container other than lists, tuples,
 namedtuples and dicts with string keys, and grad_fns that are not plain functions take the
 general code every time.
@@ -167,7 +168,10 @@ def _call_maker(
     fresh = [f"({r}.view_as({r}) if {r}.requires_grad else {r}.detach())" for r in outs]
     add(2, f"return {unflatten_source(shape.outputs, fresh, src)}")
 
-    watched = kind == "watched"
+    watched = kind in ("watched", "unrecorded watched")
+    # Whether f runs unrecorded: always, or while the watched f reads its own Parameters only
+    # (Note [f unrecorded] in `_unrecorded.py`).
+    unrecorded = {"unrecorded": "True", "unrecorded watched": "own"}.get(kind)
     rest = "out, bound, args, kwargs, watcher" if watched else "out, bound, args, kwargs, None"
     add(1, f"if any_autocast(){'' if watched else ' or not holds()'}:")
     add(2, f"return {back}")
@@ -180,12 +184,18 @@ def _call_maker(
         add(1, "push(watcher)")
         add(1, "if not own:")
         add(2, "open_cache()")
+        if unrecorded:
+            add(1, "else:")
+            add(2, "set_grad(False)")
         add(1, "try:")
         add(2, f"out = {f_call}")
         add(1, "finally:")
         add(2, "pop()")
         add(2, "if not own:  # else `places` stays None: nothing to settle")
         add(3, "watcher.places = close_cache()")
+        if unrecorded:
+            add(2, "else:")
+            add(3, "set_grad(True)")
     elif kind == "unrecorded":  # Note [f unrecorded] in `_unrecorded.py`
         add(1, "set_grad(False)")
         add(1, "try:")
@@ -282,11 +292,16 @@ def _call_maker(
         handoff += f", ({', '.join(saved)},)"
     into = f"{', '.join(inputs)}{more_inputs}"
     # Unrecorded, f's outputs have no history to cut.
-    detach = "" if kind == "unrecorded" else ".detach()"
-    if type(shape.outputs) is str:
-        add(1, f"return apply((result{detach}, {handoff}), {into})")
+    if unrecorded is None:
+        handed = [f"{r}.detach()" for r in outs]
+    elif unrecorded == "True":
+        handed = outs
     else:
-        detached = ", ".join(f"{r}{detach}" for r in outs)
+        handed = [f"({r} if {unrecorded} else {r}.detach())" for r in outs]
+    if type(shape.outputs) is str:
+        add(1, f"return apply(({handed[0]}, {handoff}), {into})")
+    else:
+        detached = ", ".join(handed)
         outputs = shape.outputs
         if outputs[0] == "seq" and outputs[1] is tuple and all(c == "t" for c in outputs[2]):
             add(1, f"return apply((({detached},), {handoff}), {into})")  # a tuple, as f's

@@ -146,7 +146,7 @@ class ParameterReach:
         self._unchanged, self.calm = checks
         self.reads_none = self.calm if answer == "none" else _never
         self.reads_own = self.calm if answer == "own" else _never
-        self.unrecorded = answer == "none" and unrecorded(self._f)
+        self.unrecorded = answer in ("none", "own") and unrecorded(self._f)
 
 
 def _never() -> bool:

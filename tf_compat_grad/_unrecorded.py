@@ -10,8 +10,11 @@ for an unbound call whose arguments are tensors and Python numbers, from f's cod
 globals (the same globals the reach proof reads, whose per-call check, `calm`, keeps the
 answer valid):
 
-- f is a plain function with no free variables, whose own default values are numbers or
-  strings, and which reads no Parameter (the reach proof's "none");
+- f is a plain function whose own default values are numbers or strings, whose closure cells
+  hold numbers, strings, tensors or Parameters (read only: f stores none of them, below), and
+  which reads no Parameter (the reach proof's "none") or only those its own cells and globals
+  hold ("own", Note [Parameters of f's own] in `_reach.py`: f then runs under the watcher, with
+  grad mode off, and the Parameters it read are the call's variables as always);
 - f's globals hold modules of torch or math only, and the builtins it names make numbers or
   plain containers (`len`, `range`, `tuple`, `isinstance`, ...; not `map` or `setattr`);
 - f's code, and the code nested in it, store local variables only: no global, attribute, item
@@ -24,7 +27,8 @@ answer valid):
   of a tensor is read without being called (`return y, e.mul` would carry e away).
 
 So every tensor f computes is local to the call but for its outputs, which the node's history
-replaces anyway; grad_fn, whatever f returns, can hold only arguments and constants. An opcode
+replaces anyway; grad_fn, whatever f returns, can hold only arguments, constants and what
+f's cells hold, none of it computed by f. An opcode
 this module does not list (a new Python release) answers "recorded", as anything in doubt
 does: recording is always right, only slower.
 """
@@ -39,7 +43,7 @@ from typing import Any
 import torch
 
 from ._closure import PLAIN_TYPES
-from ._reach_check import MISSING
+from ._reach_check import MISSING, contents
 
 _MODULES = frozenset({"torch", "math"})
 _BUILTINS = frozenset(
@@ -93,13 +97,18 @@ _MAKING = frozenset(
      "SET_FUNCTION_ATTRIBUTE"}
 )  # fmt: skip
 _FUNCTION_MAKERS = frozenset({"MAKE_FUNCTION", "SET_FUNCTION_ATTRIBUTE"})
+# What a closure cell of f may hold: what grad_fn may read of it is then nothing f computed.
+_CELL_TYPES = PLAIN_TYPES | {torch.Tensor, torch.nn.Parameter}
 
 
 def unrecorded(f: Any) -> bool:
     """Whether f's ops need no recording (Note [f unrecorded]), its reach proof having
-    answered "none"."""
-    if type(f) is not types.FunctionType or f.__code__.co_freevars:
+    answered "none" or "own"."""
+    if type(f) is not types.FunctionType:
         return False
+    for cell in f.__closure__ or ():
+        if type(contents(cell)) not in _CELL_TYPES:
+            return False
     defaults = (*(f.__defaults__ or ()), *(f.__kwdefaults__ or {}).values())
     if not all(type(value) in PLAIN_TYPES for value in defaults):
         return False

@@ -181,12 +181,12 @@ def _call_maker(
     if watched:
         add(1, "watcher = Watcher()")
         add(1, "own = False" if shape.bound else "own = holds()  # Note [Parameters of f's own]")
+        if unrecorded:  # before the watcher: it would see the call
+            add(1, "if own:")
+            add(2, "set_grad(False)")
         add(1, "push(watcher)")
         add(1, "if not own:")
         add(2, "open_cache()")
-        if unrecorded:
-            add(1, "else:")
-            add(2, "set_grad(False)")
         add(1, "try:")
         add(2, f"out = {f_call}")
         add(1, "finally:")

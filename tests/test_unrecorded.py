@@ -434,3 +434,50 @@ def test_checkpointed_closure_parameter_calls_save_the_same_tensors_when_recompu
         checkpoint(layer, x, use_reentrant=False).sum().backward()
         torch.testing.assert_close(w.grad, torch.ones(2, 3, dtype=D).t() @ x)
         torch.testing.assert_close(b.grad, torch.full((3,), 2.0, dtype=D))
+
+
+# Generated closures: f multiplies x by what its cells hold (two Parameters, a number, a plain
+# tensor) in a drawn order, reading some of them twice and some not at all; its grad_fn is the
+# true derivative, with the Parameters as `variables` in the order f first read them. Whether
+# f runs recorded or not, every derivative must be plain autograd's.
+CELL_TERMS = ("w1", "w2", "c", "t")
+
+
+@pytest.mark.slow
+@given(st.lists(st.sampled_from(CELL_TERMS), min_size=1, max_size=4))
+@derandomized(40)
+def test_generated_closures_over_parameters_differentiate_as_plain_autograd(terms):
+    g = torch.Generator().manual_seed(len(terms))
+    w1, w2 = (torch.nn.Parameter(torch.rand(3, generator=g, dtype=D) + 0.5) for _ in range(2))
+    c, t = 1.5, torch.rand(3, generator=g, dtype=D)
+    read = list(dict.fromkeys(n for n in terms if n in ("w1", "w2")))
+    scale = " + ".join(terms)
+    source = f"""
+        def make(w1, w2, c, t):
+            def f(x):
+                def grad(dy, variables=None):
+                    return dy * ({scale}), [{", ".join(f"(dy * x) * {terms.count(n)}" for n in read)}]
+                return x * ({scale}), grad
+            return f
+        """
+    scope = {"torch": torch}
+    exec(textwrap.dedent(source), scope)
+    decorated = custom_gradient(scope["make"](w1, w2, c, t))
+    for _ in range(2):  # the general code, then its plan
+        x = torch.rand(3, generator=g, dtype=D, requires_grad=True)
+        leaves = (x, w1, w2)
+        got = (decorated(x) ** 2).sum()
+        want = ((x * eval(scale, {}, {"w1": w1, "w2": w2, "c": c, "t": t})) ** 2).sum()
+        torch.testing.assert_close(got, want)
+        got_grads = torch.autograd.grad(got, leaves, create_graph=True, allow_unused=True)
+        want_grads = torch.autograd.grad(want, leaves, create_graph=True, allow_unused=True)
+        for a, b in zip(got_grads, want_grads, strict=True):
+            torch.testing.assert_close(a, b, msg=source)
+        used = [(a, b) for a, b in zip(got_grads, want_grads, strict=True) if b is not None]
+        got_second = torch.autograd.grad(sum(a.sin().sum() for a, _ in used), leaves, allow_unused=True)  # fmt: skip
+        want_second = torch.autograd.grad(sum(b.sin().sum() for _, b in used), leaves, allow_unused=True)  # fmt: skip
+        for a, b in zip(got_second, want_second, strict=True):
+            if b is None:
+                assert a is None or not a.any(), source
+            else:
+                torch.testing.assert_close(a, b, msg=source)

@@ -245,7 +245,7 @@ def explained_guards(fn, *args) -> int:
 # against 25 (it was 107, then 90, then 70, against 22-23); torch 2.15, 65 against 26; give or
 # take one or two with what ran before in the process. f runs without the watcher here (Note
 # [compile unwatched]); what is left is listed in Note [compile guards].
-EXTRA_GUARDS = 42
+EXTRA_GUARDS = 38
 
 
 @pytest.mark.traced_compile

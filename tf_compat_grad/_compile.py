@@ -105,14 +105,15 @@ from ._compile_exits import outside
 from ._compile_node import (
     CompileNode,
     InsideNode,
-    callable_class,
+    callable_pair,
     handed_outputs,
     pair_class,
     rebuilt,
+    refuse_split,
     upstreams_checked,
 )
 from ._export import exported
-from ._run import UNBOUND, call_f, split
+from ._run import UNBOUND, call_f
 from ._structure import leaves
 from ._torch_internals import (
     DYNAMO_TRACES_WATCHER,
@@ -176,12 +177,9 @@ def call_compiled(
         set_grad_mode(prior)
     # `watched_result` without its settling (the compile watcher settles nothing).
     # `split`, its checks read from classes where f returned a pair (Note [compile guards]).
-    if pair_class(out.__class__) and len(out) == 2:
-        result, grad_fn = out
-        if not callable_class(type(grad_fn)):
-            split(f, out)  # raises
-    else:
-        split(f, out)  # raises
+    if not (pair_class(out.__class__) and callable_pair([type(o) for o in out])):
+        refuse_split(f, out, described)
+    result, grad_fn = out
     if watcher is None:
         unwatched(None, None)  # type: ignore[misc]  # not None: f ran unwatched
         variables: list[torch.nn.Parameter] = []
@@ -233,7 +231,7 @@ def compiling_call(
                 args[i].is_nested for i in positions
             ):
                 try:  # so that Dynamo runs this frame as Python where `forward` breaks
-                    *outputs, rebuild = InsideNode.apply(constants, f, *args)  # type: ignore[no-untyped-call]
+                    *outputs, rebuild = InsideNode.apply(constants, f, kwargs, *args)  # type: ignore[no-untyped-call]
                 finally:
                     question(None, None)  # f's trace came back
                 return outputs[0] if rebuild == "one" else rebuilt(rebuild, outputs)
@@ -276,7 +274,7 @@ def _route_question(reach: ParameterReach, described: str) -> Question:
         if not pending:
             return "watched", None
         layout = _plain_layout(False, kinds)
-        if layout is None or keyword_classes or not dynamo_tracing() or is_exporting():
+        if layout is None or not dynamo_tracing() or is_exporting():
             return "unwatched", None
         return "inside", (*layout, described)
 

@@ -38,7 +38,7 @@ alias are copied. A tree of outputs in plain lists, tuples and dicts is numbered
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
@@ -77,10 +77,10 @@ def handed_outputs(
         numbered = _numbered(result, found, odd)
         if odd:  # its spec traced, as `flatten` makes it
             flat, spec = flatten(result)
-            rebuild = (spec, None)
+            rebuild = ("spec", spec)
         else:
-            rebuild, order = _tree_number(numbered)
-            flat = [found[i] for i in order]
+            number, order = _tree_number(numbered)
+            rebuild, flat = ("numbered", number), [found[i] for i in order]
         if not _all_tensor_classes([o.__class__ for o in flat]):
             spec = flatten(numbered if not odd else result)[1]  # for `as_output`'s messages
             flat = [as_output(f, o, i, spec) for i, o in enumerate(flat)]
@@ -103,8 +103,10 @@ def rebuilt(rebuild: Any, outputs: Sequence[torch.Tensor]) -> Any:
         return outputs[0]
     if rebuild == "tuple":
         return tuple(outputs)
-    spec, template = rebuild if rebuild.__class__ is tuple else _numbered_plan(rebuild)
-    return unflatten(spec, outputs) if template is None else _placed(template, outputs)
+    how, plan = rebuild  # (Dynamo 2.15 cannot read the class of a number made while tracing)
+    if how == "numbered":
+        return _placed(_numbered_plan(plan), outputs)
+    return unflatten(plan, outputs)  # a spec traced by `flatten`
 
 
 def _numbered(tree: Any, leaves: list[Any], odd: list[Any]) -> Any:
@@ -126,11 +128,11 @@ def _numbered(tree: Any, leaves: list[Any], odd: list[Any]) -> Any:
 
 @run_while_tracing
 def _tree_number(numbered: Any) -> tuple[int, tuple[int, ...]]:
-    """For a tree numbered by `_numbered`: the number of its plan (`_numbered_plan`: its spec,
-    and how `_placed` rebuilds it from the flattened leaves, as `unflatten` would) and the
-    order of its leaves in `flatten`'s order."""
+    """For a tree numbered by `_numbered`: the number of its plan (`_numbered_plan`: how
+    `_placed` rebuilds it from the flattened leaves, as `unflatten` would) and the order of its
+    leaves in `flatten`'s order."""
     order, spec = flatten(numbered)
-    return _plan_number((spec, _template(unflatten(spec, range(len(order)))))), tuple(order)
+    return _plan_number(_template(unflatten(spec, range(len(order))))), tuple(order)
 
 
 def _template(tree: Any) -> Any:
@@ -154,15 +156,13 @@ def _placed(template: Any, values: Sequence[Any]) -> Any:
     return items if tag == "list" else tuple(items)
 
 
-# How trees of outputs are rebuilt, numbered in the order `InsideNode` first met each.
+# How trees of outputs are rebuilt, one per trace of a call that returned a tree (a few hundred
+# bytes each; not shared between traces: `==` would take a key `True` for a key `1`).
 _PLANS: list[Any] = []
 
 
 @run_while_tracing
 def _plan_number(plan: Any) -> int:
-    for number, known in enumerate(_PLANS):
-        if known == plan:
-            return number
     _PLANS.append(plan)
     return len(_PLANS) - 1
 
@@ -212,10 +212,17 @@ def callable_pair(kinds: list[type]) -> bool:
     return len(kinds) == 2 and callable_class(kinds[1])
 
 
+def refuse_split(f: Callable[..., Any], out: Any, described: str) -> NoReturn:
+    """Refuse a compiled call whose f returned no `(outputs, grad_fn)`: a graph break (under
+    `fullgraph=True`, the error, naming f), then `split`'s own error, raised outside Dynamo
+    (traced, it misread f's name)."""
+    graph_break(_split_reason(described))
+    outside(split, f, out)
+    raise AssertionError("unreachable: `split` refuses what `pair_class` refused")
+
+
 @run_while_tracing
 def _split_reason(described: str) -> str:
-    """Why a call whose f returned no `(outputs, grad_fn)` leaves the traced node (Note [f
-    inside the compile node]); eager's error follows where the graph breaks."""
     return (
         f"{PREFIX}{described} must return a pair (outputs, grad_fn) whose second item is "
         "callable, but it returned something else (without torch.compile, the error says "
@@ -285,13 +292,13 @@ class InsideNode(torch.autograd.Function):
         ctx: Any,
         constants: tuple[Any, ...],
         f: Callable[..., Any],
+        kwargs: dict[str, Any],
         *args: Any,
     ) -> tuple[Any, ...]:
         bound, spec, n_args, positions, described = constants
-        out = f(*args)
+        out = f(*args, **kwargs)
         if not (pair_class(out.__class__) and callable_pair([type(o) for o in out])):
-            graph_break(_split_reason(described))
-            split(f, out)  # raises: eager's error, where Dynamo resumed after the break
+            refuse_split(f, out, described)
         result, grad_fn = out
         inputs = [args[i] for i in positions]
         outputs, rebuild, _ = handed_outputs(f, result, inputs)
@@ -306,13 +313,13 @@ class InsideNode(torch.autograd.Function):
     def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
         layout = ctx.record.layout
         needs = ctx.needs_input_grad
-        grads = _gradients(ctx, upstream[:-1], [needs[2 + i] for i in layout.positions])
+        grads = _gradients(ctx, upstream[:-1], [needs[3 + i] for i in layout.positions])
         if len(grads) == layout.n_args:
-            return (None, None, *grads)
+            return (None, None, None, *grads)
         placed: list[torch.Tensor | None] = [None] * layout.n_args
         for i, grad in zip(layout.positions, grads, strict=True):
             placed[i] = grad
-        return (None, None, *placed)
+        return (None, None, None, *placed)
 
 
 def _gradients(ctx: Any, upstream: Sequence[Any], needs: Sequence[bool]) -> list[Any]:

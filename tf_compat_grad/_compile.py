@@ -45,8 +45,8 @@ the defaults a call leaves out; one object reached under two names costs a secon
 compares them. So the traced path reads names, never modules (`_structure.leaves`, not
 `_structure` then `leaves`); what depends on classes and constants alone is computed by a
 function that Dynamo runs as Python while tracing, its result a constant of the frame behind
-one guard (`run_while_tracing`: the route question, `_plain_layout`, `_result_kind`,
-`_leaf_classes`, `_tree_plan`, `_function_kind`, `_autocast_now`, the watcher's
+one guard (`run_while_tracing`: the route question, `_plain_layout`, `split_kind`,
+`_leaf_classes`, `_tree_number`, `_function_kind`, `autocast_now`, the watcher's
 `_is_metadata`); a tree of outputs is numbered while traced (`_numbered`), and its spec and
 rebuilding are such constants (`_tree_plan`, `_placed`); the compile watcher keeps
 the Parameters f reads by identity and never reads their type; grad mode is set directly, not
@@ -99,17 +99,17 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from . import _run, _structure
+from . import _autocast, _run, _structure
 from ._captures import CapturedRule, lost_under_compile_reason, settle
 from ._compile_exits import outside
 from ._compile_node import (
     CompileNode,
     InsideNode,
-    callable_pair,
     handed_outputs,
     pair_class,
     rebuilt,
     refuse_split,
+    split_kind,
     upstreams_checked,
 )
 from ._export import exported
@@ -177,7 +177,8 @@ def call_compiled(
         set_grad_mode(prior)
     # `watched_result` without its settling (the compile watcher settles nothing).
     # `split`, its checks read from classes where f returned a pair (Note [compile guards]).
-    if not (pair_class(out.__class__) and callable_pair([type(o) for o in out])):
+    kind = pair_class(out.__class__) and split_kind([type(o) for o in out])
+    if not kind:
         refuse_split(f, out, described)
     result, grad_fn = out
     if watcher is None:
@@ -187,7 +188,7 @@ def call_compiled(
         variables = watcher.unpassed()
         check_accepts(f, bound, grad_fn, variables)  # at call time, as TensorFlow (item 33)
     sources = [*inputs, *variables]
-    outputs, rebuild, exporting = handed_outputs(f, result, sources)
+    outputs, rebuild, exporting = handed_outputs(f, result, sources, kind)
     if exporting:  # Note [export] in `_export.py`
         outputs = exported(described, outputs, sources)
     else:
@@ -224,7 +225,7 @@ def compiling_call(
     question = _route_question(reach, described)
 
     def compiling(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        route, constants = question([type(a) for a in args], [type(v) for v in kwargs.values()])
+        route, constants = question([a.__class__ for a in args], [type(v) for v in kwargs.values()])
         if route == "inside":  # Note [f inside the compile node] in `_compile_node.py`
             positions = constants[3]
             if any(args[i].requires_grad for i in positions) and not any(
@@ -276,7 +277,7 @@ def _route_question(reach: ParameterReach, described: str) -> Question:
         layout = _plain_layout(False, kinds)
         if layout is None or not dynamo_tracing() or is_exporting():
             return "unwatched", None
-        return "inside", (*layout, described)
+        return "inside", (*layout, described, _autocast.current())
 
     return run_while_tracing(question)
 

@@ -57,15 +57,15 @@ _Constants = tuple[bool, _structure.Spec, int, Sequence[int], list[torch.nn.Para
 
 
 def handed_outputs(
-    f: Callable[..., Any], result: Any, sources: Sequence[torch.Tensor]
+    f: Callable[..., Any], result: Any, sources: Sequence[torch.Tensor], kind: tuple[str, bool]
 ) -> tuple[list[torch.Tensor], Any, bool]:
     """f's result flattened as a node takes it, how `rebuilt` rebuilds it, and whether
     `torch.export` traces the call (Note [export] in `_export.py`); `sources`: the call's
-    tensor inputs and variables. Each output as it is where f made it (under `no_grad`),
+    tensor inputs and variables; `kind`: what `split_kind` answered. Each output as it is where f made it (under `no_grad`),
     detached where it requires grad, and copied where it aliases one of `sources` or an earlier
     output (Note [compile outputs])."""
     rebuild: Any
-    rebuild, exporting = _result_kind(result.__class__)
+    rebuild, exporting = kind
     if rebuild == "one":
         flat = [result]
     elif rebuild == "tuple" and _all_tensor_classes([o.__class__ for o in result]):
@@ -176,14 +176,6 @@ def _numbered_plan(number: int) -> Any:
 
 
 @run_while_tracing
-def _result_kind(kind: type) -> tuple[str, bool]:
-    """How f's outputs of this type are rebuilt ("one" tensor, a "tuple", or "tree": by their
-    spec), and whether `torch.export` traces the call (Note [export] in `_export.py`)."""
-    how = "one" if kind is torch.Tensor else "tuple" if kind is tuple else "tree"
-    return how, is_exporting()
-
-
-@run_while_tracing
 def _all_tensor_classes(kinds: list[type]) -> bool:
     return all(kind is torch.Tensor for kind in kinds)
 
@@ -207,9 +199,15 @@ def callable_class(kind: type) -> bool:
 
 
 @run_while_tracing
-def callable_pair(kinds: list[type]) -> bool:
-    """Whether `split` accepts a tuple or list whose items are of these classes."""
-    return len(kinds) == 2 and callable_class(kinds[1])
+def split_kind(kinds: list[type]) -> tuple[str, bool] | None:
+    """For a tuple or list whose items are of these classes: None where `split` refuses it,
+    else how outputs of the first item's class are rebuilt ("one" tensor, a "tuple", or "tree":
+    by their spec) and whether `torch.export` traces the call (Note [export] in `_export.py`)."""
+    if len(kinds) != 2 or not callable_class(kinds[1]):
+        return None
+    kind = kinds[0]
+    how = "one" if kind is torch.Tensor else "tuple" if kind is tuple else "tree"
+    return how, is_exporting()
 
 
 def refuse_split(f: Callable[..., Any], out: Any, described: str) -> NoReturn:
@@ -283,9 +281,9 @@ class CompileNode(torch.autograd.Function):
 
 class InsideNode(torch.autograd.Function):
     """The node of a call whose f runs inside it (Note [f inside the compile node]): `apply`
-    takes `(bound, spec, number of arguments, tensor positions, f described)`, f, its keyword
-    arguments and its positional ones, and returns f's flattened outputs, then how `rebuilt`
-    rebuilds them."""
+    takes `(bound, spec, number of arguments, tensor positions, f described, autocast state)`,
+    f, its keyword arguments and its positional ones, and returns f's flattened outputs, then
+    how `rebuilt` rebuilds them."""
 
     @staticmethod
     def forward(
@@ -295,18 +293,19 @@ class InsideNode(torch.autograd.Function):
         kwargs: dict[str, Any],
         *args: Any,
     ) -> tuple[Any, ...]:
-        bound, spec, n_args, positions, described = constants
+        bound, spec, n_args, positions, described, autocast = constants
         out = f(*args, **kwargs)
-        if not (pair_class(out.__class__) and callable_pair([type(o) for o in out])):
+        kind = pair_class(out.__class__) and split_kind([type(o) for o in out])
+        if not kind:
             refuse_split(f, out, described)
         result, grad_fn = out
         inputs = [args[i] for i in positions]
-        outputs, rebuild, _ = handed_outputs(f, result, inputs)
+        outputs, rebuild, _ = handed_outputs(f, result, inputs, kind)
         if len(outputs) > 1:
             upstreams_checked(f, grad_fn, len(outputs), [], described)
         ctx.grad_fn = grad_fn
         layout = Layout(f, bound, spec, n_args, positions)
-        ctx.record = Record(layout, [input_meta(t) for t in inputs], [], autocast_now())
+        ctx.record = Record(layout, [input_meta(t) for t in inputs], [], autocast)
         return (*outputs, rebuild)
 
     @staticmethod

@@ -47,31 +47,33 @@ compares them. So the traced path reads names, never modules (`_structure.leaves
 function that Dynamo runs as Python while tracing, its result a constant of the frame behind
 one guard (`run_while_tracing`: the route question, `_plain_layout`, `split_kind`,
 `_leaf_classes`, `_tree_number`, `_function_kind`, `autocast_now`, the watcher's
-`_is_metadata`); a tree of outputs is numbered while traced (`_numbered`), and its spec and
-rebuilding are such constants (`_tree_plan`, `_placed`); the compile watcher keeps
-the Parameters f reads by identity and never reads their type; grad mode is set directly, not
-through `torch.no_grad`; a decorated function reaches `call_compiled` through one closure
-made per decoration (`compiling_call`); one node class, `_CompileNode`, serves every
-decorated function, taking f and grad_fn as arguments of `apply`; f runs without the watcher
-where the reach proof allows (Note [compile unwatched]), which also spares the
-`set_torch_function_mode_stack` call Dynamo emits after a frame that entered a mode; a pair
-returned by f is split with its checks read from classes (`pair_class`, `callable_class`),
-and `check_accepts` is called only where f read Parameters. Where f runs inside the node (Note [f inside the compile node] in
-`_compile_node.py`), the question decides the route with the layout (so no `_traced_here`,
-`call_compiled` or `UNBOUND`), and grad mode, the outputs' detach and `setup_context` go: left
-for log1pexp on torch 2.13 are 56 guards against the Function's 22 (60 before): the way in
-(the function, its wrapper's type, `__call__` and instance dict, `_is_compiling`, the closure
-per decoration, the question, f), the split (4), the hand-over (4), the record built in
-`forward` (5) and its check in backward (9: `Tensor` is read there under two more names, each a
-guard comparing it with `torch.Tensor`, run in Python). A method, or f that reads Parameters,
-adds the watcher's (about 12). benchmarks/README.md ("Compile guards and decorating in forward") has the counts per case and
-what they cost.
+`_is_metadata`); a tree of outputs is numbered while traced (`_numbered`), and its
+rebuilding is such a constant (`_tree_number`, `_placed`); the compile watcher keeps the
+Parameters f reads by identity and never reads their type; the arguments' classes are read with
+`__class__` (`type()` costs a class guard per tensor and Parameter); grad mode is set directly,
+not through `torch.no_grad`; a decorated function reaches its route through one closure made
+per decoration (`compiling_call`), whose question decides the route and returns the node's
+constants with it; two node classes (`_compile_node.py`) serve every decorated function,
+taking f (and grad_fn) as arguments of `apply`; f runs without the watcher where the reach
+proof allows (Note [compile unwatched]), which also spares the `set_torch_function_mode_stack`
+call Dynamo emits after a frame that entered a mode, and then inside the node (Note [f inside
+the compile node]), sparing grad mode, the outputs' `detach` and `setup_context`; a pair
+returned by f is split with its checks read from classes (`pair_class`, `split_kind`), and
+`check_accepts` is called only where f read Parameters. What is left (log1pexp, torch 2.13: 52
+guards against the Function's 22; 54 against 23 on torch 2.15) is the way in (12 against the
+Function's class: the function, its wrapper's type, `__call__` and instance dict,
+`_is_compiling` and its module, the wrapper's `_compiling`, the question, f, the argument's
+type, `_compile` and the node), the split and the hand-over (7), the record built in `forward`
+(6) and its check in backward (6: `Tensor` is read there under a second name, a guard comparing
+it with `torch.Tensor`, run in Python). A method, or f that reads Parameters, takes the route
+of Note [compile] and adds the watcher's (about 12). benchmarks/README.md ("Compile guards and
+decorating in forward") has the counts per case and what they cost.
 
 # Note [decorating while compiling]
 TensorFlow code often defines `@tf.custom_gradient` inside `call`, a new decoration per call,
 and `port` translates it as it is. Making a `CustomGradient` makes classes, which Dynamo cannot
 trace. While Dynamo traces, `custom_gradient(f)` of a plain function returns a nested function
-that calls f through `_CompileNode` instead, as a decorated call does (`decorated_while_tracing`):
+that calls f through `CompileNode` instead, as a decorated call does (`decorated_while_tracing`):
 Dynamo traces it like any closure, in one graph and without a recompile per decoration. Kept
 and called later outside Dynamo, or under a `torch.func` transform, it decorates f then and
 calls that, so that such a call takes the path a decorated call would. Where

@@ -3,24 +3,29 @@ go into them and come out.
 
 # Note [f inside the compile node]
 Where a call runs f without the watcher (Note [compile unwatched] in `_compile.py`), its
-positional arguments are tensors and Python numbers or strings, it has no keyword arguments
-(with them, Dynamo 2.13 failed to read the class of a grad_fn closing over one inside the
-traced `forward`), and one of its tensors requires grad, f
-runs inside the node's `forward` (`InsideNode`), as a hand-written `autograd.Function` runs its
-own code: the graphs Dynamo and AOT autograd make of the call are the Function's (no `detach`
-per output), and none of the work around f that Dynamo would guard is traced outside the node.
+positional arguments are tensors and Python numbers or strings, and one of its tensors requires
+grad, f runs inside the node's `forward` (`InsideNode`), as a hand-written `autograd.Function`
+runs its own code: the graphs AOT autograd makes of the call are the Function's (no `detach` per
+output), and none of the work around f that Dynamo would guard is traced outside the node.
 `forward` splits f's result, checks that grad_fn can take the upstreams, hands the outputs over
 flattened (Note [compile outputs]), notes the record that backward checks grad_fn's gradients
 against, and returns, after the outputs, how they are rebuilt: a constant, which Dynamo hands
 back from `apply` as it is (it gets no gradient), so that the caller rebuilds f's tree of
-outputs, known only inside the traced `forward`. A refusal found there is a graph break
-(`graph_break`), since Dynamo cannot raise it from the traced `forward`; `call_compiled` calls
-`apply` inside a `try` block, so that Dynamo, meeting the break, gives up on `call_compiled`'s
-frame and runs it as Python, where `is_compiling()` is false and the call takes the route of
-Note [compile] (f before the node), whose checks raise eager's error. Under `fullgraph=True` the
-break is the error, naming f. So does a graph break in f itself: f then runs in a frame of its
-own, before the node, and since the trace of f never came back the question of Note [compile
-unwatched] stays pending and the call is watched.
+outputs, known only inside the traced `forward`. Dynamo cannot read a class in a constant that
+a function run while tracing made (`dict` in a spec, `int` of a number), so a plain tree's plan
+is a class-free template kept by number (`_plan_number`), and a tree with a namedtuple or a
+dict subclass hands back its spec as `flatten` traced it. grad_fn's class is read with `type()`:
+`__class__` of a closure over a keyword value failed inside the traced `forward` (torch 2.13).
+
+A refusal found in `forward` is a graph break (`refuse_split`, `upstreams_checked`), since
+Dynamo cannot raise it from the traced `forward` with eager's message: `compiling_call`'s
+closure calls `apply` inside a `try` block, so that Dynamo, meeting the break, gives up on that
+frame and runs it as Python, where the question (not tracing) never answers "inside" and the
+call takes the route of Note [compile] (f before the node), whose checks raise eager's error
+(`split`'s outside Dynamo, which misread f's name). Under `fullgraph=True` the break is the
+error, naming f. So does a graph break in f itself: f then runs in a frame of its own, before
+the node, and since the trace of f never came back the question stays pending and the call is
+watched from then on.
 
 # Note [compile outputs]
 f's outputs go into the node as inputs of `apply`, and its forward hands them over detached:
@@ -32,7 +37,7 @@ is copied (`handed_outputs`), as in eager mode: Dynamo refuses a tensor passed t
 and before, an edit in place of `return x, grad_fn`'s output changed x. Inside the node (Note
 [f inside the compile node]) the outputs are f's own, made under `no_grad`, and only those that
 alias are copied. A tree of outputs in plain lists, tuples and dicts is numbered while traced
-(`_numbered`), its spec and rebuilding trace-time constants (`_tree_plan`, `rebuilt`).
+(`_numbered`), its rebuilding a trace-time constant (`_tree_number`, `rebuilt`).
 """
 
 from __future__ import annotations

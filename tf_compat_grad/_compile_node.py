@@ -42,6 +42,7 @@ alias are copied. A tree of outputs in plain lists, tuples and dicts is numbered
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -163,13 +164,15 @@ def _placed(template: Any, values: Sequence[Any]) -> Any:
 
 # How trees of outputs are rebuilt, one per trace of a call that returned a tree (a few hundred
 # bytes each; not shared between traces: `==` would take a key `True` for a key `1`).
-_PLANS: list[Any] = []
+_PLANS: dict[int, Any] = {}
+_NEXT_PLAN = itertools.count()  # (`next` of it is atomic: traces in two threads get two)
 
 
 @run_while_tracing
 def _plan_number(plan: Any) -> int:
-    _PLANS.append(plan)
-    return len(_PLANS) - 1
+    number = next(_NEXT_PLAN)
+    _PLANS[number] = plan
+    return number
 
 
 @run_while_tracing

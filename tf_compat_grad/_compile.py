@@ -18,15 +18,16 @@ Where `ParameterReach` proves that f reads no Parameter, f runs without the watc
 A call of a decorated plain function runs f without the watcher when, as Dynamo traces it,
 the reach proof (Note [watching only when needed] in `_reach.py`) answers that f reads no
 Parameter and can name no plain tensor that requires grad, and its keyword values are Python
-numbers or strings (`_unwatched_question`, run as Python while tracing: a constant of the
-graph). Sound where f is traced into the deciding graph: Dynamo guards every name, closure
+numbers or strings (the route question, `_route_question`, run as Python while tracing: a
+constant of the graph). Sound where f is traced into the deciding graph: Dynamo guards every name, closure
 cell, attribute and tensor (with its `requires_grad`) f's trace read, so the graph runs only
 while f would read the same objects, none a Parameter; when one is rebound, the frame is traced
 again and the proof asked again. Not sound where the decision is a constant of a compiled frame
 and f runs in a frame of its own (after a graph break in f): nothing in the deciding frame
 guards what f reads. On torch 2.13 to 2.15 that never happens: f is called inside a `try`
-block, so Dynamo, meeting a graph break in f, gives up on the frames down to `call_compiled`
-and runs that one as Python (its frames then compiled one by one), where the question is
+block (in `call_compiled`, or in the node's `apply` inside one: Note [f inside the compile
+node] in `_compile_node.py`), so Dynamo, meeting a graph break in f, gives up on the frames
+down to that one and runs it as Python (its frames then compiled one by one), where the question is
 decided anew on every call, the proof checking that what it read still holds. Should a later
 Dynamo resume there, the decision stays sound: the question marks the decoration `pending`
 until f's trace comes back (asked with None), so a trace of f that broke the graph leaves the

@@ -847,3 +847,27 @@ def test_grad_fn_that_takes_the_upstreams_is_not_refused_under_compile(dynamo, g
     x2 = leaf(3)
     (true,) = torch.autograd.grad((2 * x2).sum() + (3 * x2).sum(), x2)
     torch.testing.assert_close(custom, true)
+
+
+COMPILED_NON_PAIRS = [case for case in NON_PAIRS if case[0] in (returns_none, returns_dict)]
+
+
+@pytest.mark.traced_compile
+@pytest.mark.parametrize(
+    ("f", "kind", "message"), COMPILED_NON_PAIRS, ids=[c[0].__name__ for c in COMPILED_NON_PAIRS]
+)
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_f_not_returning_a_pair_under_compile(dynamo, f, kind, message, fullgraph):
+    """Compiled, f runs inside the compile node's traced forward (Note [f inside the compile
+    node] in `_compile_node.py`): the refusal found there leaves the graph, and the call
+    raises eager's error; under fullgraph=True, Dynamo's error names f. A new decoration each
+    time: one whose trace failed is watched from then on (Note [compile unwatched])."""
+    compiled = torch.compile(custom_gradient(f), backend="eager", fullgraph=fullgraph)
+    if fullgraph:
+        traced = rf"`{f.__name__}` \(test_bad_inputs.py:\d+\) must return a pair"
+        with pytest.raises(Exception, match=traced):
+            compiled(leaf(2))
+    else:
+        with pytest.raises(kind) as excinfo:
+            compiled(leaf(2))
+        assert_clear(excinfo, kind, f.__name__, message)

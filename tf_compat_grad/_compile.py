@@ -18,15 +18,16 @@ Where `ParameterReach` proves that f reads no Parameter, f runs without the watc
 A call of a decorated plain function runs f without the watcher when, as Dynamo traces it,
 the reach proof (Note [watching only when needed] in `_reach.py`) answers that f reads no
 Parameter and can name no plain tensor that requires grad, and its keyword values are Python
-numbers or strings (`_unwatched_question`, run as Python while tracing: a constant of the
-graph). Sound where f is traced into the deciding graph: Dynamo guards every name, closure
+numbers or strings (the route question, `_route_question`, run as Python while tracing: a
+constant of the graph). Sound where f is traced into the deciding graph: Dynamo guards every name, closure
 cell, attribute and tensor (with its `requires_grad`) f's trace read, so the graph runs only
 while f would read the same objects, none a Parameter; when one is rebound, the frame is traced
 again and the proof asked again. Not sound where the decision is a constant of a compiled frame
 and f runs in a frame of its own (after a graph break in f): nothing in the deciding frame
 guards what f reads. On torch 2.13 to 2.15 that never happens: f is called inside a `try`
-block, so Dynamo, meeting a graph break in f, gives up on the frames down to `call_compiled`
-and runs that one as Python (its frames then compiled one by one), where the question is
+block (in `call_compiled`, or in the node's `apply` inside one: Note [f inside the compile
+node] in `_compile_node.py`), so Dynamo, meeting a graph break in f, gives up on the frames
+down to that one and runs it as Python (its frames then compiled one by one), where the question is
 decided anew on every call, the proof checking that what it read still holds. Should a later
 Dynamo resume there, the decision stays sound: the question marks the decoration `pending`
 until f's trace comes back (asked with None), so a trace of f that broke the graph leaves the
@@ -35,15 +36,6 @@ mark and every later decision is to watch, as is every decision while Dynamo's
 traces (Note [decorating while compiling]) are watched. `tests/test_compose.py` rebinds a
 global, a closure cell and a module attribute to a Parameter between compiled calls, with and
 without a graph break in f.
-
-# Note [compile outputs]
-f's outputs go into the node as inputs of `apply`, and its forward hands them over detached:
-an input an `autograd.Function` returns as it is becomes a view of it (Dynamo adds `view_as`),
-which may not be edited in place. One `detach` is the whole cost in the graph over a
-hand-written Function: an output f made under `no_grad` is passed as it is (detaching it first
-was a second op per output). An output that is an input, a view of one, or an earlier output
-is copied (`_handed_over`), as in eager mode: Dynamo refuses a tensor passed twice to `apply`,
-and before, an edit in place of `return x, grad_fn`'s output changed x.
 
 # Note [compile guards]
 Dynamo guards every global a traced frame reads, the node's backward included (it traces it
@@ -54,34 +46,35 @@ the defaults a call leaves out; one object reached under two names costs a secon
 compares them. So the traced path reads names, never modules (`_structure.leaves`, not
 `_structure` then `leaves`); what depends on classes and constants alone is computed by a
 function that Dynamo runs as Python while tracing, its result a constant of the frame behind
-one guard (`run_while_tracing`: `_traced_here`, `_plain_layout`, `_result_kind`,
-`_leaf_classes`, `_tree_plan`, `_function_kind`, `_autocast_now`, the watcher's
-`_is_metadata`); a tree of outputs is numbered while traced (`_numbered`), and its spec and
-rebuilding are such constants (`_tree_plan`, `_placed`); the compile watcher keeps
-the Parameters f reads by identity and never reads their type; grad mode is set directly, not
-through `torch.no_grad`; a decorated function reaches `call_compiled` through one closure
-made per decoration (`compiling_call`); one node class, `_CompileNode`, serves every
-decorated function, taking f and grad_fn as arguments of `apply`; f runs without the watcher
-where the reach proof allows (Note [compile unwatched]), which also spares the
-`set_torch_function_mode_stack` call Dynamo emits after a frame that entered a mode; a pair
-returned by f is split with its checks read from classes (`_pair_class`, `_callable_class`),
-and `check_accepts` is called only where f read Parameters. What is left (log1pexp, torch
-2.13: 60 guards against the Function's 22; 62 against 23 on torch 2.15) is what the design
-needs: the way in, from the decorated function to `call_compiled` (11 against the Function's
-class: the function, its wrapper's type, `__call__` and instance dict, `_is_compiling`, the
-closure per decoration, `_traced_here`, `UNBOUND`); the call of f (6: the layout, the question
-of Note [compile unwatched], grad mode, f); the split of its result (4); the hand-over of the
-outputs (4); the node (3); the record `setup_context` builds (6) and its check in backward (8:
-`Tensor` is read there under two more names, each a guard comparing it with `torch.Tensor`,
-run in Python). A method, or f that reads Parameters, adds the watcher's (about 12).
-benchmarks/README.md ("Compile guards and decorating in forward") has the counts per case and
-what they cost.
+one guard (`run_while_tracing`: the route question, `_plain_layout`, `split_kind`,
+`_leaf_classes`, `_tree_number`, `_function_kind`, `autocast_now`, the watcher's
+`_is_metadata`); a tree of outputs is numbered while traced (`_numbered`), and its
+rebuilding is such a constant (`_tree_number`, `_placed`); the compile watcher keeps the
+Parameters f reads by identity and never reads their type; the arguments' classes are read with
+`__class__` (`type()` costs a class guard per tensor and Parameter); grad mode is set directly,
+not through `torch.no_grad`; a decorated function reaches its route through one closure made
+per decoration (`compiling_call`), whose question decides the route and returns the node's
+constants with it; two node classes (`_compile_node.py`) serve every decorated function,
+taking f (and grad_fn) as arguments of `apply`; f runs without the watcher where the reach
+proof allows (Note [compile unwatched]), which also spares the `set_torch_function_mode_stack`
+call Dynamo emits after a frame that entered a mode, and then inside the node (Note [f inside
+the compile node]), sparing grad mode, the outputs' `detach` and `setup_context`; a pair
+returned by f is split with its checks read from classes (`pair_class`, `split_kind`), and
+`check_accepts` is called only where f read Parameters. What is left (log1pexp, torch 2.13: 52
+guards against the Function's 22; 54 against 23 on torch 2.15) is the way in (12 against the
+Function's class: the function, its wrapper's type, `__call__` and instance dict,
+`_is_compiling` and its module, the wrapper's `_compiling`, the question, f, the argument's
+type, `_compile` and the node), the split and the hand-over (7), the record built in `forward`
+(6) and its check in backward (6: `Tensor` is read there under a second name, a guard comparing
+it with `torch.Tensor`, run in Python). A method, or f that reads Parameters, takes the route
+of Note [compile] and adds the watcher's (about 12). benchmarks/README.md ("Compile guards and
+decorating in forward") has the counts per case and what they cost.
 
 # Note [decorating while compiling]
 TensorFlow code often defines `@tf.custom_gradient` inside `call`, a new decoration per call,
 and `port` translates it as it is. Making a `CustomGradient` makes classes, which Dynamo cannot
 trace. While Dynamo traces, `custom_gradient(f)` of a plain function returns a nested function
-that calls f through `_CompileNode` instead, as a decorated call does (`decorated_while_tracing`):
+that calls f through `CompileNode` instead, as a decorated call does (`decorated_while_tracing`):
 Dynamo traces it like any closure, in one graph and without a recompile per decoration. Kept
 and called later outside Dynamo, or under a `torch.func` transform, it decorates f then and
 calls that, so that such a call takes the path a decorated call would. Where
@@ -111,16 +104,25 @@ import torch
 
 from . import _autocast, _run, _structure
 from ._captures import CapturedRule, lost_under_compile_reason, settle
-from ._compile_exits import outside, parameters_of, refuse_upstreams, upstreams_refusal
+from ._compile_exits import outside
+from ._compile_node import (
+    CompileNode,
+    InsideNode,
+    handed_outputs,
+    pair_class,
+    rebuilt,
+    refuse_split,
+    split_kind,
+    upstreams_checked,
+)
 from ._export import exported
-from ._record import Record, input_meta
-from ._run import UNBOUND, Layout, aliases, as_output, call_f, split
-from ._structure import flatten, leaves, unflatten
+from ._run import UNBOUND, call_f
+from ._structure import leaves
 from ._torch_internals import (
     DYNAMO_TRACES_WATCHER,
+    dynamo_tracing,
     functorch_transforms_active,
     graph_break,
-    is_dynamo_compiling,
     is_exporting,
     nested_graph_breaks,
     never_compiled,
@@ -137,11 +139,6 @@ if TYPE_CHECKING:
 _grad_enabled = torch.is_grad_enabled
 _is_compiling = torch.compiler.is_compiling
 
-# The call's `Layout` and variables as plain constants, the only kind of non-tensor argument
-# Dynamo passes through `apply` on every supported torch (Note [compile]): (bound, spec,
-# number of flattened arguments, tensor positions, variables).
-_Constants = tuple[bool, _structure.Spec, int, Sequence[int], list[torch.nn.Parameter]]
-
 
 def call_compiled(
     f: Callable[..., Any],
@@ -150,12 +147,13 @@ def call_compiled(
     kwargs: dict[str, Any],
     described: str,
     captured: CapturedRule = "refuse",
-    unwatched: Unwatched | None = None,
+    unwatched: Question | None = None,
 ) -> Any:
     """Call f through the compile node (Note [compile]). `described`: f by name, file and
     line, made before Dynamo traces (which misreads f's attributes); `captured`: the rule of
-    `custom_gradient(captured=...)`; `unwatched`: f's reach proof, where f may run without the
-    watcher (Note [compile unwatched]). Written for few guards (Note [compile guards])."""
+    `custom_gradient(captured=...)`; `unwatched`: the question that decided to run f without
+    the watcher (Note [compile unwatched]), else None. Written for few guards (Note [compile
+    guards])."""
     layout = _plain_layout(bound is not UNBOUND, [arg.__class__ for arg in args])
     if layout is not None and not any(args[i].is_nested for i in layout[3]):
         flat_args: Sequence[Any] = args
@@ -164,7 +162,7 @@ def call_compiled(
         flat_args, full, inputs = _run.inputs(f, bound, args)
         layout = (full.bound, full.spec, full.n_args, full.positions)
     watcher = None
-    if unwatched is None or not unwatched([v.__class__ for v in kwargs.values()]):
+    if unwatched is None:
         keywords: Any = ()
         if kwargs:  # the watcher looks for the Parameters among them, in any order
             values = [*kwargs.values()]
@@ -182,37 +180,18 @@ def call_compiled(
         set_grad_mode(prior)
     # `watched_result` without its settling (the compile watcher settles nothing).
     # `split`, its checks read from classes where f returned a pair (Note [compile guards]).
-    if _pair_class(out.__class__) and len(out) == 2:
-        result, grad_fn = out
-        if not _callable_class(type(grad_fn)):
-            split(f, out)  # raises
-    else:
-        split(f, out)  # raises
+    kind = pair_class(out.__class__) and split_kind([type(o) for o in out])
+    if not kind:
+        refuse_split(f, out, described)
+    result, grad_fn = out
     if watcher is None:
-        unwatched(None)  # type: ignore[misc]  # not None: f ran unwatched
+        unwatched(None, None)  # type: ignore[misc]  # not None: f ran unwatched
         variables: list[torch.nn.Parameter] = []
     else:
         variables = watcher.unpassed()
         check_accepts(f, bound, grad_fn, variables)  # at call time, as TensorFlow (item 33)
-    # How the outputs are rebuilt: "one" tensor, a "tuple" of tensors, else by their spec.
-    how, exporting = _result_kind(result.__class__)
-    rebuild: Any = how
     sources = [*inputs, *variables]
-    if rebuild == "one":
-        outputs = _handed_over((result,), sources)
-    elif rebuild == "tuple" and _all_tensor_classes([o.__class__ for o in result]):
-        outputs = _handed_over(result, sources)
-    else:  # a tree: its spec and its rebuilding are trace-time constants where it can be
-        found: list[Any] = []
-        odd: list[Any] = []  # containers other than plain lists, tuples and dicts
-        numbered = _numbered(result, found, odd)
-        if odd:
-            flat, spec = flatten(result)
-            rebuild = (spec, None)
-        else:
-            order, spec, template = _tree_plan(numbered)
-            flat, rebuild = [found[i] for i in order], (spec, template)
-        outputs = _handed_over([as_output(f, o, i, spec) for i, o in enumerate(flat)], sources)
+    outputs, rebuild, exporting = handed_outputs(f, result, sources, kind)
     if exporting:  # Note [export] in `_export.py`
         outputs = exported(described, outputs, sources)
     else:
@@ -225,88 +204,11 @@ def call_compiled(
             check_accepts(f, bound, grad_fn, variables)
         if variables or any(t.requires_grad for t in inputs):
             if len(outputs) > 1:  # Note [upstreams under compile] in `_compile_exits.py`
-                readable = parameters_of(grad_fn)
-                refusal = readable and upstreams_refusal(
-                    *readable, len(outputs), bool(variables), described
-                )
-                if refusal:
-                    graph_break(refusal)  # under fullgraph=True, the error
-                    outside(refuse_upstreams, f, grad_fn, len(outputs), variables, refusal)
-            outputs = _CompileNode.apply(  # type: ignore[no-untyped-call]
+                upstreams_checked(f, grad_fn, len(outputs), variables, described)
+            outputs = CompileNode.apply(  # type: ignore[no-untyped-call]
                 (*layout, variables), f, grad_fn, len(outputs), *outputs, *inputs, *variables
             )
-    # The outputs rebuilt here, not by a function: Dynamo guards each (Note [compile guards]).
-    if rebuild == "one":
-        return outputs[0]
-    if rebuild == "tuple":
-        return tuple(outputs)
-    spec, template = rebuild
-    return unflatten(spec, outputs) if template is None else _placed(template, outputs)
-
-
-def _handed_over(
-    outputs: Sequence[torch.Tensor], sources: Sequence[torch.Tensor]
-) -> list[torch.Tensor]:
-    """f's flattened outputs as the compile node takes them (Note [compile outputs]): as they
-    are where f made them (under `no_grad`), detached where they require grad, and copied where
-    they alias one of `sources` (the call's inputs and variables) or an earlier output."""
-    handed: list[torch.Tensor] = []
-    earlier: list[torch.Tensor] = []
-    for o in outputs:
-        base = o._base
-        if aliases(o, sources) or any(o is e or base is e or e._base is o for e in earlier):
-            handed.append(o.detach().clone())  # as eager copies them (Note [outputs that
-            # alias an input] in `_run.py`)
-        else:
-            handed.append(o.detach() if o.requires_grad else o)
-        earlier.append(o)
-    return handed
-
-
-def _numbered(tree: Any, leaves: list[Any], odd: list[Any]) -> Any:
-    """tree with each leaf replaced by its index in `leaves`, where it is appended; a container
-    other than a plain list, tuple or dict is appended to `odd` (Dynamo traces it, reading no
-    global but itself: Note [compile guards])."""
-    kind = type(tree)
-    if kind is tuple:
-        return tuple([_numbered(x, leaves, odd) for x in tree])
-    if kind is list:
-        return [_numbered(x, leaves, odd) for x in tree]
-    if kind is dict:
-        return {k: _numbered(v, leaves, odd) for k, v in tree.items()}
-    if isinstance(tree, (list, tuple, dict)):
-        odd.append(tree)
-    leaves.append(tree)
-    return len(leaves) - 1
-
-
-@run_while_tracing
-def _tree_plan(numbered: Any) -> tuple[tuple[int, ...], Any, Any]:
-    """For a tree numbered by `_numbered`: the order of its leaves in `flatten`'s order, its
-    spec, and how `_placed` rebuilds it from the flattened leaves (what `unflatten` builds)."""
-    order, spec = flatten(numbered)
-    return tuple(order), spec, _template(unflatten(spec, range(len(order))))
-
-
-def _template(tree: Any) -> Any:
-    """A tree of plain containers of numbers as tagged tuples, which Dynamo reads without
-    guards (the type of a trace-time constant has none)."""
-    if isinstance(tree, dict):
-        return ("dict", tuple((k, _template(v)) for k, v in tree.items()))
-    if isinstance(tree, (list, tuple)):
-        return ("list" if isinstance(tree, list) else "tuple", tuple(map(_template, tree)))
-    return ("leaf", tree)
-
-
-def _placed(template: Any, values: Sequence[Any]) -> Any:
-    """The tree `_template` describes, each leaf number replaced by that item of values."""
-    tag, content = template
-    if tag == "leaf":
-        return values[content]
-    if tag == "dict":
-        return {k: _placed(t, values) for k, t in content}
-    items = [_placed(t, values) for t in content]
-    return items if tag == "list" else tuple(items)
+    return rebuilt(rebuild, outputs)
 
 
 def compiling_call(
@@ -323,67 +225,72 @@ def compiling_call(
     in (Note [compile guards]); `reach`: f's reach proof (Note [compile unwatched])."""
     if not DYNAMO_TRACES_WATCHER:
         return lambda args, kwargs: leave(UNBOUND, args, kwargs)
-    unwatched = _unwatched_question(reach)
+    question = _route_question(reach, described)
 
     def compiling(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if _traced_here():
-            return call_compiled(f, UNBOUND, args, kwargs, described, captured, unwatched)
-        return leave(UNBOUND, args, kwargs)
+        route, constants = question([a.__class__ for a in args], [type(v) for v in kwargs.values()])
+        if route == "inside":  # Note [f inside the compile node] in `_compile_node.py`
+            positions = constants[3]
+            if any(args[i].requires_grad for i in positions) and not any(
+                args[i].is_nested for i in positions
+            ):
+                try:  # so that Dynamo runs this frame as Python where `forward` breaks
+                    *outputs, rebuild = InsideNode.apply(constants, f, kwargs, *args)  # type: ignore[no-untyped-call]
+                finally:
+                    question(None, None)  # f's trace came back
+                return outputs[0] if rebuild == "one" else rebuilt(rebuild, outputs)
+        if route == "leave":
+            return leave(UNBOUND, args, kwargs)
+        unwatched = None if route == "watched" else question
+        return call_compiled(f, UNBOUND, args, kwargs, described, captured, unwatched)
 
     return compiling
 
 
-# "May this traced call run f unwatched" (Note [compile unwatched]), asked with the classes of
-# the keyword values; asked with None: f's trace came back. A closure per decoration, run while
-# tracing behind one guard (an object of ours would cost its type and identity too).
-Unwatched = Callable[[Sequence[type] | None], bool]
+# Which route a traced call takes, asked with the classes of its positional and keyword values,
+# as `(route, layout)`: "leave" where Dynamo does not trace it (Notes [compile on older torch]
+# and [compile under torch.func]); else "watched", "unwatched" where f may run without the
+# watcher (Note [compile unwatched]), or "inside" where, unwatched, f may run inside the node,
+# `layout` then the node's constants (Note [f inside the compile node] in `_compile_node.py`);
+# asked with None: f's trace came back. A closure per decoration, run while tracing behind one
+# guard (an object of ours would cost its type and identity too).
+Question = Callable[[Sequence[type] | None, Sequence[type] | None], tuple[str, Any]]
 
 
-def _unwatched_question(reach: ParameterReach) -> Unwatched:
+def _route_question(reach: ParameterReach, described: str) -> Question:
     pending = False  # from a decision to run f unwatched until f's trace comes back
 
-    def unwatched(keyword_classes: Sequence[type] | None) -> bool:
+    def question(
+        kinds: Sequence[type] | None, keyword_classes: Sequence[type] | None
+    ) -> tuple[str, Any]:
         nonlocal pending
-        if keyword_classes is None:  # f's trace came back: it is in the deciding graph
+        if kinds is None or keyword_classes is None:  # f's trace came back: in the deciding graph
             pending = False
-            return True
+            return "unwatched", None
+        if functorch_transforms_active():
+            return "leave", None
         # Still pending: the last trace of f without the watcher broke the graph (or failed).
         if pending or nested_graph_breaks():
-            return False
+            return "watched", None
         if any(kind not in _NUMBERS for kind in keyword_classes) or reach.possible(()):
-            return False
+            return "watched", None
         pending = reach.calm()  # until f's trace comes back
-        return pending
+        if not pending:
+            return "watched", None
+        layout = _plain_layout(False, kinds)
+        if layout is None or not dynamo_tracing() or is_exporting():
+            return "unwatched", None
+        return "inside", (*layout, described, _autocast.current())
 
-    return run_while_tracing(unwatched)
+    return run_while_tracing(question)
 
 
 # Where the question runs in a frame Dynamo compiled only in part, it and the proof's frames
 # are never compiled (every question shares this code).
-never_compiled(_unwatched_question(None))  # type: ignore[arg-type]
-
-
-@run_while_tracing
-def _traced_here() -> bool:
-    """Whether Dynamo traces a decorated call where it is called: on this torch, and outside
-    a `torch.func` transform (Notes [compile on older torch], [compile under torch.func])."""
-    return DYNAMO_TRACES_WATCHER and not functorch_transforms_active()
+never_compiled(_route_question(None, ""))  # type: ignore[arg-type]
 
 
 # Trace-time constants of the compile path, read from classes (Note [compile guards]).
-
-
-@run_while_tracing
-def _result_kind(kind: type) -> tuple[str, bool]:
-    """How f's outputs of this type are rebuilt ("one" tensor, a "tuple", or "tree": by their
-    spec), and whether `torch.export` traces the call (Note [export] in `_export.py`)."""
-    how = "one" if kind is torch.Tensor else "tuple" if kind is tuple else "tree"
-    return how, is_exporting()
-
-
-@run_while_tracing
-def _autocast_now() -> Any:
-    return _autocast.current()
 
 
 @run_while_tracing
@@ -392,29 +299,11 @@ def _leaf_classes(kinds: list[type]) -> bool:
     return not any(issubclass(kind, _structure._CONTAINERS) for kind in kinds)
 
 
-@run_while_tracing
-def _pair_class(kind: type) -> bool:
-    """Whether `split` unpacks a value of this class when it has two items."""
-    return issubclass(kind, (tuple, list))
-
-
-@run_while_tracing
-def _callable_class(kind: type) -> bool:
-    """Whether values of this class are callable (what `callable` reads: the class's
-    `__call__`)."""
-    return any("__call__" in vars(base) for base in kind.__mro__)
-
-
-@run_while_tracing
-def _all_tensor_classes(kinds: list[type]) -> bool:
-    return all(kind is torch.Tensor for kind in kinds)
-
-
 _NUMBERS = (bool, int, float, complex, str)
 
 
 @run_while_tracing
-def _plain_layout(bound: bool, kinds: list[type]) -> tuple[Any, ...] | None:
+def _plain_layout(bound: bool, kinds: Sequence[type]) -> tuple[Any, ...] | None:
     """The `Layout` constants of a call whose positional arguments are of these types, when
     each is a tensor or a Python number or string (which `_run.inputs` accepts as they are);
     None otherwise."""
@@ -455,45 +344,3 @@ def _described_code(code: types.CodeType) -> str:
     attributes, and a code object is a constant of the traced frame)."""
     name = getattr(code, "co_qualname", code.co_name)  # Python 3.10: the name alone
     return f"`{name}` ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
-
-
-class _CompileNode(torch.autograd.Function):
-    """The node of every decorated call while Dynamo traces (Note [compile]): f and grad_fn
-    are arguments of `apply`, so one class serves every decorated function, and a decoration
-    made while Dynamo traces needs no class of its own (Note [decorating while compiling])."""
-
-    @staticmethod
-    def forward(
-        constants: _Constants,
-        f: Callable[..., Any],
-        grad_fn: Callable[..., Any],
-        n_outputs: int,
-        *tensors: torch.Tensor,
-    ) -> tuple[torch.Tensor, ...]:
-        return tuple(t.detach() for t in tensors[:n_outputs])
-
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-        constants, f, grad_fn, n_outputs, *tensors = inputs
-        bound, spec, n_args, positions, variables = constants
-        ctx.grad_fn = grad_fn
-        ctx.n_outputs = n_outputs
-        # `Record.of_call`, written out: Dynamo guards each name it reads (Note [compile
-        # guards]), and the autocast state is a constant of the traced call.
-        given = tensors[n_outputs:][: len(positions)]
-        metas = [input_meta(t) for t in (*given, *variables)]
-        layout = Layout(f, bound, spec, n_args, positions)
-        ctx.record = Record(layout, metas, variables, _autocast_now())
-
-    @staticmethod
-    def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
-        needs = ctx.needs_input_grad[4 + ctx.n_outputs :]
-        try:
-            grads = ctx.record.gradients(ctx.grad_fn, upstream, needs)
-        except Exception as error:
-            if is_dynamo_compiling():
-                # Dynamo, tracing backward, met the refusal: a graph break, so that backward
-                # runs as Python and raises it (under fullgraph=True, the error shows it).
-                graph_break(str(error))
-            raise
-        return (*(None,) * (4 + ctx.n_outputs), *grads)

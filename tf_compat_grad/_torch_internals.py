@@ -186,6 +186,13 @@ def run_while_tracing(function: _F) -> _F:
     return function
 
 
+def dynamo_tracing() -> bool:
+    """Whether Dynamo is tracing a frame now: asked by a function that Dynamo runs as Python
+    while it traces (`run_while_tracing`), which is also called as Python where a frame runs
+    uncompiled."""
+    return torch._guards.TracingContext.try_get() is not None
+
+
 def nested_graph_breaks() -> bool:
     """Whether Dynamo, meeting a graph break inside a function it inlines, resumes there
     (`torch._dynamo.config.nested_graph_breaks`, off by default where it exists) instead of

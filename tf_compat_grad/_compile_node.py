@@ -1,0 +1,341 @@
+"""The nodes of a compiled decorated call (Note [compile] in `_compile.py`), and how f's outputs
+go into them and come out.
+
+# Note [f inside the compile node]
+Where a call runs f without the watcher (Note [compile unwatched] in `_compile.py`), its
+positional arguments are tensors and Python numbers or strings, and one of its tensors requires
+grad, f runs inside the node's `forward` (`InsideNode`), as a hand-written `autograd.Function`
+runs its own code: the graphs AOT autograd makes of the call are the Function's (no `detach` per
+output), and none of the work around f that Dynamo would guard is traced outside the node.
+`forward` splits f's result, checks that grad_fn can take the upstreams, hands the outputs over
+flattened (Note [compile outputs]), notes the record that backward checks grad_fn's gradients
+against, and returns, after the outputs, how they are rebuilt: a constant, which Dynamo hands
+back from `apply` as it is (it gets no gradient), so that the caller rebuilds f's tree of
+outputs, known only inside the traced `forward`. Dynamo cannot read a class in a constant that
+a function run while tracing made (`dict` in a spec, `int` of a number), so a plain tree's plan
+is a class-free template kept by number (`_plan_number`), and a tree with a namedtuple or a
+dict subclass hands back its spec as `flatten` traced it. grad_fn's class is read with `type()`:
+`__class__` of a closure over a keyword value failed inside the traced `forward` (torch 2.13).
+
+A refusal found in `forward` is a graph break (`refuse_split`, `upstreams_checked`), since
+Dynamo cannot raise it from the traced `forward` with eager's message: `compiling_call`'s
+closure calls `apply` inside a `try` block, so that Dynamo, meeting the break, gives up on that
+frame and runs it as Python, where the question (not tracing) never answers "inside" and the
+call takes the route of Note [compile] (f before the node), whose checks raise eager's error
+(`split`'s outside Dynamo, which misread f's name). Under `fullgraph=True` the break is the
+error, naming f. So does a graph break in f itself: f then runs in a frame of its own, before
+the node, and since the trace of f never came back the question stays pending and the call is
+watched from then on.
+
+# Note [compile outputs]
+f's outputs go into the node as inputs of `apply`, and its forward hands them over detached:
+an input an `autograd.Function` returns as it is becomes a view of it (Dynamo adds `view_as`),
+which may not be edited in place. One `detach` is the whole cost in the graph over a
+hand-written Function: an output f made under `no_grad` is passed as it is (detaching it first
+was a second op per output). An output that is an input, a view of one, or an earlier output
+is copied (`handed_outputs`), as in eager mode: Dynamo refuses a tensor passed twice to `apply`,
+and before, an edit in place of `return x, grad_fn`'s output changed x. Inside the node (Note
+[f inside the compile node]) the outputs are f's own, made under `no_grad`, and only those that
+alias are copied. A tree of outputs in plain lists, tuples and dicts is numbered while traced
+(`_numbered`), its rebuilding a trace-time constant (`_tree_number`, `rebuilt`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+import torch
+
+from . import _autocast, _structure
+from ._compile_exits import outside, parameters_of, refuse_upstreams, upstreams_refusal
+from ._errors import PREFIX
+from ._record import Record, input_meta
+from ._run import Layout, aliases, as_output, split
+from ._structure import flatten, unflatten
+from ._torch_internals import graph_break, is_dynamo_compiling, is_exporting, run_while_tracing
+
+# The call's `Layout` and variables as plain constants, the only kind of non-tensor argument
+# Dynamo passes through `apply` on every supported torch (Note [compile]): (bound, spec,
+# number of flattened arguments, tensor positions, variables).
+_Constants = tuple[bool, _structure.Spec, int, Sequence[int], list[torch.nn.Parameter]]
+
+
+def handed_outputs(
+    f: Callable[..., Any], result: Any, sources: Sequence[torch.Tensor], kind: tuple[str, bool]
+) -> tuple[list[torch.Tensor], Any, bool]:
+    """f's result flattened as a node takes it, how `rebuilt` rebuilds it, and whether
+    `torch.export` traces the call (Note [export] in `_export.py`); `sources`: the call's
+    tensor inputs and variables; `kind`: what `split_kind` answered. Each output as it is where f made it (under `no_grad`),
+    detached where it requires grad, and copied where it aliases one of `sources` or an earlier
+    output (Note [compile outputs])."""
+    rebuild: Any
+    rebuild, exporting = kind
+    if rebuild == "one":
+        flat = [result]
+    elif rebuild == "tuple" and _all_tensor_classes([o.__class__ for o in result]):
+        flat = result
+    else:  # a tree: its spec and its rebuilding are trace-time constants, kept by number
+        # (Dynamo cannot read a class in a constant made in `InsideNode`'s traced forward)
+        found: list[Any] = []
+        odd: list[Any] = []  # containers other than plain lists, tuples and dicts
+        numbered = _numbered(result, found, odd)
+        if odd:  # its spec traced, as `flatten` makes it
+            flat, spec = flatten(result)
+            rebuild = ("spec", spec)
+        else:
+            number, order = _tree_number(numbered)
+            rebuild, flat = ("numbered", number), [found[i] for i in order]
+        if not _all_tensor_classes([o.__class__ for o in flat]):
+            spec = flatten(numbered if not odd else result)[1]  # for `as_output`'s messages
+            flat = [as_output(f, o, i, spec) for i, o in enumerate(flat)]
+    handed: list[torch.Tensor] = []
+    for o in flat:
+        base = o._base
+        if aliases(o, sources) or any(
+            o is e or base is e or e._base is o for e in flat[: len(handed)]
+        ):
+            handed.append(o.detach().clone())  # as eager copies them (Note [outputs that
+            # alias an input] in `_run.py`)
+        else:
+            handed.append(o.detach() if o.requires_grad else o)
+    return handed, rebuild, exporting
+
+
+def rebuilt(rebuild: Any, outputs: Sequence[torch.Tensor]) -> Any:
+    """f's outputs in the structure `handed_outputs` described (or `InsideNode` numbered)."""
+    if rebuild == "one":
+        return outputs[0]
+    if rebuild == "tuple":
+        return tuple(outputs)
+    how, plan = rebuild  # (Dynamo 2.15 cannot read the class of a number made while tracing)
+    if how == "numbered":
+        return _placed(_numbered_plan(plan), outputs)
+    return unflatten(plan, outputs)  # a spec traced by `flatten`
+
+
+def _numbered(tree: Any, leaves: list[Any], odd: list[Any]) -> Any:
+    """tree with each leaf replaced by its index in `leaves`, where it is appended; a container
+    other than a plain list, tuple or dict is appended to `odd` (Dynamo traces it, reading no
+    global but itself: Note [compile guards])."""
+    kind = type(tree)
+    if kind is tuple:
+        return tuple([_numbered(x, leaves, odd) for x in tree])
+    if kind is list:
+        return [_numbered(x, leaves, odd) for x in tree]
+    if kind is dict:
+        return {k: _numbered(v, leaves, odd) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple, dict)):
+        odd.append(tree)
+    leaves.append(tree)
+    return len(leaves) - 1
+
+
+@run_while_tracing
+def _tree_number(numbered: Any) -> tuple[int, tuple[int, ...]]:
+    """For a tree numbered by `_numbered`: the number of its plan (`_numbered_plan`: how
+    `_placed` rebuilds it from the flattened leaves, as `unflatten` would) and the order of its
+    leaves in `flatten`'s order."""
+    order, spec = flatten(numbered)
+    return _plan_number(_template(unflatten(spec, range(len(order))))), tuple(order)
+
+
+def _template(tree: Any) -> Any:
+    """A tree of plain containers of numbers as tagged tuples, which Dynamo reads without
+    guards (the type of a trace-time constant has none)."""
+    if isinstance(tree, dict):
+        return ("dict", tuple((k, _template(v)) for k, v in tree.items()))
+    if isinstance(tree, (list, tuple)):
+        return ("list" if isinstance(tree, list) else "tuple", tuple(map(_template, tree)))
+    return ("leaf", tree)
+
+
+def _placed(template: Any, values: Sequence[Any]) -> Any:
+    """The tree `_template` describes, each leaf number replaced by that item of values."""
+    tag, content = template
+    if tag == "leaf":
+        return values[content]
+    if tag == "dict":
+        return {k: _placed(t, values) for k, t in content}
+    items = [_placed(t, values) for t in content]
+    return items if tag == "list" else tuple(items)
+
+
+# How trees of outputs are rebuilt, one per trace of a call that returned a tree (a few hundred
+# bytes each; not shared between traces: `==` would take a key `True` for a key `1`).
+_PLANS: dict[int, Any] = {}
+_NEXT_PLAN = itertools.count()  # (`next` of it is atomic: traces in two threads get two)
+
+
+@run_while_tracing
+def _plan_number(plan: Any) -> int:
+    number = next(_NEXT_PLAN)
+    _PLANS[number] = plan
+    return number
+
+
+@run_while_tracing
+def _numbered_plan(number: int) -> Any:
+    return _PLANS[number]
+
+
+# Trace-time constants of the compile path, read from classes (Note [compile guards]).
+
+
+@run_while_tracing
+def _all_tensor_classes(kinds: list[type]) -> bool:
+    return all(kind is torch.Tensor for kind in kinds)
+
+
+@run_while_tracing
+def autocast_now() -> Any:
+    return _autocast.current()
+
+
+@run_while_tracing
+def pair_class(kind: type) -> bool:
+    """Whether `split` unpacks a value of this class when it has two items."""
+    return issubclass(kind, (tuple, list))
+
+
+@run_while_tracing
+def callable_class(kind: type) -> bool:
+    """Whether values of this class are callable (what `callable` reads: the class's
+    `__call__`)."""
+    return any("__call__" in vars(base) for base in kind.__mro__)
+
+
+@run_while_tracing
+def split_kind(kinds: list[type]) -> tuple[str, bool] | None:
+    """For a tuple or list whose items are of these classes: None where `split` refuses it,
+    else how outputs of the first item's class are rebuilt ("one" tensor, a "tuple", or "tree":
+    by their spec) and whether `torch.export` traces the call (Note [export] in `_export.py`)."""
+    if len(kinds) != 2 or not callable_class(kinds[1]):
+        return None
+    kind = kinds[0]
+    how = "one" if kind is torch.Tensor else "tuple" if kind is tuple else "tree"
+    return how, is_exporting()
+
+
+def refuse_split(f: Callable[..., Any], out: Any, described: str) -> NoReturn:
+    """Refuse a compiled call whose f returned no `(outputs, grad_fn)`: a graph break (under
+    `fullgraph=True`, the error, naming f), then `split`'s own error, raised outside Dynamo
+    (traced, it misread f's name)."""
+    graph_break(_split_reason(described))
+    outside(split, f, out)
+    raise AssertionError("unreachable: `split` refuses what `pair_class` refused")
+
+
+@run_while_tracing
+def _split_reason(described: str) -> str:
+    return (
+        f"{PREFIX}{described} must return a pair (outputs, grad_fn) whose second item is "
+        "callable, but it returned something else (without torch.compile, the error says "
+        "what). Return `y, grad_fn`, where grad_fn takes the upstream gradients and returns "
+        "the input gradients"
+    )
+
+
+def upstreams_checked(
+    f: Callable[..., Any],
+    grad_fn: Callable[..., Any],
+    n_outputs: int,
+    variables: list[torch.nn.Parameter],
+    described: str,
+) -> None:
+    """Note [upstreams under compile] in `_compile_exits.py`, for a call with several outputs
+    and a tensor that requires grad: a graph break where grad_fn cannot take the upstreams."""
+    readable = parameters_of(grad_fn)
+    refusal = readable and upstreams_refusal(*readable, n_outputs, bool(variables), described)
+    if refusal:
+        graph_break(refusal)  # under fullgraph=True, the error
+        outside(refuse_upstreams, f, grad_fn, n_outputs, variables, refusal)
+
+
+class CompileNode(torch.autograd.Function):
+    """The node of every decorated call while Dynamo traces (Note [compile]): f and grad_fn
+    are arguments of `apply`, so one class serves every decorated function, and a decoration
+    made while Dynamo traces needs no class of its own (Note [decorating while compiling])."""
+
+    @staticmethod
+    def forward(
+        constants: _Constants,
+        f: Callable[..., Any],
+        grad_fn: Callable[..., Any],
+        n_outputs: int,
+        *tensors: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:
+        return tuple(t.detach() for t in tensors[:n_outputs])
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        constants, f, grad_fn, n_outputs, *tensors = inputs
+        bound, spec, n_args, positions, variables = constants
+        ctx.grad_fn = grad_fn
+        ctx.n_outputs = n_outputs
+        # `Record.of_call`, written out: Dynamo guards each name it reads (Note [compile
+        # guards]), and the autocast state is a constant of the traced call.
+        given = tensors[n_outputs:][: len(positions)]
+        metas = [input_meta(t) for t in (*given, *variables)]
+        layout = Layout(f, bound, spec, n_args, positions)
+        ctx.record = Record(layout, metas, variables, autocast_now())
+
+    @staticmethod
+    def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
+        needs = ctx.needs_input_grad[4 + ctx.n_outputs :]
+        return (*(None,) * (4 + ctx.n_outputs), *_gradients(ctx, upstream, needs))
+
+
+class InsideNode(torch.autograd.Function):
+    """The node of a call whose f runs inside it (Note [f inside the compile node]): `apply`
+    takes `(bound, spec, number of arguments, tensor positions, f described, autocast state)`,
+    f, its keyword arguments and its positional ones, and returns f's flattened outputs, then
+    how `rebuilt` rebuilds them."""
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        constants: tuple[Any, ...],
+        f: Callable[..., Any],
+        kwargs: dict[str, Any],
+        *args: Any,
+    ) -> tuple[Any, ...]:
+        bound, spec, n_args, positions, described, autocast = constants
+        out = f(*args, **kwargs)
+        kind = pair_class(out.__class__) and split_kind([type(o) for o in out])
+        if not kind:
+            refuse_split(f, out, described)
+        result, grad_fn = out
+        inputs = [args[i] for i in positions]
+        outputs, rebuild, _ = handed_outputs(f, result, inputs, kind)
+        if len(outputs) > 1:
+            upstreams_checked(f, grad_fn, len(outputs), [], described)
+        ctx.grad_fn = grad_fn
+        layout = Layout(f, bound, spec, n_args, positions)
+        ctx.record = Record(layout, [input_meta(t) for t in inputs], [], autocast)
+        return (*outputs, rebuild)
+
+    @staticmethod
+    def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
+        layout = ctx.record.layout
+        needs = ctx.needs_input_grad
+        grads = _gradients(ctx, upstream[:-1], [needs[3 + i] for i in layout.positions])
+        if len(grads) == layout.n_args:
+            return (None, None, None, *grads)
+        placed: list[torch.Tensor | None] = [None] * layout.n_args
+        for i, grad in zip(layout.positions, grads, strict=True):
+            placed[i] = grad
+        return (None, None, None, *placed)
+
+
+def _gradients(ctx: Any, upstream: Sequence[Any], needs: Sequence[bool]) -> list[Any]:
+    """grad_fn's gradients, checked against the call's record (`Record.gradients`)."""
+    try:
+        return ctx.record.gradients(ctx.grad_fn, upstream, needs)  # type: ignore[no-any-return]
+    except Exception as error:
+        if is_dynamo_compiling():
+            # Dynamo, tracing backward, met the refusal: a graph break, so that backward
+            # runs as Python and raises it (under fullgraph=True, the error shows it).
+            graph_break(str(error))
+        raise

@@ -51,7 +51,7 @@ import torch
 from . import _autocast, _structure
 from ._compile_exits import outside, parameters_of, refuse_upstreams, upstreams_refusal
 from ._errors import PREFIX
-from ._record import Record, input_meta
+from ._record import EXACT_LIKE_INPUT, Record, input_meta
 from ._run import Layout, aliases, as_output, split
 from ._structure import flatten, unflatten
 from ._torch_internals import graph_break, is_dynamo_compiling, is_exporting, run_while_tracing
@@ -301,7 +301,7 @@ class InsideNode(torch.autograd.Function):
         kwargs: dict[str, Any],
         *args: Any,
     ) -> tuple[Any, ...]:
-        bound, spec, n_args, positions, described, autocast = constants
+        _, _, n_args, positions, described, _ = constants
         out = f(*args, **kwargs)
         kind = pair_class(out.__class__) and split_kind([type(o) for o in out])
         if not kind:
@@ -312,30 +312,74 @@ class InsideNode(torch.autograd.Function):
         if len(outputs) > 1:
             upstreams_checked(f, grad_fn, len(outputs), [], described)
         ctx.grad_fn = grad_fn
-        layout = Layout(f, bound, spec, n_args, positions)
-        ctx.record = Record(layout, [input_meta(t) for t in inputs], [], autocast)
+        ctx.constants = (f, constants)
+        metas: list[Any] = [None] * n_args  # per argument, a tensor's class and `InputMeta`
+        for i in positions:
+            t = args[i]
+            metas[i] = (t.__class__, t.shape, t.dtype, t.device)
+        ctx.metas = metas
         return (*outputs, rebuild)
 
     @staticmethod
     def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
-        layout = ctx.record.layout
+        f, (bound, spec, n_args, positions, _, autocast) = ctx.constants
+        metas = ctx.metas
+        if not autocast:  # gradients like their inputs, as they are (Note [f inside ...])
+            try:
+                returned = ctx.grad_fn(*upstream[:-1])
+            except Exception as error:
+                _break_at(error)
+                raise
+            grads = (returned,) if n_args == 1 else returned
+            if grads.__class__ is tuple and len(grads) == n_args:
+                i = 0
+                for meta in metas:
+                    g = grads[i]
+                    if not (g is None if meta is None else like_input(g, meta)):
+                        break
+                    i += 1  # noqa: SIM113 (`enumerate` is a global: a guard)
+                else:
+                    return (None, None, None, *grads)
+        layout = Layout(f, bound, spec, n_args, positions)
+        record = Record(layout, [metas[i][1:] for i in positions], [], autocast)
         needs = ctx.needs_input_grad
-        grads = _gradients(ctx, upstream[:-1], [needs[3 + i] for i in layout.positions])
-        if len(grads) == layout.n_args:
+        needs = [needs[3 + i] for i in positions]
+        if autocast:
+            grads = _refused(record.gradients, ctx.grad_fn, upstream[:-1], needs)
+        else:
+            grads = _refused(record.checked, returned, needs)
+        if len(grads) == n_args:
             return (None, None, None, *grads)
-        placed: list[torch.Tensor | None] = [None] * layout.n_args
-        for i, grad in zip(layout.positions, grads, strict=True):
+        placed: list[torch.Tensor | None] = [None] * n_args
+        for i, grad in zip(positions, grads, strict=True):
             placed[i] = grad
         return (None, None, None, *placed)
 
 
+like_input: Callable[[Any, tuple[Any, ...]], bool] = eval(
+    "lambda g, meta: "
+    + EXACT_LIKE_INPUT.format(
+        g="g", kind="meta[0]", shape="meta[1]", dtype="meta[2]", device="meta[3]"
+    )
+)
+
+
 def _gradients(ctx: Any, upstream: Sequence[Any], needs: Sequence[bool]) -> list[Any]:
     """grad_fn's gradients, checked against the call's record (`Record.gradients`)."""
+    return _refused(ctx.record.gradients, ctx.grad_fn, upstream, needs)
+
+
+def _refused(check: Callable[..., list[Any]], *args: Any) -> list[Any]:
+    """`check(*args)`, a check of grad_fn's gradients (`Record.gradients`, `Record.checked`)."""
     try:
-        return ctx.record.gradients(ctx.grad_fn, upstream, needs)  # type: ignore[no-any-return]
+        return check(*args)
     except Exception as error:
-        if is_dynamo_compiling():
-            # Dynamo, tracing backward, met the refusal: a graph break, so that backward
-            # runs as Python and raises it (under fullgraph=True, the error shows it).
-            graph_break(str(error))
+        _break_at(error)
         raise
+
+
+def _break_at(error: Exception) -> None:
+    """Where Dynamo, tracing backward, met a refusal or grad_fn's own error: a graph break, so
+    that backward runs as Python and raises it (under fullgraph=True, the error shows it)."""
+    if is_dynamo_compiling():
+        graph_break(str(error))

@@ -51,13 +51,21 @@ InputMeta = tuple[torch.Size, torch.dtype, torch.device]
 # comparisons cheapest first. The plans note a CPU input's device as True (`NOTED_INPUT_META`):
 # `is_cpu` makes no device object, where each read of `device` makes one, and it tells a CPU
 # gradient as cheaply (`NOTED_EXACT_GRADIENT`); `NOTED_DEVICE` is the device again, for
-# `repair`.
+# `repair`. The compile node whose forward runs f tests a gradient against the input's class
+# (`EXACT_LIKE_INPUT`).
 _SHAPE_DTYPE = "{t}.shape, {t}.dtype, "
 INPUT_META = _SHAPE_DTYPE + "{t}.device"
 NOTED_INPUT_META = _SHAPE_DTYPE + "{t}.is_cpu or {t}.device"
-_EXACT = "type({g}) is Tensor and {g}.dtype is {dtype} and {g}.shape == {shape} and "
-EXACT_GRADIENT = _EXACT + "{g}.device == {device}"
-NOTED_EXACT_GRADIENT = _EXACT + "({g}.is_cpu if {device} is True else {g}.device == {device})"
+_EXACT = "{g}.dtype is {dtype} and {g}.shape == {shape} and "
+_TENSOR = "type({g}) is Tensor and "
+EXACT_GRADIENT = _TENSOR + _EXACT + "{g}.device == {device}"
+NOTED_EXACT_GRADIENT = (
+    _TENSOR + _EXACT + "({g}.is_cpu if {device} is True else {g}.device == {device})"
+)
+# The same test with the input's own class for `Tensor` (a gradient of that class and the
+# input's metadata is what `repair` would return as it is): the compile node's traced backward
+# reads no global for it (Note [f inside the compile node] in `_compile_node.py`).
+EXACT_LIKE_INPUT = "{g}.__class__ is {kind} and " + _EXACT + "{g}.device == {device}"
 NOTED_DEVICE = "(CPU if {device} is True else {device})"  # over the name CPU: `CPU_DEVICE`
 CPU_DEVICE = torch.device("cpu")
 input_meta: Callable[[torch.Tensor], InputMeta] = eval(f"lambda t: ({INPUT_META.format(t='t')})")

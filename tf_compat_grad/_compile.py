@@ -60,15 +60,17 @@ proof allows (Note [compile unwatched]), which also spares the `set_torch_functi
 call Dynamo emits after a frame that entered a mode, and then inside the node (Note [f inside
 the compile node]), sparing grad mode, the outputs' `detach` and `setup_context`; a pair
 returned by f is split with its checks read from classes (`pair_class`, `split_kind`), and
-`check_accepts` is called only where f read Parameters. What is left (log1pexp, torch 2.13: 52
-guards against the Function's 22; 54 against 23 on torch 2.15) is the way in (12 against the
-Function's class: the function, its wrapper's type, `__call__` and instance dict,
-`_is_compiling` and its module, the wrapper's `_compiling`, the question, f, the argument's
-type, `_compile` and the node), the split and the hand-over (7), the record built in `forward`
-(6) and its check in backward (6: `Tensor` is read there under a second name, a guard comparing
-it with `torch.Tensor`, run in Python). A method, or f that reads Parameters, takes the route
-of Note [compile] and adds the watcher's (about 12). benchmarks/README.md ("Compile guards and
-decorating in forward") has the counts per case and what they cost.
+`check_accepts` is called only where f read Parameters; the inside node's backward reads no
+global but its test of a gradient, and builds the record only where a gradient is not like its
+input. What is left (log1pexp, torch 2.13: 43 guards against the Function's 22; 45 against 23
+on torch 2.15) is the way in (12 against the Function's class: the function, its wrapper's
+type, `__call__` and instance dict, `_is_compiling` and its module, the wrapper's `_compiling`,
+the question, f, the argument's type, `_compile` and the node), the split and the hand-over
+(12: `_compile_node`, `pair_class`, `split_kind`, `handed_outputs`, `aliases`, the builtins and
+`Tensor` names they read) and backward (2: the method and `like_input`). A method, or f that
+reads Parameters, takes the route of Note [compile] and adds the watcher's (about 12).
+benchmarks/README.md ("Compile guards and decorating in forward", "f inside the compile node")
+has the counts per case and what they cost.
 
 # Note [decorating while compiling]
 TensorFlow code often defines `@tf.custom_gradient` inside `call`, a new decoration per call,

@@ -8,14 +8,22 @@ grad, f runs inside the node's `forward` (`InsideNode`), as a hand-written `auto
 runs its own code: the graphs AOT autograd makes of the call are the Function's (no `detach` per
 output), and none of the work around f that Dynamo would guard is traced outside the node.
 `forward` splits f's result, checks that grad_fn can take the upstreams, hands the outputs over
-flattened (Note [compile outputs]), notes the record that backward checks grad_fn's gradients
-against, and returns, after the outputs, how they are rebuilt: a constant, which Dynamo hands
+flattened (Note [compile outputs]), notes each tensor argument's class, shape, dtype and device
+for backward, and returns, after the outputs, how they are rebuilt: a constant, which Dynamo hands
 back from `apply` as it is (it gets no gradient), so that the caller rebuilds f's tree of
 outputs, known only inside the traced `forward`. Dynamo cannot read a class in a constant that
 a function run while tracing made (`dict` in a spec, `int` of a number), so a plain tree's plan
 is a class-free template kept by number (`_plan_number`), and a tree with a namedtuple or a
 dict subclass hands back its spec as `flatten` traced it. grad_fn's class is read with `type()`:
 `__class__` of a closure over a keyword value failed inside the traced `forward` (torch 2.13).
+
+`backward` reads no global on its usual way, since Dynamo guards each (Note [compile guards]):
+where grad_fn returned, for each argument, a gradient of the tensor argument's own class, shape,
+dtype and device (`EXACT_LIKE_INPUT` in `_record.py`: what `repair` would hand back as it is)
+or None for a number or string, the gradients go out as they are, decided while Dynamo traces
+from the fake tensors' metadata. Anything else (a number, a list, a cast, a broadcast, a wrong
+count, the autocast state to call grad_fn in) builds the call's `Record` there and then and
+takes its checks (`Record.checked`, `Record.gradients`), which repair or refuse as eager does.
 
 A refusal found in `forward` is a graph break (`refuse_split`, `upstreams_checked`), since
 Dynamo cannot raise it from the traced `forward` with eager's message: `compiling_call`'s

@@ -286,6 +286,43 @@ def explained_guards(fn, *args) -> int:
     return len(explained.out_guards)
 
 
+@custom_gradient
+def cast_gradient(x):
+    return x * 2, lambda dy: (2 * dy).float()  # repaired: cast back to float64
+
+
+@custom_gradient
+def broadcast_gradient(x):
+    return x.sum(0), lambda dy: torch.ones(2, *x.shape, dtype=D) * dy  # summed down
+
+
+@custom_gradient
+def number_gradient(x, clip):
+    return x.clamp(max=clip), lambda dy: (0.5, 7.0)  # a number expanded; 7.0 for `clip` dropped
+
+
+def _repaired_calls(x, w):
+    return cast_gradient(x) + broadcast_gradient(x) + number_gradient(x, 1.5) + cast_gradient(w)
+
+
+@pytest.mark.traced_compile
+def test_compiled_gradients_unlike_their_inputs_are_repaired_as_in_eager(dynamo):
+    """The inside node's backward passes on as they are only gradients like their inputs (Note
+    [f inside the compile node]); a cast, a broadcast, a number and a Parameter's gradient take
+    the record's checks, in the one graph, with eager's values."""
+    compiled = torch.compile(_repaired_calls, backend="aot_eager", fullgraph=True)
+    x, w = inputs(0, 2)
+    w = torch.nn.Parameter(w.detach())
+    compiled(x, w).sum().backward()
+    ex, ew = fresh([x, w])
+    ew = torch.nn.Parameter(ew.detach())
+    _repaired_calls(ex, ew).sum().backward()
+    torch.testing.assert_close([x.grad, w.grad], [ex.grad, ew.grad])
+    assert x.grad.dtype is D and w.grad.dtype is D
+    assert counters["stats"]["unique_graphs"] == 1
+    assert not counters["graph_break"]
+
+
 # How many more Dynamo guards a compiled decorated call may have than the same op written as a
 # hand-written Function: a fence against regressions, not the goal. log1pexp, counted here:
 # torch 2.13, 46 against 23 (it was 107, then 90, 70, 63, 57, against 22-25); torch 2.15, 48

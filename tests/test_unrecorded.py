@@ -290,14 +290,16 @@ def test_checkpointed_calls_save_the_same_tensors_when_recomputed():
 
 
 # Generated functions: grad_fn (the true derivative of sin of what f computes) reads each
-# value in one of several ways; whatever `unrecorded` answers, second derivatives must be plain
-# autograd's.
+# value in one of several ways; whatever `unrecorded` and `rerunnable` answer (f run again,
+# Note [f run again] in `_rerun.py`), derivatives to the third must be plain autograd's.
 READS = {
     "argument": ("", "x"),
     "intermediate": ("    s = x * 1.5\n", "s / 1.5"),
     "default": ("    s = x * 1.5\n", "s / 1.5"),
     "kept on x": ("    x.k = x * 1.5\n", "x.k / 1.5"),
     "nested": ("    s = [x * 1.5]\n", "s[0] / 1.5"),
+    "tuple": ("    s = (x * 1.5, 2)\n", "s[0] / 1.5"),
+    "helper": ("    def h(u):\n        return u * 1.5\n    s = h(x)\n", "s / 1.5"),
     "in place": ("    s = x * 1.0\n    s *= 1.5\n", "s / 1.5"),
 }
 
@@ -309,7 +311,7 @@ def test_generated_functions_differentiate_twice_as_plain_autograd(reads):
     body, terms, params = "", [], []
     for i, read in enumerate(reads):
         setup, expr = READS[read]
-        body += setup.replace("s", f"s{i}").replace("x.k", f"x.k{i}")
+        body += setup.replace("s", f"s{i}").replace("x.k", f"x.k{i}").replace("h", f"h{i}")
         expr = expr.replace("s", f"s{i}").replace("x.k", f"x.k{i}")
         if read == "default":
             params.append(f"s{i}=s{i}")
@@ -325,9 +327,11 @@ def test_generated_functions_differentiate_twice_as_plain_autograd(reads):
     for _ in range(2):
         x = torch.rand(3, dtype=D, requires_grad=True)
         (g,) = torch.autograd.grad(decorated(x).sum(), x, create_graph=True)
-        (second,) = torch.autograd.grad(g.sum(), x)
+        (second,) = torch.autograd.grad(g.sum(), x, create_graph=True)
+        (third,) = torch.autograd.grad(second.sum(), x)
         torch.testing.assert_close(g, len(terms) * torch.cos(x))
         torch.testing.assert_close(second, -len(terms) * torch.sin(x), msg=source)
+        torch.testing.assert_close(third, -len(terms) * torch.cos(x), msg=source)
 
 
 @pytest.mark.parametrize(

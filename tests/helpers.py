@@ -88,3 +88,16 @@ def cyclic_garbage_of(test_module: str) -> list[Any]:
         if ours(type(o).__module__)
         or (isinstance(o, (types.FunctionType, type)) and ours(getattr(o, "__module__", None)))
     ]
+
+
+def saved_while_called(fn: Callable[..., Any], *args: Any) -> int:
+    """How many tensors autograd saves for backward while `fn(*args)` runs."""
+    count = [0]
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        count[0] += 1
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(*args)
+    return count[0]

@@ -11,7 +11,7 @@ import weakref
 
 import pytest
 import torch
-from helpers import D, cyclic_garbage_of, where
+from helpers import D, cyclic_garbage_of, saved_while_called, where
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint
@@ -188,25 +188,13 @@ def test_derivatives_to_the_third_are_plain_autograds_and_the_recorded_paths(
     for call in range(3):  # the general code, then the plan it learned
         n = _arity(decorated)
         # Unrecorded, the call saves grad_fn's tensors alone; recorded, its ops save theirs.
-        saved = [_saved_while_called(fn, *_leaves(n, call)) for fn in (decorated, recorded)]
+        saved = [saved_while_called(fn, *_leaves(n, call)) for fn in (decorated, recorded)]
         assert saved[0] < saved[1]
         got = _derivatives(decorated, _leaves(n, call), how)
         for reference in (recorded, plain):
             want = _derivatives(reference, _leaves(n, call), how)
             for g, w in zip(got, want, strict=True):
                 torch.testing.assert_close(g, w)
-
-
-def _saved_while_called(fn, *args):
-    count = [0]
-
-    def pack(t):
-        count[0] += 1
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        fn(*args)
-    return count[0]
 
 
 class _Exps(TorchDispatchMode):
@@ -226,7 +214,7 @@ def test_f_runs_unrecorded_once_and_again_only_for_a_second_derivative():
     decorated = custom_gradient(_made(AGAIN["log1pexp"]))
     for _ in range(3):
         x = torch.rand(4, dtype=D, requires_grad=True)
-        assert _saved_while_called(decorated, x) == 1  # e alone: exp and log record nothing
+        assert saved_while_called(decorated, x) == 1  # e alone: exp and log record nothing
         with _Exps() as exps:
             y = decorated(x)
             (g,) = torch.autograd.grad(y.sum(), x, retain_graph=True)
@@ -254,7 +242,7 @@ def test_a_call_whose_tensors_are_not_all_leaves_that_require_grad_records(args,
         seconds = []
         for fn in (decorated, recorded):
             call = eval(f"lambda x, c: fn({args})", {"fn": fn})
-            assert _saved_while_called(call, x, c) > 1  # exp's own backward saved its result
+            assert saved_while_called(call, x, c) > 1  # exp's own backward saved its result
             (g,) = torch.autograd.grad(call(x, c).sum(), x, create_graph=True)
             seconds.append(torch.autograd.grad(g.sum(), x))
         torch.testing.assert_close(*seconds)
@@ -315,7 +303,7 @@ def test_a_backward_under_autocast_runs_f_again_as_the_call_ran():
     for _ in range(3):
         x = torch.rand(4, 4, requires_grad=True)
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            assert _saved_while_called(decorated, x) > 1  # under autocast: recorded
+            assert saved_while_called(decorated, x) > 1  # under autocast: recorded
         x = torch.rand(4, 4, requires_grad=True)
         y = decorated(x)
         with torch.autocast("cpu", dtype=torch.bfloat16):

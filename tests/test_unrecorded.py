@@ -10,7 +10,7 @@ import types
 
 import pytest
 import torch
-from helpers import D, derandomized
+from helpers import D, derandomized, saved_while_called
 from hypothesis import given
 from hypothesis import strategies as st
 from torch.utils.checkpoint import checkpoint
@@ -230,18 +230,6 @@ def test_values_gradients_and_second_derivatives_are_plain_autograds(name):
             torch.testing.assert_close(s, w)
 
 
-def _saved_while_called(fn, *args):
-    count = [0]
-
-    def pack(t):
-        count[0] += 1
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        fn(*args)
-    return count[0]
-
-
 @pytest.mark.parametrize("name", [n for n, (_, quiet) in CODES.items() if quiet])
 def test_an_unrecorded_call_saves_only_grad_fns_tensors(name):
     """Recorded, `a * b` alone would save a and b for its own backward; unrecorded, the only
@@ -250,7 +238,7 @@ def test_an_unrecorded_call_saves_only_grad_fns_tensors(name):
     xs = _inputs(name)
     cells = _function(name)(*xs)[1].__closure__ or ()
     closed = sum(isinstance(cell.cell_contents, torch.Tensor) for cell in cells)
-    assert [_saved_while_called(decorated, *xs) for _ in range(3)] == [closed] * 3
+    assert [saved_while_called(decorated, *xs) for _ in range(3)] == [closed] * 3
 
 
 def test_a_global_rebound_away_from_torch_records_again():
@@ -262,7 +250,7 @@ def test_a_global_rebound_away_from_torch_records_again():
     decorated = custom_gradient(_made(source, **namespace))
     scope = decorated.__wrapped__.__globals__
     x = torch.rand(4, dtype=D, requires_grad=True)
-    assert [_saved_while_called(decorated, x) for _ in range(2)] == [1, 1]
+    assert [saved_while_called(decorated, x) for _ in range(2)] == [1, 1]
     kept = []
 
     class Keeping:
@@ -273,7 +261,7 @@ def test_a_global_rebound_away_from_torch_records_again():
         cos = staticmethod(torch.cos)
 
     scope["T"] = Keeping()
-    assert _saved_while_called(decorated, x) > 1  # sin's own backward saves x: recorded
+    assert saved_while_called(decorated, x) > 1  # sin's own backward saves x: recorded
     assert kept[-1].requires_grad  # what f kept has its history
 
 

@@ -49,7 +49,7 @@ from typing import Any
 
 import torch
 
-from ._closure import PLAIN_TYPES
+from ._closure import plain
 from ._reach_check import MISSING
 
 _MODULES = frozenset({"torch", "math"})
@@ -138,13 +138,14 @@ def rerunnable(f: Any) -> bool:
 
 
 def _reads_only_torch(f: Any, again: bool) -> bool:
-    if type(f) is not types.FunctionType or f.__code__.co_freevars:
+    if type(f) is not types.FunctionType:
         return False
-    defaults = (*(f.__defaults__ or ()), *(f.__kwdefaults__ or {}).values())
-    if not all(type(value) in PLAIN_TYPES for value in defaults):
-        return False
-    names = _global_names(f.__code__, again)
+    code = f.__code__
+    names = None if code.co_freevars else _global_names(code, again)
     if names is None:
+        return False
+    defaults, kwdefaults = f.__defaults__, f.__kwdefaults__
+    if (defaults and not plain(defaults)) or (kwdefaults and not plain(kwdefaults.values())):
         return False
     namespace = f.__globals__
     for name in names:

@@ -449,3 +449,39 @@ def test_a_closure_changed_between_forward_and_backward_differentiates_as_record
         (g,) = torch.autograd.grad(y.sum(), x, create_graph=True)
         (g2,) = torch.autograd.grad(g.sum(), x)
         torch.testing.assert_close(g2, scale[0] * was * torch.exp(x.detach() * was))
+
+
+def test_torch_func_takes_its_own_route():
+    """Under a `torch.func` transform the call takes the transform node (Note [transforms]),
+    which runs f inside it: the second derivative is the same."""
+    decorated = custom_gradient(_made(AGAIN["log1pexp"]))
+    x = torch.rand(4, dtype=D)
+    for _ in range(2):
+        second = torch.func.grad(lambda t: torch.func.grad(lambda u: decorated(u).sum())(t).sum())
+        s = torch.sigmoid(x)
+        torch.testing.assert_close(second(x), s * (1 - s))
+
+
+def test_a_call_that_leaves_its_plan_after_f_ran_still_runs_again():
+    """f returns another structure than the plan learned: the general code finishes the call
+    whose f ran unrecorded, and a second derivative still runs it again."""
+    source = """
+        def f(x):
+            e = torch.exp(x)
+            def grad(dy):
+                return dy * e / (1 + e)
+            def grad2(dy, dz):
+                return (dy + 2 * dz) * e / (1 + e)
+            if x.dim() == 1:
+                return torch.log(1 + e), grad
+            return (torch.log(1 + e), 2 * torch.log(1 + e)), grad2
+        """
+    decorated = custom_gradient(_made(source))
+    for shape in [(4,), (4,), (2, 2), (2, 2)]:  # the first call learns one output
+        x = torch.rand(shape, dtype=D, requires_grad=True)
+        assert saved_while_called(decorated, x) == 1
+        y = _flat(decorated(x))
+        (g,) = torch.autograd.grad(sum(o.sum() for o in y), x, create_graph=True)
+        (g2,) = torch.autograd.grad(g.sum(), x)
+        s, k = torch.sigmoid(x), len(y) ** 2 - len(y) + 1  # 1 output: 1; (y, 2y): 3
+        torch.testing.assert_close((g, g2), (k * s, k * s * (1 - s)))

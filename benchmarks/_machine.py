@@ -9,9 +9,8 @@ implementations compare exactly, including the C code of torch and of the interp
 Each implementation runs twice in a child process under `valgrind --tool=callgrind`, which
 counts only inside `exec` (`--toggle-collect=builtin_exec`; every import runs its module
 through `exec` too): the child warms up, freezes what the garbage collector tracks (as the
-timed run does: a collection of the whole heap among the measured steps adds tens of thousands
-of instructions per step, to one implementation and not another), then runs the measured
-steps in one `exec`, 0 steps the first time and n the second. The difference over n is the
+timed run does), then runs the measured steps in one `exec`, 0 steps the first time and n the
+second. The difference over n is the
 count per step. About two minutes per implementation; needs valgrind (Debian: `apt-get install valgrind`) and a Python
 whose shared library has its symbols (pyenv's has).
 """

@@ -8,9 +8,10 @@ implementations compare exactly, including the C code of torch and of the interp
 
 Each implementation runs twice in a child process under `valgrind --tool=callgrind`, which
 counts only inside `exec` (`--toggle-collect=builtin_exec`; every import runs its module
-through `exec` too): the child warms up, then runs the measured steps in one `exec`, 0 steps
-the first time and n the second. The difference over n is the count per step. About two
-minutes per implementation; needs valgrind (Debian: `apt-get install valgrind`) and a Python
+through `exec` too): the child warms up, freezes what the garbage collector tracks (as the
+timed run does), then runs the measured steps in one `exec`, 0 steps the first time and n the
+second. The difference over n is the
+count per step. About two minutes per implementation; needs valgrind (Debian: `apt-get install valgrind`) and a Python
 whose shared library has its symbols (pyenv's has).
 """
 
@@ -31,6 +32,9 @@ import _profile
 step = _profile._steps()[{case!r}][{impl!r}]
 for _ in range(50):
     step()
+import gc
+gc.collect()
+gc.freeze()
 exec("for _ in range({n}):\\n    step()")
 """
 

@@ -3,8 +3,10 @@ user's function (one place, so a change of that format is one edit), the links o
 page, how TF flattens outputs (the port tests compare with TF's flat lists), and the settings
 of the derandomized property tests."""
 
+import gc
 import os
 import re
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -58,3 +60,44 @@ def derandomized(max_examples: int) -> settings:
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow],
     )
+
+
+def cyclic_garbage_of(test_module: str) -> list[Any]:
+    """What the cyclic collector finds now that this package or the test module `test_module`
+    (its `__name__`) made: objects of their classes, and their functions and classes. (What
+    torch itself leaves is not theirs: on torch 2.4.1, after some other tests in the same
+    process, the collector also finds 127 objects of torch's, `WeakIdKeyDictionary` closures of
+    `torch.utils.weak` and captured `traceback.FrameSummary` lists.)"""
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        gc.collect()
+        found = list(gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+
+    def ours(module: Any) -> bool:
+        return isinstance(module, str) and module.partition(".")[0] in (
+            "tf_compat_grad",
+            test_module,
+        )
+
+    return [
+        o
+        for o in found
+        if ours(type(o).__module__)
+        or (isinstance(o, (types.FunctionType, type)) and ours(getattr(o, "__module__", None)))
+    ]
+
+
+def saved_while_called(fn: Callable[..., Any], *args: Any) -> int:
+    """How many tensors autograd saves for backward while `fn(*args)` runs."""
+    count = [0]
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        count[0] += 1
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(*args)
+    return count[0]

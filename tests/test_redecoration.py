@@ -9,7 +9,7 @@ import weakref
 
 import pytest
 import torch
-from helpers import D
+from helpers import D, cyclic_garbage_of
 from torch import nn
 
 from tf_compat_grad import _eager, _reach, _reach_check, _record, _unrecorded, custom_gradient
@@ -137,34 +137,9 @@ def test_a_decoration_goes_as_it_goes_out_of_use_leaving_no_reference_cycle(scal
                 f(x)
             del f
             assert [ref() for ref in gone] == [None] * len(gone)
-        assert _cyclic_garbage_of_ours() == []
+        assert cyclic_garbage_of(__name__) == []
     finally:
         gc.enable()
-
-
-def _cyclic_garbage_of_ours():
-    """What the cyclic collector finds now that this package or this test module made: objects
-    of their classes, and their functions and classes. (What torch itself leaves is not the
-    decorations': on torch 2.4.1, after some other tests in the same process, the collector also
-    finds 127 objects of torch's, `WeakIdKeyDictionary` closures of `torch.utils.weak` and
-    captured `traceback.FrameSummary` lists.)"""
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    try:
-        gc.collect()
-        found = list(gc.garbage)
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-
-    def ours(module):
-        return isinstance(module, str) and module.partition(".")[0] in ("tf_compat_grad", __name__)
-
-    return [
-        o
-        for o in found
-        if ours(type(o).__module__)
-        or (isinstance(o, (types.FunctionType, type)) and ours(getattr(o, "__module__", None)))
-    ]
 
 
 def test_a_plan_learned_without_parameters_serves_a_decoration_that_reads_one():

@@ -10,7 +10,7 @@ import types
 
 import pytest
 import torch
-from helpers import D, derandomized
+from helpers import D, derandomized, saved_while_called
 from hypothesis import given
 from hypothesis import strategies as st
 from torch.utils.checkpoint import checkpoint
@@ -237,18 +237,6 @@ def test_values_gradients_and_second_derivatives_are_plain_autograds(name):
             torch.testing.assert_close(s, w)
 
 
-def _saved_while_called(fn, *args):
-    count = [0]
-
-    def pack(t):
-        count[0] += 1
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        fn(*args)
-    return count[0]
-
-
 @pytest.mark.parametrize("name", [n for n, (_, quiet) in CODES.items() if quiet])
 def test_an_unrecorded_call_saves_only_grad_fns_tensors(name):
     """Recorded, `a * b` alone would save a and b for its own backward; unrecorded, the only
@@ -257,7 +245,7 @@ def test_an_unrecorded_call_saves_only_grad_fns_tensors(name):
     xs = _inputs(name)
     cells = _function(name)(*xs)[1].__closure__ or ()
     closed = sum(isinstance(cell.cell_contents, torch.Tensor) for cell in cells)
-    assert [_saved_while_called(decorated, *xs) for _ in range(3)] == [closed] * 3
+    assert [saved_while_called(decorated, *xs) for _ in range(3)] == [closed] * 3
 
 
 def test_a_global_rebound_away_from_torch_records_again():
@@ -269,7 +257,7 @@ def test_a_global_rebound_away_from_torch_records_again():
     decorated = custom_gradient(_made(source, **namespace))
     scope = decorated.__wrapped__.__globals__
     x = torch.rand(4, dtype=D, requires_grad=True)
-    assert [_saved_while_called(decorated, x) for _ in range(2)] == [1, 1]
+    assert [saved_while_called(decorated, x) for _ in range(2)] == [1, 1]
     kept = []
 
     class Keeping:
@@ -280,7 +268,7 @@ def test_a_global_rebound_away_from_torch_records_again():
         cos = staticmethod(torch.cos)
 
     scope["T"] = Keeping()
-    assert _saved_while_called(decorated, x) > 1  # sin's own backward saves x: recorded
+    assert saved_while_called(decorated, x) > 1  # sin's own backward saves x: recorded
     assert kept[-1].requires_grad  # what f kept has its history
 
 
@@ -297,14 +285,16 @@ def test_checkpointed_calls_save_the_same_tensors_when_recomputed():
 
 
 # Generated functions: grad_fn (the true derivative of sin of what f computes) reads each
-# value in one of several ways; whatever `unrecorded` answers, second derivatives must be plain
-# autograd's.
+# value in one of several ways; whatever `unrecorded` and `rerunnable` answer (f run again,
+# Note [f run again] in `_rerun.py`), derivatives to the third must be plain autograd's.
 READS = {
     "argument": ("", "x"),
     "intermediate": ("    s = x * 1.5\n", "s / 1.5"),
     "default": ("    s = x * 1.5\n", "s / 1.5"),
     "kept on x": ("    x.k = x * 1.5\n", "x.k / 1.5"),
     "nested": ("    s = [x * 1.5]\n", "s[0] / 1.5"),
+    "tuple": ("    s = (x * 1.5, 2)\n", "s[0] / 1.5"),
+    "helper": ("    def h(u):\n        return u * 1.5\n    s = h(x)\n", "s / 1.5"),
     "in place": ("    s = x * 1.0\n    s *= 1.5\n", "s / 1.5"),
 }
 
@@ -316,7 +306,7 @@ def test_generated_functions_differentiate_twice_as_plain_autograd(reads):
     body, terms, params = "", [], []
     for i, read in enumerate(reads):
         setup, expr = READS[read]
-        body += setup.replace("s", f"s{i}").replace("x.k", f"x.k{i}")
+        body += setup.replace("s", f"s{i}").replace("x.k", f"x.k{i}").replace("h", f"h{i}")
         expr = expr.replace("s", f"s{i}").replace("x.k", f"x.k{i}")
         if read == "default":
             params.append(f"s{i}=s{i}")
@@ -332,9 +322,11 @@ def test_generated_functions_differentiate_twice_as_plain_autograd(reads):
     for _ in range(2):
         x = torch.rand(3, dtype=D, requires_grad=True)
         (g,) = torch.autograd.grad(decorated(x).sum(), x, create_graph=True)
-        (second,) = torch.autograd.grad(g.sum(), x)
+        (second,) = torch.autograd.grad(g.sum(), x, create_graph=True)
+        (third,) = torch.autograd.grad(second.sum(), x)
         torch.testing.assert_close(g, len(terms) * torch.cos(x))
         torch.testing.assert_close(second, -len(terms) * torch.sin(x), msg=source)
+        torch.testing.assert_close(third, -len(terms) * torch.cos(x), msg=source)
 
 
 @pytest.mark.parametrize(
@@ -387,7 +379,7 @@ def test_a_layer_of_closure_parameters_saves_only_grad_fns_tensors():
     """Recorded, `F.linear` would save x and w for its own backward as well."""
     layer = _closure_layer(*_layer_values())
     x = torch.rand(2, 4, dtype=D, requires_grad=True)
-    assert [_saved_while_called(layer, x) for _ in range(3)] == [2, 2, 2]
+    assert [saved_while_called(layer, x) for _ in range(3)] == [2, 2, 2]
 
 
 def test_the_parameters_a_call_reads_are_its_variables_on_every_call():
@@ -408,7 +400,7 @@ def test_the_parameters_a_call_reads_are_its_variables_on_every_call():
         f(x, shifted).sum().backward()
         torch.testing.assert_close(w.grad, torch.ones(2, 3, dtype=D).t() @ x)
         assert (b.grad is not None) is bool(shifted)
-        assert _saved_while_called(f, x, shifted) == 2  # x and w
+        assert saved_while_called(f, x, shifted) == 2  # x and w
 
 
 def test_a_plain_tensor_that_requires_grad_in_a_cell_is_still_refused():

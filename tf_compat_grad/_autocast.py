@@ -40,3 +40,14 @@ def call_in(state: State, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     (device, dtype), *rest = state
     with torch.autocast(device, dtype=dtype):
         return call_in(tuple(rest), fn, *args, **kwargs)
+
+
+def call_off(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`fn(*args, **kwargs)` with autocast off (a backward may run under autocast)."""
+    if not any_autocast_enabled():
+        return fn(*args, **kwargs)
+    for device in _DEVICE_TYPES:
+        if torch.is_autocast_enabled(device):
+            with torch.autocast(device, enabled=False):
+                return call_off(fn, *args, **kwargs)
+    return fn(*args, **kwargs)  # another device type's, which `current` does not see either

@@ -10,10 +10,12 @@ silently drop that second-order term (the "higher-order trap"). So in eager auto
 *before* the node, with grad recording on, and the node's forward only hands over f's outputs
 (detached, so gradients reach the inputs through grad_fn alone) and saves the tensors grad_fn
 closes over (Note [saved closures]). A backward with `create_graph=True` then differentiates
-grad_fn's ops through those tensors' own graphs, exactly as TensorFlow does, and f runs once per
-call whatever the order of differentiation. Where grad_fn provably reads nothing f computed,
-nothing needs that history, and f runs with recording off (Note [f unrecorded] in
-`_unrecorded.py`).
+grad_fn's ops through those tensors' own graphs, exactly as TensorFlow does. Where grad_fn
+provably reads nothing f computed, nothing needs that history, and f runs with recording off
+(Note [f unrecorded] in `_unrecorded.py`). Where f is provably pure and the call's tensors are
+leaves that require grad, f runs with recording off too, and a backward with
+`create_graph=True` runs it again, recorded, for the history its grad_fn reads (Note [f run
+again] in `_rerun.py`); otherwise f runs once per call whatever the order of differentiation.
 
 # Note [decorated again]
 TensorFlow code often defines its custom gradient inside `call`, so a `forward` decorates the
@@ -54,8 +56,10 @@ from ._errors import PREFIX, CustomGradientNotImplementedError, describe
 from ._plan_shape import KEYWORD_VALUES, NUMBERS
 from ._reach import ParameterReach
 from ._record import InputMeta, Record, check_upstreams, node_class
+from ._rerun import Again, Rerun, all_leaves
 from ._run import UNBOUND, Layout
 from ._torch_internals import (
+    any_autocast_enabled,
     any_dual,
     call_backward_directly,
     function_apply_c,
@@ -91,7 +95,10 @@ class Shared:
 def _make_node(f: Callable[..., Any]) -> type[torch.autograd.Function]:
 
     def forward(
-        ctx: Any, record: Record, handoff: tuple[Any, Captured, list[torch.Tensor]], *inputs: Any
+        ctx: Any,
+        record: Record,
+        handoff: tuple[Any, Captured | Rerun, list[torch.Tensor]],
+        *inputs: Any,
     ) -> Any:
         # f's outputs (one tensor when f returned one), and grad_fn without the tensors it
         # closes over and those tensors (Note [saved closures]): passed with the call, so
@@ -175,6 +182,7 @@ class EagerPath:
         versions = [tensor._version for tensor in inputs]
         # `Function.apply` first unwraps tensors left over from a finished transform.
         wrapped = any(map(is_functorch_wrapped, inputs))
+        again: Again | None = None
         if not wrapped and self._runs_unrecorded(bound, args, kwargs):  # Note [f unrecorded]
             set_grad_mode(False)
             try:
@@ -187,6 +195,8 @@ class EagerPath:
                     variables = _NO_VARIABLES
             finally:
                 set_grad_mode(True)
+            if not self.reach.unrecorded:  # Note [f run again] in `_rerun.py`
+                again = (f, args, kwargs, versions)
         else:
             result, grad_fn, variables = run_watched(
                 f, bound, args, kwargs, flat_args, self.reach, captured=self.captured
@@ -194,7 +204,7 @@ class EagerPath:
         self._checked = True
         _run.check_unedited(f, layout, inputs, versions)
         apply = self._shared.node.apply if wrapped else self._shared.c_apply
-        out = self._finish(result, grad_fn, variables, layout, inputs, apply)
+        out = self._finish(result, grad_fn, variables, layout, inputs, apply, again)
         self._learn(bound, args, kwargs, result, grad_fn, layout)
         return out
 
@@ -203,8 +213,10 @@ class EagerPath:
         unbound call of tensors (none left over from a `torch.func` transform: the caller
         asks) and Python numbers, while the reach proof says f reads no Parameter, or only
         those of its own cells, and can name no plain tensor that requires grad, and its code
-        keeps nothing it computes. The plans of kinds "unrecorded" and "unrecorded watched"
-        ask the same."""
+        keeps nothing it computes; or else f reads no Parameter and can run again for a second
+        derivative, the call's tensors are leaves that require grad and autocast is off (Note
+        [f run again] in `_rerun.py`). The plans of kinds "unrecorded", "unrecorded watched"
+        and "rerun" ask the same."""
         if not (
             bound is UNBOUND
             and all(type(a) in _FLAT for a in args)
@@ -213,7 +225,14 @@ class EagerPath:
             return False
         reach = self.reach
         reach.possible(kwargs.values())  # analyses f again if what it read has changed
-        return reach.unrecorded and reach.calm()
+        return (
+            reach.unrecorded
+            or (
+                reach.rerun
+                and not any_autocast_enabled()
+                and all_leaves([a for a in args if type(a) not in NUMBERS])
+            )
+        ) and reach.calm()
 
     def _learn(
         self,
@@ -258,11 +277,15 @@ class EagerPath:
         if watched:
             own = reach.proof == "own" and unrecorded
             kind, holds = ("unrecorded watched" if own else "watched"), reach.reads_own
+        elif unrecorded:
+            kind, holds = "unrecorded", reach.reads_none
         else:
-            kind, holds = ("unrecorded" if unrecorded else "none"), reach.reads_none
+            flat = not learned.shape.bound and all(a in ("t", "n") for a in learned.shape.args)
+            kind = "rerun" if flat and reach.rerun else "none"  # Note [f run again]
+            holds = reach.reads_none
         made = learned.made.get(kind)
         if made is None:
-            apply = _plan_node.make_node(self._f, learned.shape, watched)
+            apply = _plan_node.make_node(self._f, learned.shape, watched, kind == "rerun")
             made = learned.made[kind] = (apply, _plan.call_binder(self._f, learned.shape, kind))
         apply, bind = made
         checked = functools.partial(self._checked_gradients, learned.spec)
@@ -286,9 +309,11 @@ class EagerPath:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         watcher: ParameterWatcher | None,
+        again: Again | None = None,
     ) -> Any:
         """The rest of a plan's call whose f returned what the plan does not handle (`watcher`:
-        what watched f, for a watched plan)."""
+        what watched f, for a watched plan; `again`: how to run f again, for a call of a plan of
+        kind "rerun" whose f ran unrecorded)."""
         f = self._f
         flat_args, layout, inputs = _run.inputs(f, bound, args)
         variables: list[torch.nn.Parameter] = _NO_VARIABLES
@@ -298,7 +323,7 @@ class EagerPath:
             result, grad_fn, variables = watched_result(
                 f, bound, out, watcher, flat_args, kwargs, self.captured
             )
-        return self._finish(result, grad_fn, variables, layout, inputs, self._shared.c_apply)
+        return self._finish(result, grad_fn, variables, layout, inputs, self._shared.c_apply, again)
 
     def _fresh(self, out: Any) -> Any:
         """The rest of a plan's call without grad whose f returned what the plan does not
@@ -327,9 +352,10 @@ class EagerPath:
         layout: Layout,
         inputs: Sequence[torch.Tensor],
         apply: Callable[..., Any],
+        again: Again | None = None,
     ) -> Any:
         """Apply the node to a call whose f has run (or return f's outputs when no gradient can
-        flow)."""
+        flow); `again`: how to run f again, when it ran unrecorded to run again."""
         f = self._f
         if not variables:
             for tensor in inputs:
@@ -339,12 +365,16 @@ class EagerPath:
                 return _run.fresh(f, result)  # nothing to record: f's own autodiff (item 39)
         record = Record.of_call(layout, inputs, variables)
         sources = (*inputs, *variables)
+        captured: Captured | Rerun
+        captured, saved = capture(grad_fn, self._inside)
+        if again is not None:
+            captured = Rerun(captured, again)
         if type(result) is _Tensor:  # one output: the node returns it as it is
             output = _run.detached(result, sources)
-            return apply(record, (output, *capture(grad_fn, self._inside)), *inputs, *variables)
+            return apply(record, (output, captured, saved), *inputs, *variables)
         outputs, out_spec = _run.outputs(f, result, sources)
         check_upstreams(f, grad_fn, len(outputs), variables)
-        handoff = (outputs, *capture(grad_fn, self._inside))
+        handoff = (outputs, captured, saved)
         return _structure.unflatten(out_spec, apply(record, handoff, *inputs, *variables))
 
     def _call_without_grad(

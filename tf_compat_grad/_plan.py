@@ -17,11 +17,14 @@ give the results the general code gives; the plan only skips what the shape make
 
 A plan's guard first asks the mode of Note [call modes] (`_torch_internals.py`), rendered into
 it, then the arguments' shape. Without grad (`torch.no_grad()`) f runs with no node. Under
-grad mode and no autocast it is of one of three kinds, chosen by the reach proof (Note [watching
+grad mode and no autocast it is of one of four kinds, chosen by the reach proof (Note [watching
 only when needed] in `_reach.py`): "none" when f provably reads no Parameter, f then called
 directly while the proof's per-call check holds; "unrecorded" when, besides, the arguments are
 tensors and numbers and grad_fn can read nothing f computes, f then called with grad mode off
-and its outputs handed over as they are (Note [f unrecorded] in `_unrecorded.py`); "watched"
+and its outputs handed over as they are (Note [f unrecorded] in `_unrecorded.py`); "rerun"
+when instead f's code is pure: a call whose tensors are leaves that require grad runs as an
+unrecorded one and hands the node what runs f again for a second derivative, any other call
+runs as in a plan of kind "none" (Note [f run again] in `_rerun.py`); "watched"
 otherwise, f running under the
 Parameter watcher, pushed and popped without `TorchFunctionMode`'s Python frames, the Parameters
 it read, less those passed to it, being the call's variables (none: the node calls grad_fn
@@ -171,8 +174,11 @@ def _call_maker(
     watched = kind in ("watched", "unrecorded watched")
     # Whether f runs unrecorded: always, or while the watched f reads its own Parameters only
     # (Note [f unrecorded] in `_unrecorded.py`).
-    unrecorded = {"unrecorded": "True", "unrecorded watched": "own"}.get(kind)
+    # (A plan of kind "rerun" detaches what it recorded itself, below.)
+    unrecorded = {"unrecorded": "True", "unrecorded watched": "own", "rerun": "True"}.get(kind)
     rest = "out, bound, args, kwargs, watcher" if watched else "out, bound, args, kwargs, None"
+    if kind == "rerun":
+        rest += ", again"
     add(1, f"if any_autocast(){'' if watched else ' or not holds()'}:")
     add(2, f"return {back}")
     # The inputs' version counters before f runs: f may not edit one in place (`_run.py`).
@@ -197,11 +203,14 @@ def _call_maker(
             add(2, "else:")
             add(3, "set_grad(True)")
     elif kind == "unrecorded":  # Note [f unrecorded] in `_unrecorded.py`
-        add(1, "set_grad(False)")
-        add(1, "try:")
+        _add_unrecorded(src, 1, f_call)
+    elif kind == "rerun":  # Note [f run again] in `_rerun.py`: for leaves that require grad
+        add(1, f"if {' and '.join(f'{a}.requires_grad and {a}.is_leaf' for a in inputs)}:")
+        _add_unrecorded(src, 2, f_call)
+        add(2, f"again = (f, args, kwargs, ({', '.join(versions)},))")
+        add(1, "else:")
         add(2, f"out = {f_call}")
-        add(1, "finally:")
-        add(2, "set_grad(True)")
+        add(2, "again = None")
     else:
         add(1, f"out = {f_call}")
     add(1, f"if {' or '.join(f'{a}._version != {e}' for a, e in zip(inputs, versions, strict=True))}:")  # fmt: skip
@@ -286,12 +295,15 @@ def _call_maker(
             add(2, f"return unplanned({rest})")
     else:
         saved = []
-    plan = ", ".join(value for _, value in plan_fields(shape, watched, inputs))
+    plan = ", ".join(value for _, value in plan_fields(shape, watched, inputs, kind == "rerun"))
     handoff = f"({plan},)"
     if saves(shape):
         handoff += f", ({', '.join(saved)},)"
     into = f"{', '.join(inputs)}{more_inputs}"
     # Unrecorded, f's outputs have no history to cut.
+    if kind == "rerun":
+        add(1, "if again is None:  # recorded")
+        add(2, "; ".join(f"{r} = {r}.detach()" for r in outs))
     if unrecorded is None:
         handed = [f"{r}.detach()" for r in outs]
     elif unrecorded == "True":
@@ -320,6 +332,15 @@ def _call_maker(
     # binds its own (`make_call`).
     src.lines = ["    def bind(" + ", ".join(_DECORATION_NAMES) + "):"]  + ["    " + line for line in src.lines] + ["    return bind"]  # fmt: skip
     return src.maker(filename, _CALL_NAMES)(**_CALL_NAMES, **src.constants)  # type: ignore[no-any-return]
+
+
+def _add_unrecorded(src: Source, indent: int, f_call: str) -> None:
+    """Lines that call f with grad mode off (Note [f unrecorded] in `_unrecorded.py`)."""
+    src.add(indent, "set_grad(False)")
+    src.add(indent, "try:")
+    src.add(indent + 1, f"out = {f_call}")
+    src.add(indent, "finally:")
+    src.add(indent + 1, "set_grad(True)")
 
 
 def _accepts_variables(grad_fn: types.FunctionType, accepted: list[types.CodeType | None]) -> bool:

@@ -3,14 +3,15 @@
 # Note [plan nodes]
 The node's forward hands over f's outputs and saves the tensors grad_fn closes over, with
 `ctx.save_for_backward`'s own assignment (none when there are none). Its context holds the
-plan (`plan_fields`): the general checks (`checked`, which name this decoration's f), the
-variables (a watched plan), then grad_fn as it is when it closes over no tensor and has no
+plan (`plan_fields`): the general checks (`checked`, which name this decoration's f), what
+runs f again (a plan of kind "rerun", None for a call that recorded: Note [f run again] in
+`_rerun.py`), the variables (a watched plan), then grad_fn as it is when it closes over no tensor and has no
 default values (Note [saved closures]), else its code, globals, name, qualified name,
 defaults, keyword defaults and the cells that hold no tensor (shared as they are, as
 `_closure.capture` shares them), then each input's shape, dtype and device (True for the
 CPU, Note [exact gradients] in `_record.py`), flat. The
 backward makes grad_fn again from those around the saved tensors (`_closure.rebuild_source`),
-calls it, and returns its gradients when each is exact (Note [exact gradients] in
+or, under grad mode with f to run again, takes the grad_fn of that run, calls it, and returns its gradients when each is exact (Note [exact gradients] in
 `_record.py`, rendered here); a variable's gradient is compared with its Parameter as it is
 then (a Parameter outlives the call). Anything else goes to the general checks (`checked`),
 which repair or reject it.
@@ -36,6 +37,7 @@ from ._record import (
     node_class,
     per_code,
 )
+from ._rerun import grad_fn_again
 from ._structure import leaves
 from ._torch_internals import SAVED_TENSORS, call_backward_directly, function_apply_c
 
@@ -50,11 +52,16 @@ def saves(shape: Shape) -> bool:
     return "t" in (shape.cells or "")
 
 
-def plan_fields(shape: Shape, watched: bool, inputs: Sequence[str]) -> list[tuple[str, str]]:
+def plan_fields(
+    shape: Shape, watched: bool, inputs: Sequence[str], rerun: bool = False
+) -> list[tuple[str, str]]:
     """The plan a call hands to the node, in order (Note [plan nodes]): per field, its name in
     the backward and its expression in the call, over the call's names (`grad_fn`, `defaults`,
-    `kwd`, the cells `c0`, `c1`, ... and the tensor inputs `inputs`)."""
+    `kwd`, the cells `c0`, `c1`, ..., the tensor inputs `inputs`, and for a plan of kind
+    "rerun" `again`)."""
     fields = [("checked", "checked")]
+    if rerun:
+        fields.append(("again", "again"))
     if watched:
         fields.append(("variables", "variables"))
     if kept(shape):
@@ -74,16 +81,21 @@ def plan_fields(shape: Shape, watched: bool, inputs: Sequence[str]) -> list[tupl
     return fields
 
 
-def make_node(f: Callable[..., Any], shape: Shape, watched: bool) -> Callable[..., Any]:
+def make_node(
+    f: Callable[..., Any], shape: Shape, watched: bool, rerun: bool = False
+) -> Callable[..., Any]:
     """The `apply` of the node class of f's plan for `shape`, made once per code object of f
-    (the general checks the backward hands over to come with each call's plan)."""
+    (the general checks the backward hands over to come with each call's plan); `rerun`: of a
+    plan of kind "rerun"."""
     return per_code(  # type: ignore[no-any-return]
-        f, (shape.fields(), watched), lambda f: _make_node(f, shape, watched)
+        f, (shape.fields(), watched, rerun), lambda f: _make_node(f, shape, watched, rerun)
     )
 
 
-def _make_node(f: Callable[..., Any], shape: Shape, watched: bool) -> Callable[..., Any]:
-    backward = _backward(shape, watched)
+def _make_node(
+    f: Callable[..., Any], shape: Shape, watched: bool, rerun: bool
+) -> Callable[..., Any]:
+    backward = _backward(shape, watched, rerun)
     forward = _SAVING_FORWARD if saves(shape) else _FORWARD
     node = node_class(f, forward=staticmethod(forward), backward=staticmethod(backward))
     call_backward_directly(node)
@@ -105,22 +117,31 @@ def _forward(saving: bool) -> Callable[..., Any]:
 _SAVING_FORWARD, _FORWARD = _forward(True), _forward(False)
 
 
-def _backward(shape: Shape, watched: bool) -> Callable[..., Any]:
+def _backward(shape: Shape, watched: bool, rerun: bool) -> Callable[..., Any]:
     kinds = tree_leaves(shape.args)
     positions = [i for i, k in enumerate(kinds) if k == "t"]
-    fields = plan_fields(shape, watched, [f"x{p}" for p in positions])
+    fields = plan_fields(shape, watched, [f"x{p}" for p in positions], rerun)
     metas = [(f"s{i}", f"d{i}", f"v{i}") for i in range(len(positions))]
     src = Source()
     add = src.add
     one = type(shape.outputs) is str  # one output: one upstream
     add(0, f"def backward(ctx, {'upstream' if one else '*upstream'}):")
     add(1, f"{', '.join(name for name, _ in fields)}, = ctx.plan")
+    indent = 1
+    if rerun:  # Note [f run again] in `_rerun.py`: a backward with `create_graph=True`
+        add(1, "if again is not None and grad_enabled():")
+        if saves(shape):  # freed by a backward without `retain_graph`: torch's error, as recorded
+            add(2, "ctx.saved_tensors")
+        add(2, "grad_fn = grad_fn_again(again)")
+        if not kept(shape):
+            add(1, "else:")
+            indent = 2
     if not kept(shape):
         if saves(shape):
-            add(1, "saved = ctx.saved_tensors")
+            add(indent, "saved = ctx.saved_tensors")
         closure = closure_source(shape.cells) if shape.cells else "None"
         for line in rebuild_source(closure, "dict(kwd)" if shape.kwdefaults else None):
-            add(1, line)
+            add(indent, line)
     upstream = "upstream" if one else "*upstream"
     grads = [f"g{i}" for i in range(len(positions))]
     exact = " and ".join(
@@ -147,13 +168,14 @@ def _backward(shape: Shape, watched: bool) -> Callable[..., Any]:
     add(1, f"metas = ({''.join(f'({s}, {d}, {v}), ' for (s, d, _), v in zip(metas, devices, strict=True))}{tail})")  # fmt: skip
     add(1, f"return None, *checked(metas, {variables}, returned, ctx.needs_input_grad)")
     src.lines = ["    " + line for line in src.lines] + ["    return backward"]
-    kind = "watched " if watched else ""
+    kind = "watched " if watched else "rerun " if rerun else ""
     return src.compile(  # type: ignore[no-any-return]
         f"<tf_compat_grad {kind}plan backward of {len(kinds)} arguments>",
         {
             "Tensor": torch.Tensor, "FunctionType": types.FunctionType,
             "Cell": types.CellType, "exact_all": _exact_all, "meta": input_meta,
-            "leaves": leaves, "CPU": CPU_DEVICE,
+            "leaves": leaves, "CPU": CPU_DEVICE, "grad_enabled": torch.is_grad_enabled,
+            "grad_fn_again": grad_fn_again,
         },
     )  # fmt: skip
 

@@ -54,7 +54,7 @@ from torch.nn import Parameter
 
 from ._errors import bug
 from ._reach_check import MISSING, Checks, Deps, Proof, checks_maker, contents, items, keep, kept
-from ._unrecorded import unrecorded
+from ._unrecorded import rerunnable, unrecorded
 
 _SAFE_MODULES = frozenset(
     {"torch", "math", "cmath", "numpy", "operator", "functools", "itertools", "builtins",
@@ -87,7 +87,9 @@ class ParameterReach:
     """Whether one decorated function can read a Parameter; see Note [watching only when
     needed]."""
 
-    __slots__ = ("_f", "_unchanged", "calm", "proof", "reads_none", "reads_own", "unrecorded")
+    __slots__ = (
+        "_f", "_unchanged", "calm", "proof", "reads_none", "reads_own", "rerun", "unrecorded"
+    )  # fmt: skip
 
     def __init__(self, f: Any) -> None:
         self._f = f
@@ -106,6 +108,9 @@ class ParameterReach:
         # Whether f's ops need no recording (Note [f unrecorded] in `_unrecorded.py`), for
         # the last analysis: valid while `calm` holds.
         self.unrecorded = False
+        # Else whether f may run unrecorded and run again for a second derivative (Note [f run
+        # again] in `_rerun.py`), on the same terms.
+        self.rerun = False
         self.reads_own: Callable[[], bool] = _never
         # Whether every name, closure cell and function the last analysis read still holds
         # what it held then (`_reach_check.checks_maker`); no analysis yet: never.
@@ -147,6 +152,7 @@ class ParameterReach:
         self.reads_none = self.calm if answer == "none" else _never
         self.reads_own = self.calm if answer == "own" else _never
         self.unrecorded = answer in ("none", "own") and unrecorded(self._f)
+        self.rerun = answer == "none" and not self.unrecorded and rerunnable(self._f)
 
 
 def _never() -> bool:

@@ -31,6 +31,17 @@ replaces anyway; grad_fn, whatever f returns, can hold only arguments, constants
 f's cells hold, none of it computed by f. An opcode
 this module does not list (a new Python release) answers "recorded", as anything in doubt
 does: recording is always right, only slower.
+
+`rerunnable(f)` reads the same code for Note [f run again] (`_rerun.py`): f may run unrecorded
+and be run again, recorded, for a second derivative, when it does all of the above but that a
+closure cell it stores may hold what it computed (grad_fn closing over `e = exp(x)` or over
+f's output), and when no name it reads, attribute or keyword argument names anything listed in
+`_IMPURE_PARTS` (part of a name, lower-cased: `rand`, `dropout`, `print`, `empty`, `scatter`,
+...) or `_IMPURE_NAMES`, or starts with `set_`: what draws random numbers, has a side effect
+(output, files, running statistics, collectives, `torch.ops`' custom ops) or may give another
+value on another run (uninitialised memory, addresses, atomics on CUDA). The list errs wide: a
+name it catches that is pure (`lgamma`, `normalize`) costs a recording, not a wrong
+derivative.
 """
 
 from __future__ import annotations
@@ -42,7 +53,7 @@ from typing import Any
 
 import torch
 
-from ._closure import PLAIN_TYPES
+from ._closure import PLAIN_TYPES, plain
 from ._reach_check import MISSING, contents
 
 _MODULES = frozenset({"torch", "math"})
@@ -88,6 +99,23 @@ _OPCODES = frozenset(
      "RAISE_VARARGS", "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH", "RERAISE",
      "SETUP_FINALLY", "POP_BLOCK", "JUMP_IF_NOT_EXC_MATCH"}
 )  # fmt: skip
+# What f run again (Note [f run again]) may not name: as part of a name, lower-cased...
+_IMPURE_PARTS = (
+    # random numbers
+    "rand", "dropout", "bernoulli", "multinomial", "normal", "poisson", "uniform",
+    "exponential", "geometric", "cauchy", "gamma", "dirichlet", "binomial", "sample", "seed",
+    "rng", "generator", "fractional", "rrelu", "gumbel", "shuffle", "perm", "sobol", "noise",
+    "attention", "rnn", "lstm", "gru",
+    # side effects: output, files, state kept beside the arguments, collectives
+    "print", "save", "load", "batch_norm", "instance_norm", "embedding", "distributed",
+    "library", "hook", "manual", "synchronize", "stream", "event", "memory",
+    # values that differ between runs: uninitialised memory, addresses, atomics on CUDA
+    "empty", "data_ptr", "storage", "scatter", "index_add", "index_put", "index_reduce",
+    "index_copy", "bincount", "histc", "histogram", "ctc", "nll_loss", "cumsum", "kthvalue",
+    "median", "mode",
+)  # fmt: skip
+# ... and as a whole name (`torch.ops`: custom ops, which may have side effects).
+_IMPURE_NAMES = frozenset({"ops", "put"})
 _INTRINSICS = frozenset({"INTRINSIC_UNARY_POSITIVE", "INTRINSIC_LIST_TO_TUPLE"})
 _DEFAULTS, _KWDEFAULTS = 0x01, 0x02  # MAKE_FUNCTION's and SET_FUNCTION_ATTRIBUTE's flags
 # The instructions that may stand between a function's default values and its making, each
@@ -104,16 +132,31 @@ _CELL_TYPES = PLAIN_TYPES | {torch.Tensor, torch.nn.Parameter}
 def unrecorded(f: Any) -> bool:
     """Whether f's ops need no recording (Note [f unrecorded]), its reach proof having
     answered "none" or "own"."""
+    return _reads_only_torch(f, again=False)
+
+
+def rerunnable(f: Any) -> bool:
+    """Whether f may run unrecorded and run again, recorded, for a second derivative (Note [f
+    run again]), its reach proof having answered "none": what `unrecorded` asks, but that a
+    closure cell may hold what f computed, and that f names nothing random or with a side
+    effect; and f has no closure cells (run again, it would read them again, rebound or not)."""
+    return _reads_only_torch(f, again=True)
+
+
+def _reads_only_torch(f: Any, again: bool) -> bool:
     if type(f) is not types.FunctionType:
+        return False
+    code = f.__code__
+    if again and code.co_freevars:
         return False
     for cell in f.__closure__ or ():
         if type(contents(cell)) not in _CELL_TYPES:
             return False
-    defaults = (*(f.__defaults__ or ()), *(f.__kwdefaults__ or {}).values())
-    if not all(type(value) in PLAIN_TYPES for value in defaults):
-        return False
-    names = _global_names(f.__code__)
+    names = _global_names(code, again)
     if names is None:
+        return False
+    defaults, kwdefaults = f.__defaults__, f.__kwdefaults__
+    if (defaults and not plain(defaults)) or (kwdefaults and not plain(kwdefaults.values())):
         return False
     namespace = f.__globals__
     for name in names:
@@ -129,28 +172,30 @@ def unrecorded(f: Any) -> bool:
 
 
 @functools.lru_cache(maxsize=1024)
-def _global_names(code: types.CodeType) -> frozenset[str] | None:
+def _global_names(code: types.CodeType, again: bool) -> frozenset[str] | None:
     """The global names code and the code nested in it read, or None when its code can keep
-    what f computes (Note [f unrecorded])."""
+    what f computes (Note [f unrecorded]) or, `again`, can differ when run again (Note [f run
+    again])."""
     names: set[str] = set()
-    return frozenset(names) if _local_only(code, names) else None
+    return frozenset(names) if _local_only(code, names, again) else None
 
 
-def _local_only(code: types.CodeType, names: set[str]) -> bool:
-    if any(_forbidden(name) for name in code.co_names):
+def _local_only(code: types.CodeType, names: set[str], again: bool) -> bool:
+    forbidden = _impure if again else _forbidden
+    if any(forbidden(name) for name in code.co_names):
         return False
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            if not _local_only(const, names):
+            if not _local_only(const, names, again):
                 return False
-        elif any(_forbidden(s) for s in (const if isinstance(const, tuple) else (const,)) if isinstance(s, str)):  # fmt: skip
-            return False  # a keyword argument's name (`out=`, `requires_grad=`)
+        elif any(forbidden(s) for s in (const if isinstance(const, tuple) else (const,)) if isinstance(s, str)):  # fmt: skip
+            return False  # a keyword argument's name (`out=`, `requires_grad=`, `generator=`)
     instructions = list(dis.get_instructions(code))
     from_module = False  # the instruction before read a global or an attribute of one
     for i, ins in enumerate(instructions):
         op = ins.opname
         if op == "STORE_DEREF":  # a cell may hold a function made here, nothing computed
-            if _producer(instructions, i, 0) not in _FUNCTION_MAKERS:
+            if not again and _producer(instructions, i, 0) not in _FUNCTION_MAKERS:
                 return False
             continue
         if op not in _OPCODES:
@@ -182,6 +227,18 @@ def _local_only(code: types.CodeType, names: set[str]) -> bool:
 
 def _forbidden(name: str) -> bool:
     return name in _AUTOGRAD_NAMES or name.startswith("__") or (name.endswith("_") and not name.startswith("_"))  # fmt: skip
+
+
+def _impure(name: str) -> bool:
+    """A name of something that may draw random numbers, have a side effect or differ from one
+    run to the next (Note [f run again]), or one `_forbidden` names."""
+    lowered = name.lower()
+    return (
+        _forbidden(name)
+        or lowered in _IMPURE_NAMES
+        or lowered.startswith("set_")
+        or any(part in lowered for part in _IMPURE_PARTS)
+    )
 
 
 def _called(ins: dis.Instruction) -> bool:

@@ -7,7 +7,7 @@ import re
 
 import pytest
 import torch
-from helpers import D, flatten
+from helpers import D, closure_layer, flatten
 from messages import (
     count,
     edited_in_place,
@@ -306,17 +306,6 @@ def test_one_tensor_in_two_cells_is_saved_once_by_the_general_code():
 
 
 # --- watched plans: f reads Parameters it is not passed (variables=) --------------------------
-
-
-def closure_layer(w, b):
-    @custom_gradient
-    def layer(x):
-        def grad(dy, variables=None):
-            return dy @ w, [dy.t() @ x, dy.sum(0)]
-
-        return torch.nn.functional.linear(x, w, b), grad
-
-    return layer
 
 
 def parameters():

@@ -10,7 +10,7 @@ import types
 
 import pytest
 import torch
-from helpers import D, derandomized, saved_while_called
+from helpers import D, closure_layer, derandomized, saved_while_called
 from hypothesis import given
 from hypothesis import strategies as st
 from torch.utils.checkpoint import checkpoint
@@ -341,17 +341,6 @@ def test_an_op_in_place_on_an_argument_is_recorded(call):
 # --- f that reads Parameters of its own closure cells (Note [Parameters of f's own]) ---------
 
 
-def _closure_layer(w, b):
-    @custom_gradient
-    def linear(x):
-        def grad_fn(dy, variables=None):
-            return dy @ w, [dy.t() @ x, dy.sum(0)]
-
-        return torch.nn.functional.linear(x, w, b), grad_fn
-
-    return linear
-
-
 def _layer_values():
     g = torch.Generator().manual_seed(1)
     w = torch.nn.Parameter(torch.randn(3, 4, generator=g, dtype=D))
@@ -361,7 +350,7 @@ def _layer_values():
 
 def test_a_layer_of_closure_parameters_differentiates_twice_as_plain_autograd():
     w, b = _layer_values()
-    layer = _closure_layer(w, b)
+    layer = closure_layer(w, b)
     for _ in range(3):  # the general code, then its plan
         x = torch.rand(2, 4, dtype=D, requires_grad=True)
         y = layer(x)
@@ -377,7 +366,7 @@ def test_a_layer_of_closure_parameters_differentiates_twice_as_plain_autograd():
 
 def test_a_layer_of_closure_parameters_saves_only_grad_fns_tensors():
     """Recorded, `F.linear` would save x and w for its own backward as well."""
-    layer = _closure_layer(*_layer_values())
+    layer = closure_layer(*_layer_values())
     x = torch.rand(2, 4, dtype=D, requires_grad=True)
     assert [saved_while_called(layer, x) for _ in range(3)] == [2, 2, 2]
 
@@ -407,7 +396,7 @@ def test_a_plain_tensor_that_requires_grad_in_a_cell_is_still_refused():
     """Unrecorded, the outputs would not show that they depend on it: such a call records and
     is refused (Note [lost gradients]), whether the cell held it from the start or since."""
     w, b = _layer_values()
-    layer = _closure_layer(w, b)
+    layer = closure_layer(w, b)
     x = torch.rand(2, 4, dtype=D, requires_grad=True)
     layer(x), layer(x)  # planned
     cell = layer.__wrapped__.__closure__[[c.cell_contents is b for c in layer.__wrapped__.__closure__].index(True)]  # fmt: skip
@@ -419,7 +408,7 @@ def test_a_plain_tensor_that_requires_grad_in_a_cell_is_still_refused():
 
 def test_checkpointed_closure_parameter_calls_save_the_same_tensors_when_recomputed():
     w, b = _layer_values()
-    layer = _closure_layer(w, b)
+    layer = closure_layer(w, b)
     for _ in range(3):
         x = torch.rand(2, 4, dtype=D, requires_grad=True)
         w.grad = b.grad = None

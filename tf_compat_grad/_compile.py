@@ -106,7 +106,7 @@ import torch
 
 from . import _autocast, _run, _structure
 from ._captures import CapturedRule, lost_under_compile_reason, settle
-from ._compile_exits import outside
+from ._compile_exits import outside, upstreams_checked
 from ._compile_node import (
     CompileNode,
     InsideNode,
@@ -115,7 +115,6 @@ from ._compile_node import (
     rebuilt,
     refuse_split,
     split_kind,
-    upstreams_checked,
 )
 from ._export import exported
 from ._run import UNBOUND, call_f

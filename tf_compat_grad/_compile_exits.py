@@ -36,7 +36,7 @@ from torch.nn.utils import parametrize
 
 from ._errors import PREFIX, CustomGradientTypeError, describe
 from ._record import check_upstreams, upstreams_refusal_of_code
-from ._torch_internals import outside_compile, run_while_tracing
+from ._torch_internals import graph_break, outside_compile, run_while_tracing
 
 # The eager checks, run where the graph breaks (Notes [lost gradients under compile] and
 # [upstreams under compile]).
@@ -112,6 +112,22 @@ def refuse_upstreams(
     grad_fn as it is (a partial, a callable object), or else the one made while tracing."""
     check_upstreams(f, grad_fn, n_outputs, variables)
     raise CustomGradientTypeError(refusal)
+
+
+def upstreams_checked(
+    f: Callable[..., Any],
+    grad_fn: Callable[..., Any],
+    n_outputs: int,
+    variables: list[torch.nn.Parameter],
+    described: str,
+) -> None:
+    """Note [upstreams under compile], for a call with several outputs
+    and a tensor that requires grad: a graph break where grad_fn cannot take the upstreams."""
+    readable = parameters_of(grad_fn)
+    refusal = readable and upstreams_refusal(*readable, n_outputs, bool(variables), described)
+    if refusal:
+        graph_break(refusal)  # under fullgraph=True, the error
+        outside(refuse_upstreams, f, grad_fn, n_outputs, variables, refusal)
 
 
 def under_transform_reason(f: Callable[..., Any]) -> str:

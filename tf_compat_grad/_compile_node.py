@@ -25,7 +25,7 @@ from the fake tensors' metadata. Anything else (a number, a list, a cast, a broa
 count, the autocast state to call grad_fn in) builds the call's `Record` there and then and
 takes its checks (`Record.checked`, `Record.gradients`), which repair or refuse as eager does.
 
-A refusal found in `forward` is a graph break (`refuse_split`, `upstreams_checked`), since
+A refusal found in `forward` is a graph break (`refuse_split`, `_compile_exits.upstreams_checked`), since
 Dynamo cannot raise it from the traced `forward` with eager's message: `compiling_call`'s
 closure calls `apply` inside a `try` block, so that Dynamo, meeting the break, gives up on that
 frame and runs it as Python, where the question (not tracing) never answers "inside" and the
@@ -57,7 +57,7 @@ from typing import Any, NoReturn
 import torch
 
 from . import _autocast, _structure
-from ._compile_exits import outside, parameters_of, refuse_upstreams, upstreams_refusal
+from ._compile_exits import outside, upstreams_checked
 from ._errors import PREFIX
 from ._record import EXACT_LIKE_INPUT, Record, input_meta
 from ._run import Layout, aliases, as_output, split
@@ -243,22 +243,6 @@ def _split_reason(described: str) -> str:
         "what). Return `y, grad_fn`, where grad_fn takes the upstream gradients and returns "
         "the input gradients"
     )
-
-
-def upstreams_checked(
-    f: Callable[..., Any],
-    grad_fn: Callable[..., Any],
-    n_outputs: int,
-    variables: list[torch.nn.Parameter],
-    described: str,
-) -> None:
-    """Note [upstreams under compile] in `_compile_exits.py`, for a call with several outputs
-    and a tensor that requires grad: a graph break where grad_fn cannot take the upstreams."""
-    readable = parameters_of(grad_fn)
-    refusal = readable and upstreams_refusal(*readable, n_outputs, bool(variables), described)
-    if refusal:
-        graph_break(refusal)  # under fullgraph=True, the error
-        outside(refuse_upstreams, f, grad_fn, n_outputs, variables, refusal)
 
 
 class CompileNode(torch.autograd.Function):

@@ -172,10 +172,12 @@ def _call_maker(
     add(2, f"return {unflatten_source(shape.outputs, fresh, src)}")
 
     watched = kind in ("watched", "unrecorded watched")
-    # Whether f runs unrecorded: always, or while the watched f reads its own Parameters only
-    # (Note [f unrecorded] in `_unrecorded.py`).
-    # (A plan of kind "rerun" detaches what it recorded itself, below.)
-    unrecorded = {"unrecorded": "True", "unrecorded watched": "own", "rerun": "True"}.get(kind)
+    # Whether f runs unrecorded: always, while the watched f reads its own Parameters only
+    # (Note [f unrecorded] in `_unrecorded.py`), or where it is to run again (Note [f run
+    # again] in `_rerun.py`).
+    unrecorded = {
+        "unrecorded": "True", "unrecorded watched": "own", "rerun": "again is not None"
+    }.get(kind)  # fmt: skip
     rest = "out, bound, args, kwargs, watcher" if watched else "out, bound, args, kwargs, None"
     if kind == "rerun":
         rest += ", again"
@@ -301,9 +303,6 @@ def _call_maker(
         handoff += f", ({', '.join(saved)},)"
     into = f"{', '.join(inputs)}{more_inputs}"
     # Unrecorded, f's outputs have no history to cut.
-    if kind == "rerun":
-        add(1, "if again is None:  # recorded")
-        add(2, "; ".join(f"{r} = {r}.detach()" for r in outs))
     if unrecorded is None:
         handed = [f"{r}.detach()" for r in outs]
     elif unrecorded == "True":

@@ -9,7 +9,7 @@ import weakref
 
 import pytest
 import torch
-from helpers import D, cyclic_garbage_of
+from helpers import D, closure_layer, cyclic_garbage_of, saved_while_called
 from torch import nn
 
 from tf_compat_grad import _eager, _reach, _reach_check, _record, _unrecorded, custom_gradient
@@ -445,3 +445,61 @@ def test_a_default_is_read_for_each_decoration():
     assert not f._eager.reach.reads_none()
     _, gw = _grads(f, x, w)
     torch.testing.assert_close(gw, 7 * x.detach().sum())
+
+
+# --- the route of a new decoration does not depend on whether its code's proof is kept ------
+
+
+def _sigmoid():
+    """Pure, with no closure cells: f may run again for a second derivative (Note [f run
+    again])."""
+
+    @custom_gradient
+    def sigmoid(x):
+        y = torch.sigmoid(x)
+
+        def grad(dy):
+            return dy * y * (1 - y)
+
+        return y, grad
+
+    return sigmoid
+
+
+_LAYER = (nn.Parameter(torch.randn(3, 4, dtype=D)), nn.Parameter(torch.randn(3, dtype=D)))
+_SCALE = nn.Parameter(torch.tensor(1.5, dtype=D))
+_DECORATIONS = {
+    "closure Parameters (unrecorded, watched)": lambda: closure_layer(*_LAYER),
+    "a plain tensor in the closure (unrecorded)": lambda: exp_scaled_by(torch.tensor(2.0, dtype=D)),
+    "a Parameter in the closure": lambda: exp_scaled_by(_SCALE),
+    "pure, run again for a second derivative": _sigmoid,
+}
+
+
+@pytest.mark.parametrize("make", _DECORATIONS.values(), ids=list(_DECORATIONS))
+@pytest.mark.parametrize("kept", [True, False], ids=["proof kept", "proof dropped"])
+def test_a_new_decoration_takes_the_route_of_the_first_whether_or_not_its_proof_is_kept(
+    make, kept, monkeypatch
+):
+    """The kept proofs are bounded (`_KEPT` codes): a suite or program that decorates more codes
+    than that drops the oldest, and a new decoration of such a code, which starts on the plans
+    its code learned, is analysed before its plans are made (a plan made before the analysis
+    recorded f's ops where the first decoration's did not)."""
+    x = torch.rand(2, 4, dtype=D, requires_grad=True)
+    first = make()
+    first(x)  # the general code; it learns the plan
+    want_saved = saved_while_called(first, x)
+    sources = (x, *_LAYER, _SCALE)
+
+    def grads(f):
+        y = f(x)
+        g = torch.autograd.grad((y * y).sum(), sources, create_graph=True, allow_unused=True)
+        second = torch.autograd.grad(sum(t.sin().sum() for t in g if t is not None), x)
+        return g, second
+
+    want = grads(first)
+    if not kept:
+        monkeypatch.setattr(_reach_check, "_PROOFS", {})
+    again = make()
+    assert saved_while_called(again, x) == want_saved
+    torch.testing.assert_close(grads(again), want)

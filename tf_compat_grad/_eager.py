@@ -267,7 +267,10 @@ class EagerPath:
             return
         self._planned.add(learned.key)
         reach = self.reach
-        watched = learned.watched or reach.possible(())
+        # First: a new decoration whose code's proof was not kept (Note [a proof per code]) is
+        # analysed here, before its kind is read from the proof.
+        possible = reach.possible(())
+        watched = learned.watched or possible
         # Note [f unrecorded]: the same question as `_runs_unrecorded`'s.
         unrecorded = (
             not learned.shape.bound

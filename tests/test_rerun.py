@@ -266,6 +266,59 @@ def test_a_second_derivative_after_an_edit_in_place_of_an_argument_is_refused():
         assert "x.clone()" in message
 
 
+def _rebind_default(f, scope):
+    f.__defaults__ = (2.0,)
+
+
+def _rebind_global(f, scope):
+    scope["torch"] = _Tanh()
+
+
+def _rebind_code(f, scope):
+    f.__code__ = _made("def f(x, k=1.0):\n    return torch.tanh(x), lambda dy: dy\n").__code__
+
+
+class _Tanh:
+    """A global `torch` rebound to something whose `sigmoid` is another function."""
+
+    def __getattr__(self, name):
+        return torch.tanh if name == "sigmoid" else getattr(torch, name)
+
+
+@pytest.mark.parametrize(
+    "rebind",
+    [_rebind_default, _rebind_global, _rebind_code],
+    ids=["a default", "a global name", "its code"],
+)
+def test_a_second_derivative_after_what_f_reads_was_rebound_is_refused(rebind):
+    """Run again, f would run with what it reads now, not what the call read: refused. A
+    first-order backward uses grad_fn as saved and is unaffected."""
+    for call in range(2):  # the general code, then the plan
+        scope = {"torch": torch}
+        exec(
+            "def f(x, k=1.0):\n"
+            "    y = torch.sigmoid(x) * k\n"
+            "    def grad(dy):\n"
+            "        return dy * y * (1 - y / k)\n"
+            "    return y, grad\n",
+            scope,
+        )
+        decorated = custom_gradient(scope["f"])
+        x = torch.rand(4, dtype=D, requires_grad=True)
+        for _ in range(call):
+            decorated(x)
+        y = decorated(x)
+        rebind(scope["f"], scope)
+        s = torch.sigmoid(x.detach())
+        (g,) = torch.autograd.grad(y.sum(), x, retain_graph=True)
+        torch.testing.assert_close(g, s * (1 - s))
+        with pytest.raises(CustomGradientValueError) as error:
+            torch.autograd.grad(y.sum(), x, create_graph=True)
+        message = str(error.value)
+        assert where(decorated) in message and "rebound after the call" in message
+        assert "before rebinding" in message and "x.clone()" in message
+
+
 @pytest.mark.parametrize("leaf", [True, False])
 def test_checkpointed_calls_save_the_same_tensors_when_recomputed(leaf):
     decorated = custom_gradient(_made(AGAIN["log1pexp"]))

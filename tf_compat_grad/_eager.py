@@ -196,7 +196,7 @@ class EagerPath:
             finally:
                 set_grad_mode(True)
             if not self.reach.unrecorded:  # Note [f run again] in `_rerun.py`
-                again = (f, args, kwargs, versions)
+                again = (f, args, kwargs, versions, self.reach.calm)
         else:
             result, grad_fn, variables = run_watched(
                 f, bound, args, kwargs, flat_args, self.reach, captured=self.captured

@@ -209,7 +209,7 @@ def _call_maker(
     elif kind == "rerun":  # Note [f run again] in `_rerun.py`: for leaves that require grad
         add(1, f"if {' and '.join(f'{a}.requires_grad and {a}.is_leaf' for a in inputs)}:")
         _add_unrecorded(src, 2, f_call)
-        add(2, f"again = (f, args, kwargs, ({', '.join(versions)},))")
+        add(2, f"again = (f, args, kwargs, ({', '.join(versions)},), holds)")
         add(1, "else:")
         add(2, f"out = {f_call}")
         add(2, "again = None")

@@ -27,7 +27,11 @@ as saved (Note [saved closures] in `_closure.py`). Two conditions make the run a
 The run again happens with autocast off, as the call it repeats ran (a call under autocast
 records). Unlike the runs again of `torch.func` and `recompute_grad`, which restore the random
 state (docs/torch_facts.md, "Random state when f runs again"), this one is for f that draws
-nothing, so that nothing but the arguments needs keeping. The plans of kind "rerun" (`_plan.py`, their node's backward in `_plan_node.py`) and
+nothing, so that nothing but the arguments needs keeping. For the same reason the run again
+first asks the reach proof's per-call check (`_reach_check.checks_maker`) whether f's code, its
+defaults and the globals and functions it names are still those of the call, and refuses by
+name when one was rebound. (An attribute of an imported module, `torch.sigmoid` patched between
+the call and the backward, is not among them: the proofs take modules' functions as fixed.) The plans of kind "rerun" (`_plan.py`, their node's backward in `_plan_node.py`) and
 the general code (`Rerun`, the captured grad_fn its node rebuilds) take the same route, so that
 a call under non-reentrant `torch.utils.checkpoint` saves the same tensors when recomputed.
 """
@@ -44,15 +48,26 @@ from ._closure import Captured
 from ._errors import PREFIX, CustomGradientValueError, describe
 from ._run import UNBOUND, inputs, split
 
-# What the run again takes: f, the call's positional and keyword arguments, and the version of
-# each tensor among the positional arguments at the call.
-Again = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any], Sequence[int]]
+# What the run again takes: f, the call's positional and keyword arguments, the version of
+# each tensor among the positional arguments at the call, and the reach proof's check that what
+# f reads (its code, defaults, the globals and functions it names) is still what it read then.
+Again = tuple[
+    Callable[..., Any], tuple[Any, ...], dict[str, Any], Sequence[int], Callable[[], bool]
+]
 
 
 def grad_fn_again(again: Again) -> Callable[..., Any]:
     """The grad_fn of f run again, recorded, on the arguments of its call (Note [f run
     again])."""
-    f, args, kwargs, versions = again
+    f, args, kwargs, versions, unchanged = again
+    if not unchanged():
+        raise CustomGradientValueError(
+            f"{PREFIX}a second derivative of {describe(f)} runs it again on its arguments "
+            "(Note [f run again]), but what it reads was rebound after the call (its code, "
+            "its default arguments, a global name or a function it calls), so the run again "
+            "would not be the call's. Take the second derivative (`create_graph=True`) before "
+            "rebinding them, or call it on a copy (`x.clone()`), whose call records f's ops."
+        )
     _, layout, tensors = inputs(f, UNBOUND, args)
     for i, (tensor, version) in enumerate(zip(tensors, versions, strict=True)):
         if tensor._version != version:

@@ -503,3 +503,32 @@ def test_a_new_decoration_takes_the_route_of_the_first_whether_or_not_its_proof_
     again = make()
     assert saved_while_called(again, x) == want_saved
     torch.testing.assert_close(grads(again), want)
+
+
+def test_planning_a_new_code_leaves_no_reference_cycle():
+    """Making a plan (its generated source, its node) for a code of nested outputs leaves
+    nothing for the cyclic collector: a program that decorates many codes frees each as it
+    goes."""
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+    gc.collect()
+    gc.disable()
+    try:
+        for k in range(3):  # a new code each time: its plan is generated anew
+            scope = {"torch": torch}
+            exec(
+                "def f(a):\n"
+                f"    p, q = a * {k + 2}, (a + 1, a - 1)\n"
+                "    def grad(dp, dq0, dq1):\n"
+                f"        return dp * {k + 2} + dq0 + dq1\n"
+                "    return {'p': p, 'q': q}, grad\n",
+                scope,
+            )
+            f = custom_gradient(scope["f"])
+            for _ in range(2):  # the general code, then the plan
+                out = f(x)
+                (g,) = torch.autograd.grad(out["p"].sum() + sum(t.sum() for t in out["q"]), x)
+                torch.testing.assert_close(g, torch.full_like(x, k + 4.0))
+            del f, scope, out
+        assert cyclic_garbage_of(__name__) == []
+    finally:
+        gc.enable()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
@@ -210,20 +210,21 @@ def _compiled(source: str, filename: str) -> Callable[..., Any]:
 
 def unflatten_source(tree: Tree, names: list[str], source: Source) -> str:
     """The expression that rebuilds `tree` from its leaves' names, as `_structure.unflatten`."""
-    it = iter(names)
+    return _built(tree, iter(names), source)
 
-    def build(node: Tree) -> str:
-        if type(node) is str:
-            return next(it)
-        kind, what, children = node
-        if kind == "dict":
-            by_key = dict(zip(sorted(what), map(build, children), strict=True))
-            return "{" + ", ".join(f"{key!r}: {by_key[key]}" for key in what) + "}"
-        parts = [build(child) for child in children]
-        if kind == "namedtuple":
-            return f"{source.constant(what)}({', '.join(parts)})"
-        if what is list:
-            return f"[{', '.join(parts)}]"
-        return f"({', '.join(parts)}{',' if len(parts) == 1 else ''})"
 
-    return build(tree)
+def _built(node: Tree, names: Iterator[str], source: Source) -> str:
+    """`unflatten_source`, taking its leaves' names from `names` (a module function: a nested
+    one calling itself would be a reference cycle, left to the cyclic collector per plan)."""
+    if type(node) is str:
+        return next(names)
+    kind, what, children = node
+    parts = [_built(child, names, source) for child in children]
+    if kind == "dict":
+        by_key = dict(zip(sorted(what), parts, strict=True))
+        return "{" + ", ".join(f"{key!r}: {by_key[key]}" for key in what) + "}"
+    if kind == "namedtuple":
+        return f"{source.constant(what)}({', '.join(parts)})"
+    if what is list:
+        return f"[{', '.join(parts)}]"
+    return f"({', '.join(parts)}{',' if len(parts) == 1 else ''})"

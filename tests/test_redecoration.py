@@ -450,20 +450,11 @@ def test_a_default_is_read_for_each_decoration():
 # --- the route of a new decoration does not depend on whether its code's proof is kept ------
 
 
-def _sigmoid():
+def _sigmoid(x):
     """Pure, with no closure cells: f may run again for a second derivative (Note [f run
-    again])."""
-
-    @custom_gradient
-    def sigmoid(x):
-        y = torch.sigmoid(x)
-
-        def grad(dy):
-            return dy * y * (1 - y)
-
-        return y, grad
-
-    return sigmoid
+    again]); decorated anew by each `custom_gradient(_sigmoid)`."""
+    y = torch.sigmoid(x)
+    return y, lambda dy: dy * y * (1 - y)
 
 
 _LAYER = (nn.Parameter(torch.randn(3, 4, dtype=D)), nn.Parameter(torch.randn(3, dtype=D)))
@@ -472,7 +463,7 @@ _DECORATIONS = {
     "closure Parameters (unrecorded, watched)": lambda: closure_layer(*_LAYER),
     "a plain tensor in the closure (unrecorded)": lambda: exp_scaled_by(torch.tensor(2.0, dtype=D)),
     "a Parameter in the closure": lambda: exp_scaled_by(_SCALE),
-    "pure, run again for a second derivative": _sigmoid,
+    "pure, run again for a second derivative": lambda: custom_gradient(_sigmoid),
 }
 
 

@@ -248,6 +248,16 @@ def test_a_call_whose_tensors_are_not_all_leaves_that_require_grad_records(args,
         torch.testing.assert_close(*seconds)
 
 
+def _first_order_only(y, x, s):
+    """The message of the refusal of the second derivative of `y = sigmoid(x)` (its value at the
+    call `s`), after checking that the first-order backward still works."""
+    (g,) = torch.autograd.grad(y.sum(), x, retain_graph=True)
+    torch.testing.assert_close(g, s * (1 - s))
+    with pytest.raises(CustomGradientValueError) as error:
+        torch.autograd.grad(y.sum(), x, create_graph=True)
+    return str(error.value)
+
+
 def test_a_second_derivative_after_an_edit_in_place_of_an_argument_is_refused():
     decorated = custom_gradient(_made(AGAIN["sigmoid, grad_fn reads its output"]))
     for _ in range(3):
@@ -256,11 +266,7 @@ def test_a_second_derivative_after_an_edit_in_place_of_an_argument_is_refused():
         before = torch.sigmoid(x.detach().clone())
         with torch.no_grad():
             x.add_(1.0)  # an optimizer step between forward and backward
-        (g,) = torch.autograd.grad(y.sum(), x, retain_graph=True)  # first order: as recorded
-        torch.testing.assert_close(g, before * (1 - before))
-        with pytest.raises(CustomGradientValueError) as error:
-            torch.autograd.grad(y.sum(), x, create_graph=True)
-        message = str(error.value)
+        message = _first_order_only(y, x, before)  # first order: as recorded
         assert where(decorated) in message and "`x`" in message
         assert "edited in place" in message and "version 0 then, 1 now" in message
         assert "x.clone()" in message
@@ -309,12 +315,7 @@ def test_a_second_derivative_after_what_f_reads_was_rebound_is_refused(rebind):
             decorated(x)
         y = decorated(x)
         rebind(scope["f"], scope)
-        s = torch.sigmoid(x.detach())
-        (g,) = torch.autograd.grad(y.sum(), x, retain_graph=True)
-        torch.testing.assert_close(g, s * (1 - s))
-        with pytest.raises(CustomGradientValueError) as error:
-            torch.autograd.grad(y.sum(), x, create_graph=True)
-        message = str(error.value)
+        message = _first_order_only(y, x, torch.sigmoid(x.detach()))
         assert where(decorated) in message and "rebound after the call" in message
         assert "before rebinding" in message and "x.clone()" in message
 

@@ -67,15 +67,16 @@ WRONG_GRADIENTS = {
 }
 
 
-@pytest.mark.parametrize("route", ["inside", "list"])
-def test_a_gradient_eager_refuses_is_refused_compiled(dynamo, route):
+# Inductor compiles the graphs Dynamo makes, where the refusals are found: one case each.
+@pytest.mark.parametrize(("route", "backend"), [("inside", "inductor"), ("list", "aot_eager")])
+def test_a_gradient_eager_refuses_is_refused_compiled(dynamo, route, backend):
     """Before, a gradient of the wrong shape failed as Dynamo's TorchRuntimeError (fake tensors
     of `torch.broadcast_shapes`). Both backward nodes: the inside node's, and the node's after f
     (here a list argument). Every kind's message: the fullgraph test below."""
     run = _routes(_decorated(grad=WRONG_GRADIENTS["shape"]))[route]
     kind, message = _refusal(run, _leaf())
     assert issubclass(kind, CustomGradientError), message
-    assert _refusal(_compiled(run, "aot_eager"), _leaf()) == (kind, message)
+    assert _refusal(_compiled(run, backend), _leaf()) == (kind, message)
 
 
 @pytest.mark.parametrize("wrong", WRONG_GRADIENTS)
@@ -104,15 +105,15 @@ EDITS = {
 
 
 EDIT_CASES = [
-    ("mul_", "inside"),
-    ("indexed assignment", "watched"),
-    ("a view's edit", "list"),
-    ("out=", "inside"),
+    ("mul_", "inside", "inductor"),
+    ("indexed assignment", "watched", "aot_eager"),
+    ("a view's edit", "list", "aot_eager"),
+    ("out=", "inside", "aot_eager"),
 ]
 
 
-@pytest.mark.parametrize(("edit", "route"), EDIT_CASES)
-def test_an_edit_in_place_is_refused_compiled(dynamo, edit, route):
+@pytest.mark.parametrize(("edit", "route", "backend"), EDIT_CASES)
+def test_an_edit_in_place_is_refused_compiled(dynamo, edit, route, backend):
     """Before, the compiled call ran and handed back grad_fn's gradient for a tensor whose value
     f changed. Eager refuses `out=` with torch's own error (f runs recorded there); compiled,
     f runs unrecorded, and the library's refusal is eager's for the other edits."""
@@ -123,14 +124,54 @@ def test_an_edit_in_place_is_refused_compiled(dynamo, edit, route):
     if edit != "out=":
         kind, message = _refusal(run, _leaf().clone())
         assert (kind.__name__, message) == expected
-    kind, message = _refusal(_compiled(run, "aot_eager"), _leaf().clone())
+    kind, message = _refusal(_compiled(run, backend), _leaf().clone())
     assert (kind.__name__, message) == expected
 
 
-def test_fullgraph_shows_the_edit_refusal(dynamo):
-    f = _decorated(edit=EDITS["mul_"])
-    _, traced = _refusal(_compiled(_routes(f)["list"], "aot_eager", fullgraph=True), _leaf())
-    assert messages.edited_in_place(f, "x[0]") in traced
+class _Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(4, dtype=D))
+
+    @custom_gradient
+    def forward(self, x):
+        x.mul_(2)
+
+        def grad_fn(dy, variables=None):
+            return dy, [dy]
+
+        return x * self.w, grad_fn
+
+
+def _decorating(t):
+    """Decorates in the compiled code (Note [decorating while compiling] in `_compile.py`)."""
+
+    @custom_gradient
+    def edits(x):
+        x.mul_(2)
+        return x * 1, lambda dy: dy
+
+    return edits(t)
+
+
+@pytest.mark.parametrize("call", ["list", "method", "decorated while compiling"])
+def test_fullgraph_shows_the_edit_refusal(dynamo, call):
+    """The message names f and the argument on each route to `call_compiled`, as eager's does."""
+    if call == "list":
+        f = _decorated(edit=EDITS["mul_"])
+        run, path = _routes(f)["list"], "x[0]"
+    elif call == "method":
+        module = _Scaled()
+        run, f, path = module, _Scaled.forward, "x"
+    else:
+        run, f, path = _decorating, None, "x"
+    _, traced = _refusal(_compiled(run, "aot_eager", fullgraph=True), _leaf().clone())
+    if f is None:  # the nested function's name and line, as eager mode gives them
+        message = _refusal(run, _leaf().clone())[1]
+        assert "`_decorating.<locals>.edits` (test_compile_refusals.py:" in message
+    else:
+        message = messages.edited_in_place(f, path)
+    assert message in traced
 
 
 def test_an_edit_after_a_graph_break_in_f_is_refused(dynamo):
@@ -166,15 +207,3 @@ def test_an_edit_of_an_argument_without_grad_is_not_refused(dynamo):
     run = _compiled(lambda t: scaled(t, torch.full((4,), 3.0, dtype=D)), "aot_eager")
     run(x).sum().backward()
     torch.testing.assert_close(x.grad, torch.full((4,), 6.0, dtype=D))
-
-
-@pytest.mark.parametrize("case", ["gradient", "edit"])
-def test_inductor_refuses_as_eager(dynamo, case):
-    """Inductor compiles the same graphs: both refusals are eager's."""
-    if case == "gradient":
-        f = _decorated(grad=WRONG_GRADIENTS["shape"])
-    else:
-        f = _decorated(edit=EDITS["mul_"])
-    run = _routes(f)["inside"]
-    expected = _refusal(run, _leaf().clone())
-    assert _refusal(_compiled(run, "inductor"), _leaf().clone()) == expected

@@ -62,13 +62,15 @@ the compile node]), sparing grad mode, the outputs' `detach` and `setup_context`
 returned by f is split with its checks read from classes (`pair_class`, `split_kind`), and
 `check_accepts` is called only where f read Parameters; the inside node's backward reads no
 global but its test of a gradient, and builds the record only where a gradient is not like its
-input. What is left (log1pexp, torch 2.13: 43 guards against the Function's 22; 45 against 23
+input. What is left (log1pexp, torch 2.13: 44 guards against the Function's 22; 46 against 23
 on torch 2.15) is the way in (12 against the Function's class: the function, its wrapper's
 type, `__call__` and instance dict, `_is_compiling` and its module, the wrapper's `_compiling`,
 the question, f, the argument's type, `_compile` and the node), the split and the hand-over
 (12: `_compile_node`, `pair_class`, `split_kind`, `handed_outputs`, `aliases`, the builtins and
-`Tensor` names they read) and backward (2: the method and `like_input`). A method, or f that
-reads Parameters, takes the route of Note [compile] and adds the watcher's (about 12).
+`Tensor` names they read), backward (2: the method and `like_input`) and the check of edits in
+place (1: `edits_checked`, Note [edits in place under compile] in `_compile_exits.py`). A
+method, or f that reads Parameters, takes the route of Note [compile] and adds the watcher's
+(about 12).
 benchmarks/README.md ("Compile guards and decorating in forward", "f inside the compile node")
 has the counts per case and what they cost.
 
@@ -106,7 +108,12 @@ import torch
 
 from . import _autocast, _run, _structure
 from ._captures import CapturedRule, lost_under_compile_reason, settle
-from ._compile_exits import outside, upstreams_checked
+from ._compile_exits import (
+    edits_checked,
+    outside,
+    refuse_edited,
+    upstreams_checked,
+)
 from ._compile_node import (
     CompileNode,
     InsideNode,
@@ -169,6 +176,12 @@ def call_compiled(
             values = [*kwargs.values()]
             keywords = values if _leaf_classes([v.__class__ for v in values]) else leaves(kwargs)
         watcher = CompiledWatcher(flat_args, keywords)
+    from torch._dynamo.comptime import comptime  # a local import: no guard
+
+    # Note [edits in place under compile] in `_compile_exits.py`; `versions` where this frame
+    # runs as Python (a graph break in f, inside this `try`)
+    versions: list[int] = []
+    comptime(edits_checked, lambda: versions.extend([t._version for t in inputs]))
     prior = _grad_enabled()
     set_grad_mode(False)
     try:
@@ -179,6 +192,12 @@ def call_compiled(
                 out = f(*args, **kwargs) if bound is UNBOUND else call_f(f, bound, args, kwargs)
     finally:
         set_grad_mode(prior)
+    comptime(edits_checked)
+    edited = edits_checked()
+    if edited:
+        refuse_edited(edited)
+    if versions:
+        _run.check_unedited(f, _run.Layout(f, *layout), inputs, versions)
     # `watched_result` without its settling (the compile watcher settles nothing).
     # `split`, its checks read from classes where f returned a pair (Note [compile guards]).
     kind = pair_class(out.__class__) and split_kind([type(o) for o in out])

@@ -22,6 +22,25 @@ grad_fn's gradient of the weight as theirs. So a method of a module that holds a
 weight runs outside the compiled graph, as in eager mode (a graph break; under `fullgraph=True`
 an error naming f and the fix). The check reads the module's structure while Dynamo traces,
 which guards on it: no cost when the graph runs.
+
+# Note [edits in place under compile]
+A call whose f edits an argument that requires grad in place is refused (`check_unedited` in
+`_run.py`), eager mode comparing the tensor's `_version` before and after f. Traced, `_version`
+is a new unknown SymInt at each read, which no branch can compare; but Dynamo runs each traced op
+on fake tensors, whose own version counters count the in-place ops (`mul_`, an indexed
+assignment, `out=`). So a compiled call hands `comptime` (Dynamo runs the function it is given
+as Python while tracing, and nothing when the code runs) `edits_checked` before and after f:
+the first call notes the fake versions of the frame's `inputs` on Dynamo's translator of that
+frame, the second compares and keeps eager's message, which `edits_checked()` then returns as
+a constant of the graph. Where an input was edited, `refuse_edited` breaks the graph (under
+`fullgraph=True`, the error shows the message) and raises eager's error outside it. In the
+node whose forward runs f (Note [f inside the compile node] in `_compile_node.py`) the break
+sends the call to the route of Note [compile], which refuses it so. Where `call_compiled`'s
+frame runs as Python (a graph break in f, inside its `try`), `comptime` calls its second
+function instead, which notes the real versions, and `check_unedited` refuses as eager mode
+does. The good path pays one guard (`edits_checked`; `comptime` costs none, imported where it
+is called). Where Dynamo resumed a frame after f (`nested_graph_breaks`, off by default) the
+versions before f would be another trace's, and nothing is compared.
 """
 
 from __future__ import annotations
@@ -34,9 +53,11 @@ from typing import Any, NoReturn
 import torch
 from torch.nn.utils import parametrize
 
-from ._errors import PREFIX, CustomGradientTypeError, describe
+from ._errors import PREFIX, CustomGradientTypeError, CustomGradientValueError, describe
 from ._record import check_upstreams, upstreams_refusal_of_code
-from ._torch_internals import graph_break, outside_compile, run_while_tracing
+from ._run import edited_message, positional_names
+from ._structure import leaf_paths
+from ._torch_internals import graph_break, outside_compile, run_while_tracing, traced_view
 
 # The eager checks, run where the graph breaks (Notes [lost gradients under compile] and
 # [upstreams under compile]).
@@ -140,3 +161,48 @@ def under_transform_reason(f: Callable[..., Any]) -> str:
         "torch.compile without fullgraph=True, or apply the transform outside the compiled "
         "function: `torch.func.grad(torch.compile(f))`"
     )
+
+
+# Note [edits in place under compile]: the message `edits_checked` found, until read.
+_FOUND: list[str] = []
+_NOTED = "_tf_compat_grad_versions"  # where the versions before f are kept on the translator
+
+
+@run_while_tracing
+def edits_checked(ctx: Any = None) -> str:
+    """Given to `comptime` (with Dynamo's context), called before and after f in a frame with
+    the locals `inputs` (the call's tensor inputs), `f`, `layout` (starting with bound, spec,
+    number of arguments and tensor positions) and `described` (f by name, file and line): notes
+    the versions, then compares them. Called in the traced code after that (no context): the
+    message of the edit found, else "". One function for both: one guard."""
+    if ctx is None:
+        return _FOUND.pop() if _FOUND else ""
+    frame, fakes, code = traced_view(ctx, "inputs", "f")
+    noted = getattr(frame, _NOTED, None)
+    if noted is None:  # before f
+        setattr(frame, _NOTED, [t._version for t in fakes])
+        return ""
+    delattr(frame, _NOTED)
+    for i, (fake, version) in enumerate(zip(fakes, noted, strict=True)):
+        if fake._version != version and fake.requires_grad:
+            bound, spec, _, positions = ctx.get_local("layout").as_python_constant()[:4]
+            names: tuple[str, ...] = ()
+            if code is not None:
+                cells = tuple(types.CellType() for _ in code.co_freevars)
+                names = positional_names(types.FunctionType(code, {}, None, None, cells), bound)
+            path = leaf_paths(spec, names)[positions[i]]
+            _FOUND.append(edited_message(ctx.get_local("described").as_python_constant(), path))
+            break
+    return ""
+
+
+def refuse_edited(message: str) -> NoReturn:
+    """Refuse a call whose f edited an argument in place (Note [edits in place under
+    compile]): a graph break, then eager's error, raised outside Dynamo."""
+    graph_break(message)  # under fullgraph=True, the error
+    outside(_raise_edited, message)
+    raise AssertionError("unreachable: `_raise_edited` raises")
+
+
+def _raise_edited(message: str) -> NoReturn:
+    raise CustomGradientValueError(message)

@@ -25,7 +25,8 @@ from the fake tensors' metadata. Anything else (a number, a list, a cast, a broa
 count, the autocast state to call grad_fn in) builds the call's `Record` there and then and
 takes its checks (`Record.checked`, `Record.gradients`), which repair or refuse as eager does.
 
-A refusal found in `forward` is a graph break (`refuse_split`, `_compile_exits.upstreams_checked`), since
+A refusal found in `forward` is a graph break (`refuse_split`, `_compile_exits.upstreams_checked`,
+`refuse_edited`: Note [edits in place under compile] in `_compile_exits.py`), since
 Dynamo cannot raise it from the traced `forward` with eager's message: `compiling_call`'s
 closure calls `apply` inside a `try` block, so that Dynamo, meeting the break, gives up on that
 frame and runs it as Python, where the question (not tracing) never answers "inside" and the
@@ -57,7 +58,12 @@ from typing import Any, NoReturn
 import torch
 
 from . import _autocast, _structure
-from ._compile_exits import outside, upstreams_checked
+from ._compile_exits import (
+    edits_checked,
+    outside,
+    refuse_edited,
+    upstreams_checked,
+)
 from ._errors import PREFIX
 from ._record import EXACT_LIKE_INPUT, Record, input_meta
 from ._run import Layout, aliases, as_output, split
@@ -288,23 +294,31 @@ class InsideNode(torch.autograd.Function):
     @staticmethod
     def forward(
         ctx: Any,
-        constants: tuple[Any, ...],
+        layout: tuple[Any, ...],
         f: Callable[..., Any],
         kwargs: dict[str, Any],
         *args: Any,
     ) -> tuple[Any, ...]:
-        _, _, n_args, positions, described, _ = constants
+        _, _, n_args, positions, described, _ = layout
+        from torch._dynamo.comptime import comptime  # a local import: no guard
+
+        # Note [edits in place under compile] in `_compile_exits.py` (it reads the locals)
+        inputs = [args[i] for i in positions]
+        comptime(edits_checked)
         out = f(*args, **kwargs)
+        comptime(edits_checked)
+        edited = edits_checked()
+        if edited:
+            refuse_edited(edited)
         kind = pair_class(out.__class__) and split_kind([type(o) for o in out])
         if not kind:
             refuse_split(f, out, described)
         result, grad_fn = out
-        inputs = [args[i] for i in positions]
         outputs, rebuild, _ = handed_outputs(f, result, inputs, kind)
         if len(outputs) > 1:
             upstreams_checked(f, grad_fn, len(outputs), [], described)
         ctx.grad_fn = grad_fn
-        ctx.constants = (f, constants)
+        ctx.constants = (f, layout)
         metas: list[Any] = [None] * n_args  # per argument, a tensor's class and `InputMeta`
         for i in positions:
             t = args[i]

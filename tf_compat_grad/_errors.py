@@ -32,7 +32,10 @@ class CustomGradientNotImplementedError(CustomGradientError, NotImplementedError
 
 def fn_name(fn: Callable[..., Any]) -> str:
     """A user's function by name, in backquotes."""
-    label = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    label = getattr(fn, "__qualname__", None)
+    if not isinstance(label, str):  # traced, Dynamo reads a function's as its descriptor
+        label = getattr(getattr(fn, "__code__", None), "co_qualname", None)
+    label = label or getattr(fn, "__name__", None) or repr(fn)
     return f"`{label}`"
 
 

@@ -139,11 +139,12 @@ def _fit_shape(
     over the wrong axis."""
     if not grad.dim():
         return grad.expand(target)
-    try:
-        common = torch.broadcast_shapes(grad.shape, target)  # type: ignore[no-untyped-call]
-    except RuntimeError:
-        common = None
-    if common == grad.shape:
+    # Whether grad's shape is a broadcast of the input's, compared in Python: Dynamo traces
+    # `torch.broadcast_shapes` into the graph, where a refused shape failed as Dynamo's own error.
+    shape, n = grad.shape, len(target)
+    if len(shape) >= n and all(
+        t in (s, 1) for s, t in zip(shape[len(shape) - n :], target, strict=True)
+    ):
         return grad.sum_to_size(target)
     raise CustomGradientValueError(
         f"{PREFIX}grad_fn of {describe(f)} returned a gradient of shape {list(grad.shape)} "

@@ -27,7 +27,7 @@ from ._errors import (
     describe_value,
     plural,
 )
-from ._torch_internals import dual_level_active
+from ._torch_internals import dual_level_active, is_dynamo_compiling
 
 UNBOUND: Any = object()  # the `bound` of a call that is not a method call
 
@@ -79,7 +79,9 @@ class Layout:
 
     def paths(self) -> list[str]:
         """Each flattened argument's path as the user wrote it (`x`, `params['w'][1]`)."""
-        return _structure.leaf_paths(self.spec, positional_names(self.f, self.bound))
+        # Traced (a refusal in a compiled backward), without the cache: Dynamo warns of one
+        names = positional_names.__wrapped__ if is_dynamo_compiling() else positional_names
+        return _structure.leaf_paths(self.spec, names(self.f, self.bound))
 
     def arg_names(self) -> str:
         return ", ".join(self.paths()) or "none"
@@ -216,15 +218,21 @@ def check_unedited(
     for i, (tensor, version) in enumerate(zip(inputs, versions, strict=True)):
         if tensor._version != version and tensor.requires_grad:
             path = layout.paths()[layout.positions[i]]
-            raise CustomGradientValueError(
-                f"{PREFIX}{describe(f)} edited its argument `{path}` in place (an in-place op "
-                "such as `mul_`, an indexed assignment or `out=`). The caller's tensor would "
-                "change under autograd: the gradient through the edit would join the one grad_fn "
-                "gives for the argument as it was passed, or, for an edit under "
-                "`torch.no_grad()`, later uses of the tensor would be differentiated as if it "
-                "had not changed. Edit a copy (`.clone()` it in f first), or compute a new "
-                "tensor."
-            ) from None
+            raise CustomGradientValueError(edited_message(describe(f), path)) from None
+
+
+def edited_message(described: str, path: str) -> str:
+    """Why a call whose f (`described`: by name, file and line) edited its argument at `path`
+    in place is refused (`check_unedited`; under torch.compile, `_compile_exits.py`)."""
+    return (
+        f"{PREFIX}{described} edited its argument `{path}` in place (an in-place op "
+        "such as `mul_`, an indexed assignment or `out=`). The caller's tensor would "
+        "change under autograd: the gradient through the edit would join the one grad_fn "
+        "gives for the argument as it was passed, or, for an edit under "
+        "`torch.no_grad()`, later uses of the tensor would be differentiated as if it "
+        "had not changed. Edit a copy (`.clone()` it in f first), or compute a new "
+        "tensor."
+    )
 
 
 def fresh(f: Callable[..., Any], result: Any) -> Any:

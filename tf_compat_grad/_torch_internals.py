@@ -186,6 +186,22 @@ def run_while_tracing(function: _F) -> _F:
     return function
 
 
+def traced_view(ctx: Any, tensors: str, function: str) -> tuple[Any, list[Any], Any]:
+    """In a `torch._dynamo.comptime` callback, which Dynamo runs as Python while it traces the
+    frame that calls `comptime`: that frame's translator, the fake tensors Dynamo holds for the
+    items of its local list or tuple `tensors` (their `_version` counts the in-place ops traced
+    on them; read in the graph, `_version` is a new unknown each time), and the code of its local
+    `function`, None where that has none (torch >= 2.13: Note [edits in place under compile] in
+    `_compile_exits.py`)."""
+    frame = ctx._i_will_not_complain_if_bc_breaks_InstructionTranslator()
+    local = ctx.get_local(tensors)
+    items = local._i_will_not_complain_if_bc_breaks_VariableTracker().items
+    fakes = [type(local)(item).as_fake() for item in items]
+    held = ctx.get_local(function)._i_will_not_complain_if_bc_breaks_VariableTracker()
+    code = held.get_code() if hasattr(held, "get_code") else None
+    return frame, fakes, code
+
+
 def dynamo_tracing() -> bool:
     """Whether Dynamo is tracing a frame now: asked by a function that Dynamo runs as Python
     while it traces (`run_while_tracing`), which is also called as Python where a frame runs

@@ -59,8 +59,10 @@ taking f (and grad_fn) as arguments of `apply`; f runs without the watcher where
 proof allows (Note [compile unwatched]), which also spares the `set_torch_function_mode_stack`
 call Dynamo emits after a frame that entered a mode, and then inside the node (Note [f inside
 the compile node]), sparing grad mode, the outputs' `detach` and `setup_context`; a pair
-returned by f is split with its checks read from classes (`pair_class`, `split_kind`), and
-`check_accepts` is called only where f read Parameters; the inside node's backward reads no
+returned by f is split with its checks read from classes (`pair_class`, `split_kind`); where
+f read Parameters, whether grad_fn takes `variables=` is read from its code while tracing
+(`code_accepts_variables`: MLP closure 115 -> 109 guards), `check_accepts` called only to
+refuse; one output is handed back without `rebuilt`; the inside node's backward reads no
 global but its test of a gradient, and builds the record only where a gradient is not like its
 input. The function `custom_gradient` returns calls a closure (`CustomGradient._caller`), not
 the wrapper object, whose `__call__` cost six guards (its type, `__call__`, an instance dict
@@ -146,7 +148,7 @@ from ._torch_internals import (
     set_grad_mode,
     transforms_active_while_tracing,
 )
-from ._variables import check_accepts
+from ._variables import check_accepts, code_accepts_variables
 from ._watcher import CompiledWatcher
 
 if TYPE_CHECKING:
@@ -206,7 +208,11 @@ def call_compiled(
         variables: list[torch.nn.Parameter] = []
     else:
         variables = watcher.unpassed()
-        check_accepts(f, bound, grad_fn, variables)  # at call time, as TensorFlow (item 33)
+        # At call time, as TensorFlow (item 33); read from grad_fn's code while tracing.
+        if variables and not code_accepts_variables(
+            type(grad_fn), getattr(grad_fn, "__code__", None)
+        ):
+            check_accepts(f, bound, grad_fn, variables)
     sources = [*inputs, *variables]
     outputs, rebuild, exporting = handed_outputs(f, result, sources, kind)
     if exporting:  # Note [export] in `_export.py`
@@ -225,7 +231,7 @@ def call_compiled(
             outputs = CompileNode.apply(  # type: ignore[no-untyped-call]
                 (*layout, variables), f, grad_fn, len(outputs), *outputs, *inputs, *variables
             )
-    return rebuilt(rebuild, outputs)
+    return outputs[0] if rebuild == "one" else rebuilt(rebuild, outputs)  # (a global: a guard)
 
 
 def compiling_call(

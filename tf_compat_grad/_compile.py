@@ -59,20 +59,37 @@ taking f (and grad_fn) as arguments of `apply`; f runs without the watcher where
 proof allows (Note [compile unwatched]), which also spares the `set_torch_function_mode_stack`
 call Dynamo emits after a frame that entered a mode, and then inside the node (Note [f inside
 the compile node]), sparing grad mode, the outputs' `detach` and `setup_context`; a pair
-returned by f is split with its checks read from classes (`pair_class`, `split_kind`), and
-`check_accepts` is called only where f read Parameters; the inside node's backward reads no
+returned by f is split with its checks read from classes (`pair_class`, `split_kind`); where
+f read Parameters, whether grad_fn takes `variables=` is read from its code while tracing
+(`code_accepts_variables`: MLP closure 115 -> 109 guards), `check_accepts` called only to
+refuse; one output is handed back without `rebuilt`; the inside node's backward reads no
 global but its test of a gradient, and builds the record only where a gradient is not like its
-input. What is left (log1pexp, torch 2.13: 44 guards against the Function's 22; 46 against 23
-on torch 2.15) is the way in (12 against the Function's class: the function, its wrapper's
-type, `__call__` and instance dict, `_is_compiling` and its module, the wrapper's `_compiling`,
-the question, f, the argument's type, `_compile` and the node), the split and the hand-over
-(12: `_compile_node`, `pair_class`, `split_kind`, `handed_outputs`, `aliases`, the builtins and
-`Tensor` names they read), backward (2: the method and `like_input`) and the check of edits in
-place (1: `edits_checked`, Note [edits in place under compile] in `_compile_exits.py`). A
-method, or f that reads Parameters, takes the route of Note [compile] and adds the watcher's
-(about 12).
-benchmarks/README.md ("Compile guards and decorating in forward", "f inside the compile node")
-has the counts per case and what they cost.
+input. The function `custom_gradient` returns calls a closure (`CustomGradient._caller`), not
+the wrapper object, whose `__call__` cost six guards (its type, `__call__`, an instance dict
+without `__call__`, `_decorator` and `_is_compiling`, `_compiling`), and `compiling` holds the
+node class in a cell (one guard, where `_compile.InsideNode` cost the module's too). These are
+safe to lose: they guarded the way to the compile closure, and the way is now cells, each
+guarded as `_compiling` was (the code of the function in it); the question, f, the node class
+and the arguments are read and guarded as before. f's outputs' class is read with `__class__`
+(`type()` of a tensor cost `type`, `Tensor` reached through torch, and a guard comparing the
+two names); a class Dynamo knows from the graph, so the split's decision is the same. A
+Parameter argument's gradient that is a plain tensor with its metadata goes out as it is, as
+`repair` would hand it (`EXACT_LIKE_INPUT`), instead of through the record's checks, whose
+globals cost about 30 guards on the MLP with Parameters as arguments. What is left (log1pexp,
+torch 2.13: 39 guards against the Function's 22) is the way in (7: the function, `_caller`'s
+closure, `is_compiling`, `compiling`, the question, f, the argument's type), the split and the
+hand-over (8: `_compile_node`, `pair_class`, `split_kind`, `handed_outputs`, `aliases`, `len`,
+`type` for grad_fn's class, and `tuple` for the node's outputs), backward (`like_input`) and the check
+of edits in place (1: `edits_checked`, Note [edits in place under compile] in
+`_compile_exits.py`).
+Routes that failed on torch 2.13: the node's helper functions as trace-time constants (in the
+question's answer, or returned by a `run_while_tracing` function), which would spare a guard
+each (Dynamo raised `NotImplementedError` guarding a function it had no source for), and the
+class a gradient must have as such a constant (a guard that failed on the frame it was made
+on). A method, or f that reads Parameters, takes the route of Note [compile] and adds the
+watcher's (about 12). benchmarks/README.md ("Compile guards and decorating in forward", "f
+inside the compile node", "The way in, the split and Parameters' gradients") has the counts per
+case and what they cost.
 
 # Note [decorating while compiling]
 TensorFlow code often defines `@tf.custom_gradient` inside `call`, a new decoration per call,
@@ -138,7 +155,7 @@ from ._torch_internals import (
     set_grad_mode,
     transforms_active_while_tracing,
 )
-from ._variables import check_accepts
+from ._variables import check_accepts, code_accepts_variables
 from ._watcher import CompiledWatcher
 
 if TYPE_CHECKING:
@@ -200,7 +217,8 @@ def call_compiled(
         _run.check_unedited(f, _run.Layout(f, *layout), inputs, versions)
     # `watched_result` without its settling (the compile watcher settles nothing).
     # `split`, its checks read from classes where f returned a pair (Note [compile guards]).
-    kind = pair_class(out.__class__) and split_kind([type(o) for o in out])
+    pair = pair_class(out.__class__) and len(out) == 2  # `split`'s checks
+    kind = split_kind(out[0].__class__, type(out[1])) if pair else None
     if not kind:
         refuse_split(f, out, described)
     result, grad_fn = out
@@ -209,7 +227,11 @@ def call_compiled(
         variables: list[torch.nn.Parameter] = []
     else:
         variables = watcher.unpassed()
-        check_accepts(f, bound, grad_fn, variables)  # at call time, as TensorFlow (item 33)
+        # At call time, as TensorFlow (item 33); read from grad_fn's code while tracing.
+        if variables and not code_accepts_variables(
+            type(grad_fn), getattr(grad_fn, "__code__", None)
+        ):
+            check_accepts(f, bound, grad_fn, variables)
     sources = [*inputs, *variables]
     outputs, rebuild, exporting = handed_outputs(f, result, sources, kind)
     if exporting:  # Note [export] in `_export.py`
@@ -228,7 +250,7 @@ def call_compiled(
             outputs = CompileNode.apply(  # type: ignore[no-untyped-call]
                 (*layout, variables), f, grad_fn, len(outputs), *outputs, *inputs, *variables
             )
-    return rebuilt(rebuild, outputs)
+    return outputs[0] if rebuild == "one" else rebuilt(rebuild, outputs)  # (a global: a guard)
 
 
 def compiling_call(
@@ -246,6 +268,7 @@ def compiling_call(
     if not DYNAMO_TRACES_WATCHER:
         return lambda args, kwargs: leave(UNBOUND, args, kwargs)
     question = _route_question(reach, described)
+    inside = InsideNode  # a cell: one guard, where the module's global costs the module's too
 
     def compiling(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         route, constants = question([a.__class__ for a in args], [type(v) for v in kwargs.values()])
@@ -255,7 +278,7 @@ def compiling_call(
                 args[i].is_nested for i in positions
             ):
                 try:  # so that Dynamo runs this frame as Python where `forward` breaks
-                    *outputs, rebuild = InsideNode.apply(constants, f, kwargs, *args)  # type: ignore[no-untyped-call]
+                    *outputs, rebuild = inside.apply(constants, f, kwargs, *args)  # type: ignore[no-untyped-call]
                 finally:
                     question(None, None)  # f's trace came back
                 return outputs[0] if rebuild == "one" else rebuilt(rebuild, outputs)

@@ -18,9 +18,9 @@ dict subclass hands back its spec as `flatten` traced it. grad_fn's class is rea
 `__class__` of a closure over a keyword value failed inside the traced `forward` (torch 2.13).
 
 `backward` reads no global on its usual way, since Dynamo guards each (Note [compile guards]):
-where grad_fn returned, for each argument, a gradient of the tensor argument's own class, shape,
-dtype and device (`EXACT_LIKE_INPUT` in `_record.py`: what `repair` would hand back as it is)
-or None for a number or string, the gradients go out as they are, decided while Dynamo traces
+where grad_fn returned, for each argument, a gradient of the tensor argument's own class or a
+plain tensor (a Parameter's gradient), with its shape, dtype and device (`EXACT_LIKE_INPUT` in
+`_record.py`: what `repair` would hand back as it is) or None for a number or string, the gradients go out as they are, decided while Dynamo traces
 from the fake tensors' metadata. Anything else (a number, a list, a cast, a broadcast, a wrong
 count, the autocast state to call grad_fn in) builds the call's `Record` there and then and
 takes its checks (`Record.checked`, `Record.gradients`), which repair or refuse as eager does.
@@ -81,8 +81,8 @@ def handed_outputs(
 ) -> tuple[list[torch.Tensor], Any, bool]:
     """f's result flattened as a node takes it, how `rebuilt` rebuilds it, and whether
     `torch.export` traces the call (Note [export] in `_export.py`); `sources`: the call's
-    tensor inputs and variables; `kind`: what `split_kind` answered. Each output as it is where f made it (under `no_grad`),
-    detached where it requires grad, and copied where it aliases one of `sources` or an earlier
+    tensor inputs and variables; `kind`: what `split_kind` answered. Each output as it is where f made
+    it (under `no_grad`), detached where it requires grad, and copied where it aliases one of `sources` or an earlier
     output (Note [compile outputs])."""
     rebuild: Any
     rebuild, exporting = kind
@@ -221,13 +221,15 @@ def callable_class(kind: type) -> bool:
 
 
 @run_while_tracing
-def split_kind(kinds: list[type]) -> tuple[str, bool] | None:
-    """For a tuple or list whose items are of these classes: None where `split` refuses it,
-    else how outputs of the first item's class are rebuilt ("one" tensor, a "tuple", or "tree":
-    by their spec) and whether `torch.export` traces the call (Note [export] in `_export.py`)."""
-    if len(kinds) != 2 or not callable_class(kinds[1]):
+def split_kind(kind: type, grad_fn_class: type) -> tuple[str, bool] | None:
+    """For a pair whose items are of these classes: None where `split` refuses it (the second
+    not callable), else how outputs of the first item's class are rebuilt ("one" tensor, a
+    "tuple", or "tree": by their spec) and whether `torch.export` traces the call (Note
+    [export] in `_export.py`). The outputs' class is read with `__class__` (`type()` of a
+    tensor costs a guard on `Tensor` and one that compares it with torch's), grad_fn's with
+    `type()` (`__class__` of a closure failed inside the traced `forward`, torch 2.13)."""
+    if not callable_class(grad_fn_class):
         return None
-    kind = kinds[0]
     how = "one" if kind is torch.Tensor else "tuple" if kind is tuple else "tree"
     return how, is_exporting()
 
@@ -310,7 +312,8 @@ class InsideNode(torch.autograd.Function):
         edited = edits_checked()
         if edited:
             refuse_edited(edited)
-        kind = pair_class(out.__class__) and split_kind([type(o) for o in out])
+        pair = pair_class(out.__class__) and len(out) == 2  # `split`'s checks
+        kind = split_kind(out[0].__class__, type(out[1])) if pair else None
         if not kind:
             refuse_split(f, out, described)
         result, grad_fn = out
@@ -362,6 +365,9 @@ class InsideNode(torch.autograd.Function):
         return (None, None, None, *placed)
 
 
+Tensor = (
+    torch.Tensor
+)  # the name `EXACT_LIKE_INPUT` reads where a gradient is not of its input's class
 like_input: Callable[[Any, tuple[Any, ...]], bool] = eval(
     "lambda g, meta: "
     + EXACT_LIKE_INPUT.format(

@@ -64,16 +64,18 @@ class Decoration:
 
     def function(self, owner: Any, f: types.FunctionType) -> types.FunctionType:
         """The function `custom_gradient` returns for a plain function f (Note [a decorated
-        function is a function]): it calls owner, f's wrapper, with f's metadata (as
+        function is a function]): it calls owner, f's wrapper (through `owner._caller()`, a
+        closure: Note [compile guards] in `_compile.py`), with f's metadata (as
         `functools.wraps` copies it) and owner's attributes, which name owner weakly (Note
         [decorated again] in `_eager.py`): one set for both, whatever is set on either later.
         Its code is placed as `place` places a method's, and `inlined_only`: Dynamo inlines it
         into a compiled caller; a frame of its own (after a graph break) it leaves to the
-        wrapper's `__call__` (its rest failed on a `torch.func` transform's tensor)."""
+        closure it calls (its rest failed on a `torch.func` transform's tensor)."""
         code = self.placed[True]
         if code is None:
             code = self.placed[True] = _placed(f, _CALLING, inlined=True)
-        function = types.FunctionType(code, _GLOBALS, f.__name__, None, (types.CellType(owner),))
+        cell = types.CellType(owner._caller())
+        function = types.FunctionType(code, _GLOBALS, f.__name__, None, (cell,))
         # `functools.WRAPPER_ASSIGNMENTS` (the name was given above)
         function.__qualname__ = f.__qualname__
         function.__module__ = f.__module__
@@ -137,7 +139,8 @@ def wrap(wrapper: Any, f: Callable[..., Any]) -> None:
 
 
 def _calling() -> types.CodeType:
-    """The code of the function `Decoration.function` makes: a call of it calls its wrapper."""
+    """The code of the function `Decoration.function` makes: a call of it calls its wrapper's
+    `_caller`."""
     owner: Any = None
 
     def function(*args: Any, **kwargs: Any) -> Any:  # one line: see `Decoration.place`

@@ -136,6 +136,23 @@ class CustomGradient(Generic[P, R]):
             return self._compiling(args, kwargs)  # type: ignore[no-any-return]
         return self._entry(UNBOUND, args, kwargs)  # type: ignore[no-any-return]
 
+    def _caller(self) -> Callable[..., Any]:
+        """What the function `custom_gradient` returns for a plain function calls (Note [a
+        decorated function is a function]): `__call__` as a closure, made per function and kept
+        only by it (a wrapper holding it would be a cycle: Note [decorated again] in
+        `_eager.py`). Dynamo, inlining it, guards the code of each function it reads from a cell
+        (it, `is_compiling`, the compile closure), where `__call__` cost six guards (the
+        wrapper's type, its `__call__`, its instance dict without one, `_decorator`,
+        `_is_compiling`, `_compiling`): Note [compile guards] in `_compile.py`."""
+        wrapper, compiling, is_compiling = self, self._compiling, _is_compiling
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if is_compiling():
+                return compiling(args, kwargs)
+            return wrapper._entry(UNBOUND, args, kwargs)
+
+        return call
+
     # Type checkers hand a function under `@staticmethod` or `@classmethod` (above or below the
     # decorator) to it as the plain function and bind it through this descriptor, so the kind of
     # method is read off f's first parameter: the instance, its class, or neither (static).

@@ -62,10 +62,13 @@ EXACT_GRADIENT = _TENSOR + _EXACT + "{g}.device == {device}"
 NOTED_EXACT_GRADIENT = (
     _TENSOR + _EXACT + "({g}.is_cpu if {device} is True else {g}.device == {device})"
 )
-# The same test with the input's own class for `Tensor` (a gradient of that class and the
+# The same test with the input's own class or `Tensor` (a tensor of either class and the
 # input's metadata is what `repair` would return as it is): the compile node's traced backward
-# reads no global for it (Note [f inside the compile node] in `_compile_node.py`).
-EXACT_LIKE_INPUT = "{g}.__class__ is {kind} and " + _EXACT + "{g}.device == {device}"
+# reads no global for it where the gradient is of the input's class (Note [f inside the compile
+# node] in `_compile_node.py`), and `Tensor` (two guards) where it is not (a Parameter's).
+EXACT_LIKE_INPUT = (
+    "({g}.__class__ is {kind} or {g}.__class__ is Tensor) and " + _EXACT + "{g}.device == {device}"
+)
 NOTED_DEVICE = "(CPU if {device} is True else {device})"  # over the name CPU: `CPU_DEVICE`
 CPU_DEVICE = torch.device("cpu")
 input_meta: Callable[[torch.Tensor], InputMeta] = eval(f"lambda t: ({INPUT_META.format(t='t')})")

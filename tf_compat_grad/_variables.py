@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from ._errors import PREFIX, CustomGradientTypeError, describe, fn_name, plural
+from ._torch_internals import run_while_tracing
 
 _CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
 
@@ -35,12 +36,9 @@ def check_accepts(
 
 def accepts_variables(grad_fn: Callable[..., Any]) -> bool:
     """Whether grad_fn can be called with `variables=` (item 33)."""
-    code = getattr(grad_fn, "__code__", None)
-    if type(grad_fn) is types.FunctionType and code is not None:
-        if code.co_flags & _CO_VARKEYWORDS:
-            return True
-        first, last = code.co_posonlyargcount, code.co_argcount + code.co_kwonlyargcount
-        return "variables" in code.co_varnames[first:last]
+    read = code_accepts_variables(type(grad_fn), getattr(grad_fn, "__code__", None))
+    if read is not None:
+        return read
     try:
         parameters = inspect.signature(grad_fn).parameters.values()
     except (TypeError, ValueError):
@@ -50,6 +48,19 @@ def accepts_variables(grad_fn: Callable[..., Any]) -> bool:
         or (p.name == "variables" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
         for p in parameters
     )
+
+
+@run_while_tracing
+def code_accepts_variables(kind: type, code: Any) -> bool | None:
+    """Whether a grad_fn of this class and code can be called with `variables=` (item 33), or
+    None where its code does not tell (not a plain function). Run as Python while Dynamo traces
+    (Note [compile guards] in `_compile.py`): traced, its reads were six guards."""
+    if kind is not types.FunctionType or code is None:
+        return None
+    if code.co_flags & _CO_VARKEYWORDS:
+        return True
+    first, last = code.co_posonlyargcount, code.co_argcount + code.co_kwonlyargcount
+    return "variables" in code.co_varnames[first:last]
 
 
 def parameter_names(variables: list[torch.nn.Parameter], f: Callable[..., Any], bound: Any) -> str:

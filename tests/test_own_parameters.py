@@ -348,3 +348,27 @@ def test_a_watched_plan_hands_what_it_cannot_take_to_the_general_code(monkeypatc
     torch.testing.assert_close(gx, dy @ w)
     torch.testing.assert_close(gw, dy.t() @ x)
     torch.testing.assert_close(gb, dy.sum(0))
+
+
+def test_the_watcher_finds_the_parameters_of_each_argument_form_in_order_of_first_use():
+    # positional, by keyword, both, inside lists and tuples, a subclass, one that needs no
+    # gradient, and metadata reads (no read): what `__torch_function__`'s short path for plain
+    # positional arguments and its keyword path must both see
+    w, b = parameters()
+    frozen = torch.nn.Parameter(torch.ones(3, dtype=D), requires_grad=False)
+    sub = type("Sub", (torch.nn.Parameter,), {})(torch.ones(3, dtype=D))
+    cases = [
+        (lambda x: F.linear(x, w, b), [w, b]),
+        (lambda x: F.linear(x, weight=w, bias=b), [w, b]),
+        (lambda x: F.linear(x, w, bias=b), [w, b]),
+        (lambda x: F.linear(input=x, bias=b, weight=w), [b, w]),
+        (lambda x: torch.cat([x[0], b[:3]]), [b]),
+        (lambda x: torch.stack((x[0], sub, frozen)), [sub]),
+        (lambda x: x[0] + sub, [sub]),
+        (lambda x: b.add(w.sum(), alpha=2), [w, b]),
+        (lambda x: x * w.shape[0] + b.size(0) + frozen, []),
+        (lambda x: torch.add(x, x, out=None), []),
+    ]
+    x = torch.randn(2, 3, dtype=D, requires_grad=True)
+    for i, (f, expected) in enumerate(cases):
+        assert [id(p) for p in watched(f, x)] == [id(p) for p in expected], i

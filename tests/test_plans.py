@@ -802,3 +802,34 @@ def test_a_planned_function_under_jit_trace_is_refused_as_the_general_code_refus
     with pytest.raises(CustomGradientNotImplementedError) as refused:
         torch.jit.trace(f, (x,))
     assert str(refused.value) == jit_trace(f)
+
+
+def test_the_unrolled_variable_gradient_test_takes_only_exact_gradients():
+    from tf_compat_grad._plan_node import _exact_all
+
+    meta = torch.nn.Parameter(torch.empty(2, device="meta"))  # a device other than the CPU
+    variables = [
+        torch.nn.Parameter(torch.zeros(4, 3, dtype=D)),
+        torch.nn.Parameter(torch.zeros(4)),
+        meta,
+    ]
+    exact = [torch.ones(4, 3, dtype=D), torch.ones(4), torch.ones(2, device="meta")]
+    for n in (1, 2, 3):
+        assert _exact_all[n](exact[:n], variables[:n])
+        assert not _exact_all[n](exact[: n - 1], variables[:n])  # one too few
+        assert not _exact_all[n]([*exact[:n], exact[0]], variables[:n])  # one too many
+    wrong = {
+        0: [
+            torch.ones(4, 3),
+            torch.ones(3, 4, dtype=D),
+            torch.nn.Parameter(torch.ones(4, 3, dtype=D)),
+            1.0,
+        ],
+        1: [torch.ones(4, dtype=D), torch.ones(1, 4), torch.ones(())],
+        2: [torch.ones(2), torch.ones(2, 1, device="meta")],  # the CPU for a meta Parameter
+    }
+    for i, grads in wrong.items():
+        for g in grads:
+            assert not _exact_all[3]([g if j == i else e for j, e in enumerate(exact)], variables)
+    cpu = [torch.nn.Parameter(torch.zeros(2))]
+    assert not _exact_all[1]([torch.ones(2, device="meta")], cpu)  # meta for a CPU Parameter

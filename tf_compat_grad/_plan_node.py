@@ -29,7 +29,6 @@ from ._closure import closure_source, rebuild_source
 from ._plan_shape import Shape, Source, tree_leaves
 from ._record import (
     CPU_DEVICE,
-    EXACT_GRADIENT,
     NOTED_DEVICE,
     NOTED_EXACT_GRADIENT,
     NOTED_INPUT_META,
@@ -154,7 +153,8 @@ def _backward(shape: Shape, watched: bool, rerun: bool) -> Callable[..., Any]:
         add(2, f"returned = grad_fn({upstream}, variables=list(variables))")
         add(2, "if type(returned) is tuple and len(returned) == 2:")
         add(3, "given, variable_grads = returned")
-        add(3, "if type(variable_grads) is list and exact_all(variable_grads, variables):")
+        exact_all = "exact_all[len(variables)](variable_grads, variables)"
+        add(3, f"if type(variable_grads) is list and {exact_all}:")
         _exact_return(src, 4, "given", kinds, positions, exact, f"None, {passed}, *variable_grads")
         add(1, "else:")
         add(2, f"returned = grad_fn({upstream})")
@@ -209,21 +209,30 @@ def _exact_return(
     add(indent + 1, f"return {returned}")
 
 
-def _exact_all_maker() -> Callable[[list[Any], Sequence[torch.nn.Parameter]], bool]:
-    """Whether each of the variables' gradients is exact for its variable as it is now (a
-    Parameter outlives the call)."""
-    test = EXACT_GRADIENT.format(g="g", shape="v.shape", dtype="v.dtype", device="v.device")
-    source = f"""def exact_all(grads, variables):
-    if len(grads) != len(variables):
-        return False
-    for g, v in zip(grads, variables):
-        if not ({test}):
-            return False
-    return True
-"""
-    namespace: dict[str, Any] = {"Tensor": torch.Tensor}
-    exec(compile(source, "<tf_compat_grad exact variable gradients>", "exec"), namespace)
-    return namespace["exact_all"]  # type: ignore[no-any-return]
+class _ExactAll(dict):  # type: ignore[type-arg]
+    """`exact_all[n](grads, variables)`: whether each of n variables' gradients is exact for
+    its variable as it is now (a Parameter outlives the call), by the test the inputs'
+    gradients take (`NOTED_EXACT_GRADIENT`: a CPU device is asked as `is_cpu`, without making
+    `torch.device` objects), unrolled; made once per count n (n >= 1: the backward asks only
+    when there are variables)."""
+
+    def __missing__(self, n: int) -> Callable[[list[Any], Sequence[torch.nn.Parameter]], bool]:
+        gs, vs = [f"g{i}" for i in range(n)], [f"v{i}" for i in range(n)]
+        test = " and ".join(
+            NOTED_EXACT_GRADIENT.format(g=g, shape=f"{v}.shape", dtype=f"{v}.dtype", device=f"({v}.is_cpu or {v}.device)")
+            for g, v in zip(gs, vs, strict=True)
+        )  # fmt: skip
+        src = Source()
+        src.add(1, "def exact_all(grads, variables):")
+        src.add(2, f"if len(grads) != {n}:")
+        src.add(3, "return False")
+        src.add(2, f"{', '.join(gs)}, = grads")
+        src.add(2, f"{', '.join(vs)}, = variables")
+        src.add(2, f"return {test}")
+        src.add(1, "return exact_all")
+        made = src.compile(f"<tf_compat_grad exact gradients of {n} variables>", {"Tensor": torch.Tensor})  # fmt: skip
+        self[n] = made
+        return made  # type: ignore[no-any-return]
 
 
-_exact_all = _exact_all_maker()
+_exact_all = _ExactAll()

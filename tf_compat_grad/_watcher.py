@@ -140,6 +140,11 @@ class ParameterWatcher(TorchFunctionMode):
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
+        if kwargs:
+            if func not in _METADATA:
+                self._scan(args)
+                self._scan(kwargs.values())
+            return func(*args, **kwargs)
         if func not in _METADATA:
             found = self.found
             for value in args:  # `_scan` written out for the usual arguments: runs per op
@@ -151,9 +156,7 @@ class ParameterWatcher(TorchFunctionMode):
                         found[id(value)] = value  # kept where first found
                 elif kind is list or kind is tuple or isinstance(value, Parameter):
                     self._scan((value,))
-            if kwargs:
-                self._scan(kwargs.values())
-        return func(*args, **kwargs) if kwargs else func(*args)
+        return func(*args)
 
     def _scan(self, values: Iterable[Any]) -> None:
         for value in values:

@@ -1,0 +1,314 @@
+"""Differential tests of the eager routes that run f with grad recording off and rely on a
+static proof about f's code (Note [f unrecorded] in `_unrecorded.py`, Note [Parameters of f's
+own] in `_reach.py`, Note [f run again] in `_rerun.py`, Note [a proof per code] in
+`_reach_check.py`): for generated functions that mix the idioms those proofs read (numbers and
+tensors as arguments, keyword arguments, nested outputs, closures over numbers, tensors and
+Parameters, globals, helpers, grad_fn reading f's intermediates or outputs, cells rebound,
+arguments edited in place), the decorated function's value and its derivatives to the second
+(third where cheap) order, with respect to the arguments and the Parameters f reads, are plain
+autograd's of the same math, on the first call (the general code), on the planned calls after
+it, and for a new decoration of the same code; or the call is refused by a library error that
+names f."""
+
+import math
+import textwrap
+
+import pytest
+import torch
+from helpers import D, derandomized
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tf_compat_grad import CustomGradientError, custom_gradient
+from tf_compat_grad._reach import ParameterReach
+
+# The math of f: y = OP(u), u = x * S + B; (the value of OP, its derivative from u, from y).
+OPS = {
+    "exp": ("torch.exp({u})", "torch.exp({u})", "{y}"),
+    "sin": ("torch.sin({u})", "torch.cos({u})", None),
+    "square": ("{u} * {u}", "2 * {u}", None),
+    "tanh": ("torch.tanh({u})", "1 - torch.tanh({u}) ** 2", "1 - {y} * {y}"),
+}
+# Where f reads its scale S: (the expression, whether it is a Parameter, the argument it takes).
+SCALES = {
+    "tensor argument": ("a", False, "a"),
+    "number argument": ("k", False, "k"),
+    "keyword number": ("kw", False, None),
+    "cell number": ("c", False, None),
+    "cell tensor": ("t", False, None),
+    "cell Parameter": ("p", True, None),
+    "global Parameter": ("P", True, None),
+    "Parameter in a cell's list": ("box[0]", True, None),
+    "Parameter of a cell's ModuleList": ("layers[0].weight", True, None),
+    "Parameter through a global helper": ("helper()", True, None),
+    "Parameter through a nested helper": ("inner()", True, None),
+}
+BIASES = {"none": "0.0", "constant": "0.5", "cell Parameter": "q"}
+# What grad_fn reads for OP's derivative.
+READS = ["recomputed", "intermediate", "output", "made by a nested factory", "argument cell"]
+OUTS = ["tensor", "tuple", "nested dict"]
+
+
+def _source(op, scale, bias, reads, out):
+    """The source of `make(c, t, p, q, box, layers)`, which defines and returns f."""
+    s, _, extra = SCALES[scale]
+    b = BIASES[bias]
+    value, deriv_u, deriv_y = OPS[op]
+    u = f"(x * {s} + {b})"
+    args = "x" + (f", {extra}" if extra else "") + (", *, kw=1.5" if scale == "keyword number" else "")  # fmt: skip
+    if reads == "output" and deriv_y is None:
+        reads = "recomputed"
+    d = {
+        "recomputed": deriv_u.format(u=u),
+        "intermediate": "e",
+        "output": deriv_y.format(y="y") if deriv_y else "",
+        "made by a nested factory": "held",
+        "argument cell": deriv_u.format(u=f"(z * {s} + {b})"),
+    }[reads]
+    # The gradients of the arguments and of the variables (by identity), from du = dy * OP'(u).
+    grads = "du * " + s
+    if extra == "a":
+        grads = f"({grads}, du * x)"
+    elif extra == "k":
+        grads = f"({grads}, None)"
+    params = [] if not SCALES[scale][1] else [(s, "du * x")]
+    if bias == "cell Parameter":
+        params.append(("q", "du"))
+    pick = "du"
+    for expr, g in reversed(params):
+        pick = f"({g} if v is {expr} else {pick})"
+    dys, dy = ("dy", "dy") if out == "tensor" else ("dy, dy2", "dy + 2 * dy2")
+    if out == "nested dict":
+        dys, dy = "dy, dy2", "dy + 2 * dy2"
+    outs = {"tensor": "y", "tuple": "(y, 2 * y)", "nested dict": '{"a": y, "b": (2 * y,)}'}[out]
+    grad = [
+        f"def grad({dys}, variables=None):",
+        f"    du = ({dy}) * ({d})",
+        "    if variables is None:",
+        f"        return {grads}",
+        "    found = []",  # a loop: a comprehension would close over du on Python 3.11
+        "    for v in variables:",
+        f"        found.append({pick})",
+        f"    return {grads}, found",
+    ]
+    lines = [f"def f({args}):"]
+    if scale.endswith("nested helper"):
+        lines += ["    def inner():", "        return p"]
+    lines.append(f"    y = {value.format(u=u)}")
+    if reads == "intermediate":
+        lines.append(f"    e = {deriv_u.format(u=u)}")
+    if reads in ("made by a nested factory", "argument cell"):
+        held, given = ("held", deriv_u.format(u=u)) if reads != "argument cell" else ("z", "x")
+        lines.append(f"    def factory({held}):")
+        lines += ["        " + line for line in grad]
+        lines += ["        return grad", f"    return {outs}, factory({given})"]
+    else:
+        lines += ["    " + line for line in grad]
+        lines.append(f"    return {outs}, grad")
+    f = "\n".join(lines) + "\n"
+    return "def make(c, t, p, q, box, layers):\n" + textwrap.indent(f, "    ") + "    return f\n"
+
+
+def _plain(op, scale, bias, out):
+    """The same math, differentiated by autograd: (x, extra, values) -> outputs."""
+    s_name = SCALES[scale][0]
+
+    def run(x, extra, v):
+        s = {
+            "a": extra,
+            "k": extra,
+            "kw": 1.5,
+            "c": v["c"],
+            "t": v["t"],
+            "P": P,
+            "helper()": P,
+        }.get(s_name, v["p"])
+        b = {"none": 0.0, "constant": 0.5}.get(bias, v["q"])
+        u = x * s + b
+        y = {"exp": torch.exp, "sin": torch.sin, "square": lambda u: u * u, "tanh": torch.tanh}[op](
+            u
+        )
+        return {"tensor": y, "tuple": (y, 2 * y), "nested dict": {"a": y, "b": (2 * y,)}}[out]
+
+    return run
+
+
+def _flat(out):
+    if isinstance(out, dict):
+        return [t for k in sorted(out) for t in _flat(out[k])]
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _flat(o)]
+    return [out]
+
+
+def _derivatives(call, inputs, order):
+    """The value of call() and its derivatives to `order` w.r.t. `inputs` (weighted sums, so
+    each order is one backward): a flat list of tensors, zeros where a derivative is None."""
+    outs = _flat(call())
+    found = [o.detach() for o in outs]
+    total = sum(((o * (i + 1) * 0.3).sum() for i, o in enumerate(outs)), torch.zeros((), dtype=D))
+    for n in range(order):
+        last = n == order - 1
+        grads = torch.autograd.grad(total, inputs, create_graph=not last, allow_unused=True)
+        grads = [torch.zeros_like(i) if g is None else g for g in grads for i in [inputs[0]]]
+        found += [g.detach() for g in grads]
+        if not last:
+            total = sum(
+                ((g * (j + 2) * 0.7).sum() for j, g in enumerate(grads) if g.requires_grad),
+                torch.zeros((), dtype=D),
+            )
+            if not total.requires_grad:
+                found += [torch.zeros_like(inputs[0])] * len(inputs) * (order - n - 1)
+                break
+    return found
+
+
+P = torch.nn.Parameter(torch.tensor([0.7, -1.1], dtype=D))
+
+
+def helper():
+    return P
+
+
+def _values(seed):
+    g = torch.Generator().manual_seed(seed)
+
+    def r():
+        return torch.rand(2, generator=g, dtype=D) + 0.25
+
+    p = torch.nn.Parameter(r())
+    layers = torch.nn.ModuleList([torch.nn.Linear(2, 2, bias=False)]).to(D)
+    layers[0].weight = p
+    return {"c": 0.8, "t": r(), "p": p, "q": torch.nn.Parameter(r()), "box": [p], "layers": layers}
+
+
+def _accepted(error, f):
+    """A refusal the rules allow: a library error that names f."""
+    return isinstance(error, CustomGradientError) and "`make.<locals>.f`" in str(error)
+
+
+@given(
+    op=st.sampled_from(sorted(OPS)),
+    scale=st.sampled_from(list(SCALES)),
+    bias=st.sampled_from(list(BIASES)),
+    reads=st.sampled_from(READS),
+    out=st.sampled_from(OUTS),
+    leaf=st.booleans(),
+    anew=st.booleans(),
+    between=st.sampled_from(["nothing", "rebind the cell number", "edit and restore x"]),
+)
+@derandomized(60)
+def test_generated_functions_match_plain_autograd_on_every_route(
+    op, scale, bias, reads, out, leaf, anew, between
+):
+    source = _source(op, scale, bias, reads, out)
+    namespace = {"torch": torch, "math": math, "P": P, "helper": helper}
+    exec(source, namespace)
+    make = namespace["make"]
+    plain = _plain(op, scale, bias, out)
+    v = _values(0)
+    cells = (v["c"], v["t"], v["p"], v["q"], v["box"], v["layers"])
+    decorated = custom_gradient(make(*cells))
+    for call in range(3):
+        if anew:
+            decorated = custom_gradient(make(*cells))
+        if between == "rebind the cell number" and call == 2:
+            v["c"] = 0.3
+            for name, cell in zip(
+                decorated.__wrapped__.__code__.co_freevars,
+                decorated.__wrapped__.__closure__ or (),
+                strict=True,
+            ):
+                if name == "c":
+                    cell.cell_contents = 0.3
+        g = torch.Generator().manual_seed(call)
+        x0 = (torch.rand(2, generator=g, dtype=D) + 0.25).requires_grad_()
+        a = (torch.rand(2, generator=g, dtype=D) + 0.25).requires_grad_()
+        extra = {"a": a, "k": 1.3}.get(SCALES[scale][2])
+        inputs = [x0] + ([a] if SCALES[scale][2] == "a" else [])
+        inputs += [p for p in (v["p"], v["q"], P) if p is not None]
+
+        def run(fn, edit, extra=extra, x0=x0):
+            def called():
+                x = x0 if leaf else x0 * 1
+                result = fn(x) if extra is None else fn(x, extra)
+                if edit:
+                    with torch.no_grad():
+                        x0.add_(1.0)
+                        x0.sub_(1.0)
+                return result
+
+            return called
+
+        want = _derivatives(run(lambda x, *_, e=extra: plain(x, e, v), False), inputs, 2)
+        try:
+            got = _derivatives(run(decorated, between == "edit and restore x"), inputs, 2)
+        except CustomGradientError as error:
+            assert _accepted(error, decorated), str(error)
+            continue
+        except RuntimeError as error:  # autograd's own check of the tensors grad_fn saved
+            assert between == "edit and restore x", str(error)
+            assert "modified by an inplace operation" in str(error)
+            continue
+        for w_, g_ in zip(want, got, strict=True):
+            torch.testing.assert_close(g_, w_, msg=lambda m: f"{m}\n{source}")
+
+
+# A function made in f that keeps its own argument in a closure: f hands it what it computed.
+KEPT_BY_A_MADE_FUNCTION = {
+    "nested def": """
+        def f(x):
+            def keep(e):
+                return lambda dy: dy * e
+            return torch.exp(x), keep(torch.exp(x))
+        """,
+    "lambda of a lambda": """
+        def f(x):
+            return torch.exp(x), (lambda e: lambda dy: dy * e)(torch.exp(x))
+        """,
+    "star arguments, a number cell": """
+        def f(x):
+            def keep(*es):
+                def grad(dy):
+                    return dy * es[0] * c
+                return grad
+            return c * torch.exp(x), keep(torch.exp(x))
+        """,
+    "a cell Parameter": """
+        def f(x):
+            def keep(e):
+                def grad(dy, variables=None):
+                    return dy * e * p, [dy * e * x]
+                return grad
+            return torch.exp(x * p), keep(torch.exp(x * p))
+        """,
+}
+
+
+@pytest.mark.parametrize("name", KEPT_BY_A_MADE_FUNCTION)
+def test_what_f_hands_to_a_function_made_in_it_keeps_its_history(name):
+    """Bug: a function made in f that closes over its own argument was taken to hold only f's
+    arguments, so f ran unrecorded and grad_fn read `exp(x)` with no history: the second
+    derivative lost its term through it (0 in place of exp(x) for the first two)."""
+    p = torch.nn.Parameter(torch.tensor([0.5, 1.5], dtype=D))
+    scope = {"torch": torch, "c": 2.0, "p": p}
+    source = "def make(c, p):\n" + textwrap.indent(textwrap.dedent(KEPT_BY_A_MADE_FUNCTION[name]), "    ") + "    return f\n"  # fmt: skip
+    exec(source, scope)
+    f = scope["make"](2.0, p)
+    reach = ParameterReach(f)
+    reach.possible(())
+    assert not reach.unrecorded
+    decorated = custom_gradient(f)
+    for call in range(3):  # the general code, then the plan
+        x = torch.tensor([0.3, -0.2 + call], dtype=D, requires_grad=True)
+        inputs = [x, p] if "Parameter" in name else [x]
+
+        def plain(x=x):
+            return f(x)[0]
+
+        for got, want in zip(
+            _derivatives(lambda x=x: decorated(x), inputs, 3),
+            _derivatives(plain, inputs, 3),
+            strict=True,
+        ):
+            torch.testing.assert_close(got, want)

@@ -12,6 +12,7 @@ names f."""
 
 import math
 import textwrap
+import types
 
 import pytest
 import torch
@@ -141,26 +142,30 @@ def _flat(out):
     return [out]
 
 
-def _derivatives(call, inputs, order):
+def _derivatives(call, inputs, order, twice=False):
     """The value of call() and its derivatives to `order` w.r.t. `inputs` (weighted sums, so
-    each order is one backward): a flat list of tensors, zeros where a derivative is None."""
+    each order is one backward): a flat list of tensors, zeros where a derivative is None.
+    `twice`: a first-order backward that retains the graph comes first."""
     outs = _flat(call())
     found = [o.detach() for o in outs]
     total = sum(((o * (i + 1) * 0.3).sum() for i, o in enumerate(outs)), torch.zeros((), dtype=D))
+    if twice:
+        found += _zeros(torch.autograd.grad(total, inputs, retain_graph=True, allow_unused=True))
     for n in range(order):
         last = n == order - 1
         grads = torch.autograd.grad(total, inputs, create_graph=not last, allow_unused=True)
-        grads = [torch.zeros_like(i) if g is None else g for g in grads for i in [inputs[0]]]
-        found += [g.detach() for g in grads]
-        if not last:
-            total = sum(
-                ((g * (j + 2) * 0.7).sum() for j, g in enumerate(grads) if g.requires_grad),
-                torch.zeros((), dtype=D),
-            )
-            if not total.requires_grad:
-                found += [torch.zeros_like(inputs[0])] * len(inputs) * (order - n - 1)
-                break
+        found += _zeros(grads)
+        total = sum(
+            ((g * (j + 2) * 0.7).sum() for j, g in enumerate(grads) if g is not None),
+            torch.zeros((), dtype=D),
+        )
+        if not last and not total.requires_grad:
+            return found + [torch.zeros(2, dtype=D)] * len(inputs) * (order - n - 1)
     return found
+
+
+def _zeros(grads):
+    return [torch.zeros(2, dtype=D) if g is None else g.detach() for g in grads]
 
 
 P = torch.nn.Parameter(torch.tensor([0.7, -1.1], dtype=D))
@@ -179,12 +184,29 @@ def _values(seed):
     p = torch.nn.Parameter(r())
     layers = torch.nn.ModuleList([torch.nn.Linear(2, 2, bias=False)]).to(D)
     layers[0].weight = p
-    return {"c": 0.8, "t": r(), "p": p, "q": torch.nn.Parameter(r()), "box": [p], "layers": layers}
+    t = r().requires_grad_(seed == 2)  # f's outputs may then depend on it: a refusal
+    return {"c": 0.8, "t": t, "p": p, "q": torch.nn.Parameter(r()), "box": [p], "layers": layers}
 
 
 def _accepted(error, f):
     """A refusal the rules allow: a library error that names f."""
     return isinstance(error, CustomGradientError) and "`make.<locals>.f`" in str(error)
+
+
+class _Torch(types.ModuleType):
+    """A module of torch's name that is not torch, to rebind f's global `torch` with."""
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+
+BETWEEN = [
+    "nothing",
+    "rebind the cell number between calls",
+    "edit x in place and restore it after the call",
+    "rebind the global torch after the call",
+    "backward twice",
+]
 
 
 @given(
@@ -193,13 +215,13 @@ def _accepted(error, f):
     bias=st.sampled_from(list(BIASES)),
     reads=st.sampled_from(READS),
     out=st.sampled_from(OUTS),
-    leaf=st.booleans(),
-    anew=st.booleans(),
-    between=st.sampled_from(["nothing", "rebind the cell number", "edit and restore x"]),
+    leaves=st.lists(st.booleans(), min_size=3, max_size=3),
+    decorations=st.sampled_from(["once", "anew", "anew with new cells"]),
+    between=st.sampled_from(BETWEEN),
 )
 @derandomized(60)
 def test_generated_functions_match_plain_autograd_on_every_route(
-    op, scale, bias, reads, out, leaf, anew, between
+    op, scale, bias, reads, out, leaves, decorations, between
 ):
     source = _source(op, scale, bias, reads, out)
     namespace = {"torch": torch, "math": math, "P": P, "helper": helper}
@@ -207,12 +229,13 @@ def test_generated_functions_match_plain_autograd_on_every_route(
     make = namespace["make"]
     plain = _plain(op, scale, bias, out)
     v = _values(0)
-    cells = (v["c"], v["t"], v["p"], v["q"], v["box"], v["layers"])
-    decorated = custom_gradient(make(*cells))
-    for call in range(3):
-        if anew:
-            decorated = custom_gradient(make(*cells))
-        if between == "rebind the cell number" and call == 2:
+    decorated = custom_gradient(make(v["c"], v["t"], v["p"], v["q"], v["box"], v["layers"]))
+    for call, leaf in enumerate(leaves):
+        if decorations != "once":
+            if decorations == "anew with new cells":
+                v = _values(call)
+            decorated = custom_gradient(make(v["c"], v["t"], v["p"], v["q"], v["box"], v["layers"]))  # fmt: skip
+        if between == BETWEEN[1] and call == 2:
             v["c"] = 0.3
             for name, cell in zip(
                 decorated.__wrapped__.__code__.co_freevars,
@@ -225,31 +248,37 @@ def test_generated_functions_match_plain_autograd_on_every_route(
         x0 = (torch.rand(2, generator=g, dtype=D) + 0.25).requires_grad_()
         a = (torch.rand(2, generator=g, dtype=D) + 0.25).requires_grad_()
         extra = {"a": a, "k": 1.3}.get(SCALES[scale][2])
-        inputs = [x0] + ([a] if SCALES[scale][2] == "a" else [])
-        inputs += [p for p in (v["p"], v["q"], P) if p is not None]
+        inputs = [x0] + ([a] if SCALES[scale][2] == "a" else []) + [v["p"], v["q"], P]
 
-        def run(fn, edit, extra=extra, x0=x0):
+        def run(fn, edit, extra=extra, x0=x0, leaf=leaf):
             def called():
                 x = x0 if leaf else x0 * 1
                 result = fn(x) if extra is None else fn(x, extra)
-                if edit:
+                if edit and between == BETWEEN[2]:
                     with torch.no_grad():
                         x0.add_(1.0)
                         x0.sub_(1.0)
+                if edit and between == BETWEEN[3]:
+                    namespace["torch"] = _Torch("torch")
                 return result
 
             return called
 
-        want = _derivatives(run(lambda x, *_, e=extra: plain(x, e, v), False), inputs, 2)
+        twice = between == BETWEEN[4]
+        want = _derivatives(
+            run(lambda x, *_, e=extra, v=v: plain(x, e, v), False), inputs, 3, twice
+        )
         try:
-            got = _derivatives(run(decorated, between == "edit and restore x"), inputs, 2)
+            got = _derivatives(run(decorated, True), inputs, 3, twice)
         except CustomGradientError as error:
             assert _accepted(error, decorated), str(error)
             continue
         except RuntimeError as error:  # autograd's own check of the tensors grad_fn saved
-            assert between == "edit and restore x", str(error)
+            assert between == BETWEEN[2], str(error)
             assert "modified by an inplace operation" in str(error)
             continue
+        finally:
+            namespace["torch"] = torch
         for w_, g_ in zip(want, got, strict=True):
             torch.testing.assert_close(g_, w_, msg=lambda m: f"{m}\n{source}")
 
@@ -312,3 +341,94 @@ def test_what_f_hands_to_a_function_made_in_it_keeps_its_history(name):
             strict=True,
         ):
             torch.testing.assert_close(got, want)
+
+
+@custom_gradient
+def _sigmoid(x):
+    s = torch.sigmoid(x)
+    return s, lambda dy: dy * s * (1 - s)
+
+
+T = torch.tensor([0.5, 2.0], dtype=D, requires_grad=True)
+
+
+def _t_helper():
+    return T
+
+
+# Hand-written functions whose grad_fn is the true gradient: plain autograd of f's own outputs
+# (undecorated) is the reference, for its arguments and the Parameters it reads.
+IDIOMS = {
+    "calls a decorated function": """
+        def f(x):
+            s = _sigmoid(x * p)
+            def grad(dy, variables=None):
+                d = dy * s * (1 - s)
+                return d * p, [d * x]
+            return s, grad
+        """,
+    "no_grad and enable_grad inside": """
+        def f(x):
+            with torch.no_grad():
+                k = 2.0
+            with torch.enable_grad():
+                y = torch.exp(x * p) * k
+            def grad(dy, variables=None):
+                return dy * y * p, [dy * y * x]
+            return y, grad
+        """,
+    "a Parameter through a dict": """
+        def f(x):
+            w = params["w"]
+            return torch.sin(x * w), lambda dy, variables=None: (
+                dy * torch.cos(x * w) * w, [dy * torch.cos(x * w) * x]
+            )
+        """,
+    "returns its argument and a view of it": """
+        def f(x, *, scale=1.0):
+            def grad(da, db):
+                return da + torch.cat([db * scale, torch.zeros_like(x[1:])])
+            return (x, x[:1] * scale), grad
+        """,
+    "a helper reads a tensor that requires grad": """
+        def f(x):
+            return x * _t_helper(), lambda dy: dy * _t_helper()
+        """,
+    "a cell tensor that requires grad": """
+        def f(x):
+            return x * t, lambda dy: dy * t
+        """,
+}
+
+
+@pytest.mark.parametrize("wrap", ["plain", "checkpoint", "autocast"])
+@pytest.mark.parametrize("name", IDIOMS)
+def test_idioms_match_plain_autograd(name, wrap):
+    p = torch.nn.Parameter(torch.tensor([0.5, 1.5], dtype=D))
+    t = torch.tensor([0.25, 4.0], dtype=D, requires_grad=True)
+    scope = {"torch": torch, "_sigmoid": _sigmoid, "_t_helper": _t_helper}
+    source = "def make(p, t, params):\n" + textwrap.indent(textwrap.dedent(IDIOMS[name]), "    ") + "    return f\n"  # fmt: skip
+    exec(source, scope)
+    f = scope["make"](p, t, {"w": p})
+    for call in range(3):
+        decorated = custom_gradient(f) if call < 2 else custom_gradient(scope["make"](p, t, {"w": p}))  # fmt: skip
+        x = torch.tensor([0.3, -0.2 + call], dtype=D, requires_grad=True)
+        inputs = [x, p, t, T]
+
+        def called(fn, x=x):
+            if wrap == "checkpoint":
+                return torch.utils.checkpoint.checkpoint(fn, x, use_reentrant=False)
+            if wrap == "autocast":
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    return fn(x)
+            return fn(x)
+
+        want = _derivatives(lambda: called(lambda u: f(u)[0]), inputs, 3)
+        try:
+            got = _derivatives(lambda d=decorated: called(d), inputs, 3)
+        except CustomGradientError as error:
+            assert "requires grad" in name, str(error)
+            assert _accepted(error, decorated), str(error)
+            continue
+        assert "requires grad" not in name
+        torch.testing.assert_close(got, want)

@@ -283,6 +283,33 @@ def test_generated_functions_match_plain_autograd_on_every_route(
             torch.testing.assert_close(g_, w_, msg=lambda m: f"{m}\n{source}")
 
 
+# One generated function per route, and the proof's answer for it: (the proof, f unrecorded, f
+# run again), so that the property above keeps exercising each route.
+ROUTES = [
+    (("exp", "tensor argument", "none", "recomputed"), ("none", True, False)),
+    (("tanh", "cell number", "constant", "recomputed"), ("none", True, False)),
+    (("exp", "tensor argument", "none", "intermediate"), ("none", False, True)),
+    (("tanh", "number argument", "none", "output"), ("none", False, True)),
+    (("sin", "cell Parameter", "cell Parameter", "recomputed"), ("own", True, False)),
+    (("sin", "cell Parameter", "cell Parameter", "argument cell"), ("own", False, False)),
+    (("exp", "tensor argument", "cell Parameter", "intermediate"), ("own", False, False)),
+    (("exp", "cell number", "none", "intermediate"), ("none", False, False)),
+    (("exp", "Parameter in a cell's list", "none", "recomputed"), (None, False, False)),
+    (("exp", "tensor argument", "none", "made by a nested factory"), ("none", False, True)),
+    (("exp", "cell number", "none", "made by a nested factory"), ("none", False, False)),
+]
+
+
+@pytest.mark.parametrize(("case", "route"), ROUTES)
+def test_the_generated_functions_take_each_route(case, route):
+    namespace = {"torch": torch, "math": math, "P": P, "helper": helper}
+    exec(_source(*case, "tuple"), namespace)
+    v = _values(0)
+    reach = ParameterReach(namespace["make"](v["c"], v["t"], v["p"], v["q"], v["box"], v["layers"]))  # fmt: skip
+    reach.possible(())
+    assert (reach.proof, reach.unrecorded, reach.rerun) == route
+
+
 # A function made in f that keeps its own argument in a closure: f hands it what it computed.
 KEPT_BY_A_MADE_FUNCTION = {
     "nested def": """

@@ -459,3 +459,50 @@ def test_idioms_match_plain_autograd(name, wrap):
             continue
         assert "requires grad" not in name
         torch.testing.assert_close(got, want)
+
+
+_MARK = object()  # a global f reads only to take the recorded route
+
+
+@given(
+    op=st.sampled_from(sorted(OPS)),
+    scale=st.sampled_from(["cell number", "cell tensor", "cell Parameter", "tensor argument"]),
+    bias=st.sampled_from(list(BIASES)),
+    reads=st.sampled_from(READS),
+    out=st.sampled_from(OUTS),
+)
+@derandomized(30)
+def test_cells_rebound_between_forward_and_backward_as_on_the_recorded_route(
+    op, scale, bias, reads, out
+):
+    """grad_fn reads a cell when it runs: after a rebind, the rebound value, on every route
+    (here the recorded one, which `_MARK` forces, is the reference)."""
+    source = _source(op, scale, bias, reads, out)
+    results = []
+    head, rest = source.split("\n    def f(", 1)
+    for mark in ("", "        _MARK\n"):
+        namespace = {"torch": torch, "math": math, "_MARK": _MARK}
+        exec(head + "\n    def f(" + rest.replace("\n", "\n" + mark, 1), namespace)
+        v = _values(0)
+        f = namespace["make"](v["c"], v["t"], v["p"], v["q"], v["box"], v["layers"])
+        decorated = custom_gradient(f)
+        found = []
+        for call in range(3):
+            g = torch.Generator().manual_seed(call)
+            x = (torch.rand(2, generator=g, dtype=D) + 0.25).requires_grad_()
+            a = (torch.rand(2, generator=g, dtype=D) + 0.25).requires_grad_()
+            extra = a if SCALES[scale][2] == "a" else None
+
+            def called(x=x, extra=extra, f=f, decorated=decorated, call=call):
+                out = decorated(x) if extra is None else decorated(x, extra)
+                for name, cell in zip(f.__code__.co_freevars, f.__closure__ or (), strict=True):
+                    if name in ("c", "t"):
+                        cell.cell_contents = cell.cell_contents * (1.5 + call)
+                    if name in ("p", "q"):
+                        cell.cell_contents = torch.nn.Parameter(cell.cell_contents * 2.0)
+                return out
+
+            inputs = [x] + ([a] if extra is not None else []) + [v["p"], v["q"]]
+            found.append(_derivatives(called, inputs, 2))
+        results.append(found)
+    torch.testing.assert_close(*results, msg=lambda m: f"{m}\n{source}")

@@ -16,7 +16,7 @@ import types
 
 import pytest
 import torch
-from helpers import D, derandomized
+from helpers import D, derandomized, flatten
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -134,19 +134,11 @@ def _plain(op, scale, bias, out):
     return run
 
 
-def _flat(out):
-    if isinstance(out, dict):
-        return [t for k in sorted(out) for t in _flat(out[k])]
-    if isinstance(out, (tuple, list)):
-        return [t for o in out for t in _flat(o)]
-    return [out]
-
-
 def _derivatives(call, inputs, order, twice=False):
     """The value of call() and its derivatives to `order` w.r.t. `inputs` (weighted sums, so
     each order is one backward): a flat list of tensors, zeros where a derivative is None.
     `twice`: a first-order backward that retains the graph comes first."""
-    outs = _flat(call())
+    outs = flatten(call())
     found = [o.detach() for o in outs]
     total = sum(((o * (i + 1) * 0.3).sum() for i, o in enumerate(outs)), torch.zeros((), dtype=D))
     if twice:

@@ -126,6 +126,7 @@ _MAKING = frozenset(
     {"LOAD_CONST", "LOAD_FAST", "LOAD_CLOSURE", "LOAD_DEREF", "BUILD_TUPLE", "MAKE_FUNCTION",
      "SET_FUNCTION_ATTRIBUTE"}
 )  # fmt: skip
+_COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>"})  # Python 3.11
 _FUNCTION_MAKERS = frozenset({"MAKE_FUNCTION", "SET_FUNCTION_ATTRIBUTE"})
 # What a closure cell of f may hold: what grad_fn may read of it is then nothing f computed.
 _CELL_TYPES = PLAIN_TYPES | {torch.Tensor, torch.nn.Parameter}
@@ -230,12 +231,26 @@ def _local_only(code: types.CodeType, names: set[str], again: bool, nested: bool
 
 
 def _arguments_uncaptured(code: types.CodeType) -> bool:
-    """Whether no argument of a function made in f is held by a closure cell: f may call it
-    with what it computed (`def keep(e): return lambda dy: dy * e`), which a function made in
-    it would then keep for grad_fn."""
+    """Whether no function made in a function made in f (code) closes over one of its
+    arguments: f may call it with what it computed (`def keep(e): return lambda dy: dy * e`),
+    and the function made in it would then keep that for grad_fn. (A comprehension, a function
+    of its own before Python 3.12, runs at once and keeps nothing.)"""
     count = code.co_argcount + code.co_kwonlyargcount
     count += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
-    return not set(code.co_varnames[:count]).intersection(code.co_cellvars)
+    arguments = set(code.co_varnames[:count]).intersection(code.co_cellvars)
+    return not arguments or not arguments.intersection(_kept_free(code))
+
+
+def _kept_free(code: types.CodeType) -> set[str]:
+    """The free variables of the functions made in code that may outlive its run: all but
+    comprehensions, through which it looks."""
+    free: set[str] = set()
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            if const.co_name not in _COMPREHENSIONS:
+                free.update(const.co_freevars)
+            free |= _kept_free(const)
+    return free
 
 
 def _forbidden(name: str) -> bool:

@@ -19,8 +19,9 @@ answer valid):
   plain containers (`len`, `range`, `tuple`, `isinstance`, ...; not `map` or `setattr`);
 - f's code, and the code nested in it, store local variables only: no global, attribute, item
   or slice, no closure cell but with a function made there (so a cell grad_fn reads holds an
-  argument of f or such a function), no argument of a function made in f held by a cell (f
-  may pass it what it computed: `def keep(e): return lambda dy: dy * e`), no in-place
+  argument of f or such a function), no argument of a function made in f that a function
+  made in it closes over (f may pass it what it computed: `def keep(e): return lambda dy: dy
+  * e`; a comprehension, which runs at once, may), no in-place
   operator (`x += y`), no name ending in `_` (in-place tensor methods) or starting with
   `__`, nothing of autograd's (`requires_grad`, `grad_fn`, `register_hook`, `enable_grad`,
   `autograd`, `out=`, `inplace=`, ...), no import, `with`, generator or class;

@@ -242,10 +242,15 @@ def test_generated_functions_match_plain_autograd_on_every_route(
         extra = {"a": a, "k": 1.3}.get(SCALES[scale][2])
         inputs = [x0] + ([a] if SCALES[scale][2] == "a" else []) + [v["p"], v["q"], P]
 
-        def run(fn, edit, extra=extra, x0=x0, leaf=leaf):
+        def run(fn, edit, extra=extra, x0=x0, leaf=leaf, call=call):
             def called():
                 x = x0 if leaf else x0 * 1
-                result = fn(x) if extra is None else fn(x, extra)
+                if extra is not None:
+                    result = fn(x, extra)
+                elif scale == "keyword number" and call % 2:  # passed, or left to its default
+                    result = fn(x, kw=1.5)
+                else:
+                    result = fn(x)
                 if edit and between == BETWEEN[2]:
                     with torch.no_grad():
                         x0.add_(1.0)
@@ -258,7 +263,7 @@ def test_generated_functions_match_plain_autograd_on_every_route(
 
         twice = between == BETWEEN[4]
         want = _derivatives(
-            run(lambda x, *_, e=extra, v=v: plain(x, e, v), False), inputs, 3, twice
+            run(lambda x, *_, e=extra, v=v, **__: plain(x, e, v), False), inputs, 3, twice
         )
         try:
             got = _derivatives(run(decorated, True), inputs, 3, twice)

@@ -19,10 +19,12 @@ answer valid):
   plain containers (`len`, `range`, `tuple`, `isinstance`, ...; not `map` or `setattr`);
 - f's code, and the code nested in it, store local variables only: no global, attribute, item
   or slice, no closure cell but with a function made there (so a cell grad_fn reads holds an
-  argument or such a function), no in-place operator
-  (`x += y`), no name ending in `_` (in-place tensor methods) or starting with `__`, nothing
-  of autograd's (`requires_grad`, `grad_fn`, `register_hook`, `enable_grad`, `autograd`,
-  `out=`, `inplace=`, ...), no import, `with`, generator or class;
+  argument of f or such a function), no argument of a function made in f that a function
+  made in it closes over (f may pass it what it computed: `def keep(e): return lambda dy: dy
+  * e`; a comprehension, which runs at once, may), no in-place
+  operator (`x += y`), no name ending in `_` (in-place tensor methods) or starting with
+  `__`, nothing of autograd's (`requires_grad`, `grad_fn`, `register_hook`, `enable_grad`,
+  `autograd`, `out=`, `inplace=`, ...), no import, `with`, generator or class;
 - a function made in f takes constant default values only (`variables=None`), and no method
   of a tensor is read without being called (`return y, e.mul` would carry e away).
 
@@ -48,6 +50,7 @@ from __future__ import annotations
 
 import dis
 import functools
+import inspect
 import types
 from typing import Any
 
@@ -124,6 +127,7 @@ _MAKING = frozenset(
     {"LOAD_CONST", "LOAD_FAST", "LOAD_CLOSURE", "LOAD_DEREF", "BUILD_TUPLE", "MAKE_FUNCTION",
      "SET_FUNCTION_ATTRIBUTE"}
 )  # fmt: skip
+_COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>"})  # Python 3.11
 _FUNCTION_MAKERS = frozenset({"MAKE_FUNCTION", "SET_FUNCTION_ATTRIBUTE"})
 # What a closure cell of f may hold: what grad_fn may read of it is then nothing f computed.
 _CELL_TYPES = PLAIN_TYPES | {torch.Tensor, torch.nn.Parameter}
@@ -177,16 +181,18 @@ def _global_names(code: types.CodeType, again: bool) -> frozenset[str] | None:
     what f computes (Note [f unrecorded]) or, `again`, can differ when run again (Note [f run
     again])."""
     names: set[str] = set()
-    return frozenset(names) if _local_only(code, names, again) else None
+    return frozenset(names) if _local_only(code, names, again, nested=False) else None
 
 
-def _local_only(code: types.CodeType, names: set[str], again: bool) -> bool:
+def _local_only(code: types.CodeType, names: set[str], again: bool, nested: bool) -> bool:
     forbidden = _impure if again else _forbidden
     if any(forbidden(name) for name in code.co_names):
         return False
+    if nested and not again and not _arguments_uncaptured(code):
+        return False
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            if not _local_only(const, names, again):
+            if not _local_only(const, names, again, nested=True):
                 return False
         elif any(forbidden(s) for s in (const if isinstance(const, tuple) else (const,)) if isinstance(s, str)):  # fmt: skip
             return False  # a keyword argument's name (`out=`, `requires_grad=`, `generator=`)
@@ -223,6 +229,29 @@ def _local_only(code: types.CodeType, names: set[str], again: bool) -> bool:
             if ins.arg & _DEFAULTS and _producer(instructions, i, -_effect(ins)) != "LOAD_CONST":
                 return False
     return True
+
+
+def _arguments_uncaptured(code: types.CodeType) -> bool:
+    """Whether no function made in a function made in f (code) closes over one of its
+    arguments: f may call it with what it computed (`def keep(e): return lambda dy: dy * e`),
+    and the function made in it would then keep that for grad_fn. (A comprehension, a function
+    of its own before Python 3.12, runs at once and keeps nothing.)"""
+    count = code.co_argcount + code.co_kwonlyargcount
+    count += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    arguments = set(code.co_varnames[:count]).intersection(code.co_cellvars)
+    return not arguments or not arguments.intersection(_kept_free(code))
+
+
+def _kept_free(code: types.CodeType) -> set[str]:
+    """The free variables of the functions made in code that may outlive its run: all but
+    comprehensions, through which it looks."""
+    free: set[str] = set()
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            if const.co_name not in _COMPREHENSIONS:
+                free.update(const.co_freevars)
+            free |= _kept_free(const)
+    return free
 
 
 def _forbidden(name: str) -> bool:

@@ -22,7 +22,10 @@ as saved (Note [saved closures] in `_closure.py`). Two conditions make the run a
   `save_for_backward`, which would refuse a first-order backward after an edit of a leaf under
   `no_grad` (an optimizer step between forward and backward), which works when recording. The
   run again instead compares each tensor argument's version with the one it had at the call and
-  refuses by name when it changed: the derivative would be taken at another value.
+  refuses by name when it changed: the derivative would be taken at another value. An edit
+  through `.data` (`x.data.copy_(...)`, `x.data = ...`) bumps no version, so it goes unseen
+  here as it does for every tensor a hand-written Function saves: `.data` is autograd's
+  unchecked way around its own history.
 
 The run again happens with autocast off, as the call it repeats ran (a call under autocast
 records). Unlike the runs again of `torch.func` and `recompute_grad`, which restore the random

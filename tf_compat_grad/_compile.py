@@ -59,7 +59,7 @@ taking f (and grad_fn) as arguments of `apply`; f runs without the watcher where
 proof allows (Note [compile unwatched]), which also spares the `set_torch_function_mode_stack`
 call Dynamo emits after a frame that entered a mode, and then inside the node (Note [f inside
 the compile node]), sparing grad mode, the outputs' `detach` and `setup_context`; a pair
-returned by f is split with its checks read from classes (`pair_class`, `split_kind`); where
+returned by f is split with its checks read from classes (`split_kind`, asked twice); where
 f read Parameters, whether grad_fn takes `variables=` is read from its code while tracing
 (`code_accepts_variables`: MLP closure 115 -> 109 guards), `check_accepts` called only to
 refuse; one output is handed back without `rebuilt`; the inside node's backward reads no
@@ -135,7 +135,6 @@ from ._compile_node import (
     CompileNode,
     InsideNode,
     handed_outputs,
-    pair_class,
     rebuilt,
     refuse_split,
     split_kind,
@@ -217,7 +216,7 @@ def call_compiled(
         _run.check_unedited(f, _run.Layout(f, *layout), inputs, versions)
     # `watched_result` without its settling (the compile watcher settles nothing).
     # `split`, its checks read from classes where f returned a pair (Note [compile guards]).
-    pair = pair_class(out.__class__) and len(out) == 2  # `split`'s checks
+    pair = split_kind(out.__class__, None) and out.__len__() == 2  # `split`'s checks
     kind = split_kind(out[0].__class__, type(out[1])) if pair else None
     if not kind:
         refuse_split(f, out, described)
@@ -245,10 +244,11 @@ def call_compiled(
             )
             check_accepts(f, bound, grad_fn, variables)
         if variables or any(t.requires_grad for t in inputs):
-            if len(outputs) > 1:  # Note [upstreams under compile] in `_compile_exits.py`
-                upstreams_checked(f, grad_fn, len(outputs), variables, described)
+            n_outputs = outputs.__len__()  # (the builtin `len` costs a guard)
+            if n_outputs > 1:  # Note [upstreams under compile] in `_compile_exits.py`
+                upstreams_checked(f, grad_fn, n_outputs, variables, described)
             outputs = CompileNode.apply(  # type: ignore[no-untyped-call]
-                (*layout, variables), f, grad_fn, len(outputs), *outputs, *inputs, *variables
+                (*layout, variables), f, grad_fn, n_outputs, *outputs, *inputs, *variables
             )
     return outputs[0] if rebuild == "one" else rebuilt(rebuild, outputs)  # (a global: a guard)
 

@@ -108,7 +108,7 @@ def handed_outputs(
     for o in flat:
         base = o._base
         if aliases(o, sources) or any(
-            o is e or base is e or e._base is o for e in flat[: len(handed)]
+            o is e or base is e or e._base is o for e in flat[: handed.__len__()]
         ):
             handed.append(o.detach().clone())  # as eager copies them (Note [outputs that
             # alias an input] in `_run.py`)
@@ -122,7 +122,7 @@ def rebuilt(rebuild: Any, outputs: Sequence[torch.Tensor]) -> Any:
     if rebuild == "one":
         return outputs[0]
     if rebuild == "tuple":
-        return tuple(outputs)
+        return (*outputs,)
     how, plan = rebuild  # (Dynamo 2.15 cannot read the class of a number made while tracing)
     if how == "numbered":
         return _placed(_numbered_plan(plan), outputs)
@@ -133,17 +133,17 @@ def _numbered(tree: Any, leaves: list[Any], odd: list[Any]) -> Any:
     """tree with each leaf replaced by its index in `leaves`, where it is appended; a container
     other than a plain list, tuple or dict is appended to `odd` (Dynamo traces it, reading no
     global but itself: Note [compile guards])."""
-    kind = type(tree)
-    if kind is tuple:
-        return tuple([_numbered(x, leaves, odd) for x in tree])
-    if kind is list:
+    kind = type(tree)  # (classes of literals, `__len__`: each builtin read costs a guard)
+    if kind is ().__class__:
+        return (*[_numbered(x, leaves, odd) for x in tree],)
+    if kind is [].__class__:
         return [_numbered(x, leaves, odd) for x in tree]
-    if kind is dict:
+    if kind is {}.__class__:
         return {k: _numbered(v, leaves, odd) for k, v in tree.items()}
-    if isinstance(tree, (list, tuple, dict)):
+    if isinstance(tree, ([].__class__, ().__class__, {}.__class__)):
         odd.append(tree)
     leaves.append(tree)
-    return len(leaves) - 1
+    return leaves.__len__() - 1
 
 
 @run_while_tracing
@@ -208,12 +208,6 @@ def autocast_now() -> Any:
 
 
 @run_while_tracing
-def pair_class(kind: type) -> bool:
-    """Whether `split` unpacks a value of this class when it has two items."""
-    return issubclass(kind, (tuple, list))
-
-
-@run_while_tracing
 def callable_class(kind: type) -> bool:
     """Whether values of this class are callable (what `callable` reads: the class's
     `__call__`)."""
@@ -221,13 +215,18 @@ def callable_class(kind: type) -> bool:
 
 
 @run_while_tracing
-def split_kind(kind: type, grad_fn_class: type) -> tuple[str, bool] | None:
-    """For a pair whose items are of these classes: None where `split` refuses it (the second
-    not callable), else how outputs of the first item's class are rebuilt ("one" tensor, a
-    "tuple", or "tree": by their spec) and whether `torch.export` traces the call (Note
-    [export] in `_export.py`). The outputs' class is read with `__class__` (`type()` of a
-    tensor costs a guard on `Tensor` and one that compares it with torch's), grad_fn's with
-    `type()` (`__class__` of a closure failed inside the traced `forward`, torch 2.13)."""
+def split_kind(kind: type, grad_fn_class: type | None) -> Any:
+    """`split`'s checks, read from classes in two steps by one function (one guard: Note
+    [compile guards] in `_compile.py`). Asked with f's result's class and None: whether
+    `split` unpacks a value of that class when it has two items. Asked with the classes of the
+    pair's items: None where `split` refuses it (the second not callable), else how outputs of
+    the first item's class are rebuilt ("one" tensor, a "tuple", or "tree": by their spec) and
+    whether `torch.export` traces the call (Note [export] in `_export.py`). The outputs' class
+    is read with `__class__` (`type()` of a tensor costs a guard on `Tensor` and one that
+    compares it with torch's), grad_fn's with `type()` (`__class__` of a closure failed inside
+    the traced `forward`, torch 2.13)."""
+    if grad_fn_class is None:
+        return issubclass(kind, (tuple, list))
     if not callable_class(grad_fn_class):
         return None
     how = "one" if kind is torch.Tensor else "tuple" if kind is tuple else "tree"
@@ -240,7 +239,7 @@ def refuse_split(f: Callable[..., Any], out: Any, described: str) -> NoReturn:
     (traced, it misread f's name)."""
     graph_break(_split_reason(described))
     outside(split, f, out)
-    raise AssertionError("unreachable: `split` refuses what `pair_class` refused")
+    raise AssertionError("unreachable: `split` refuses what `split_kind` refused")
 
 
 @run_while_tracing
@@ -312,14 +311,16 @@ class InsideNode(torch.autograd.Function):
         edited = edits_checked()
         if edited:
             refuse_edited(edited)
-        pair = pair_class(out.__class__) and len(out) == 2  # `split`'s checks
+        # `split`'s checks (`__len__`: the builtin `len` costs a guard)
+        pair = split_kind(out.__class__, None) and out.__len__() == 2
         kind = split_kind(out[0].__class__, type(out[1])) if pair else None
         if not kind:
             refuse_split(f, out, described)
         result, grad_fn = out
         outputs, rebuild, _ = handed_outputs(f, result, inputs, kind)
-        if len(outputs) > 1:
-            upstreams_checked(f, grad_fn, len(outputs), [], described)
+        n_outputs = outputs.__len__()  # (the builtin `len` costs a guard)
+        if n_outputs > 1:
+            upstreams_checked(f, grad_fn, n_outputs, [], described)
         ctx.grad_fn = grad_fn
         ctx.constants = (f, layout)
         metas: list[Any] = [None] * n_args  # per argument, a tensor's class and `InputMeta`
@@ -340,10 +341,11 @@ class InsideNode(torch.autograd.Function):
                 _break_at(error)
                 raise
             grads = (returned,) if n_args == 1 else returned
-            if grads.__class__ is tuple and len(grads) == n_args:
+            # (a literal's class and `__len__`: each builtin read costs a guard)
+            if grads.__class__ is ().__class__ and grads.__len__() == n_args:
                 i = 0
                 for meta in metas:
-                    g = grads[i]
+                    g: Any = grads[i]
                     if not (g is None if meta is None else like_input(g, meta)):
                         break
                     i += 1  # noqa: SIM113 (`enumerate` is a global: a guard)

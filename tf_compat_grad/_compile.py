@@ -259,35 +259,53 @@ def compiling_call(
     captured: CapturedRule,
     leave: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any],
     reach: ParameterReach,
-) -> Callable[[tuple[Any, ...], dict[str, Any]], Any]:
-    """What a call of a decorated plain function does while Dynamo traces (or `torch.export`
-    exports) its caller: `call_compiled` where Dynamo traces the call, else `leave` (the
-    wrapper's route out of the graph, Notes [compile on older torch] and [compile under
-    torch.func]). A closure per decoration and rule, so that Dynamo guards one object on the way
-    in (Note [compile guards]); `reach`: f's reach proof (Note [compile unwatched])."""
+) -> Callable[[Any], Callable[..., Any]]:
+    """What makes the function a call of a decorated plain function runs (`calling(wrapper)`,
+    given the `CustomGradient`): while Dynamo traces (or `torch.export` exports) its caller,
+    `call_compiled` where Dynamo traces the call, else `leave` (the wrapper's route out of the
+    graph, Notes [compile on older torch] and [compile under torch.func]); otherwise the
+    wrapper's `_entry`. One closure per function, its route decided in its own body, so that
+    Dynamo guards one object on the way in (Note [compile guards]); `reach`: f's reach proof
+    (Note [compile unwatched])."""
+    is_compiling = _is_compiling
     if not DYNAMO_TRACES_WATCHER:
-        return lambda args, kwargs: leave(UNBOUND, args, kwargs)
+
+        def leaving(wrapper: Any) -> Callable[..., Any]:
+            def call(*args: Any, **kwargs: Any) -> Any:
+                if is_compiling():
+                    return leave(UNBOUND, args, kwargs)
+                return wrapper._entry(UNBOUND, args, kwargs)
+
+            return call
+
+        return leaving
     question = _route_question(reach, described)
     inside = InsideNode  # a cell: one guard, where the module's global costs the module's too
 
-    def compiling(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        route, constants = question([a.__class__ for a in args], [type(v) for v in kwargs.values()])
-        if route == "inside":  # Note [f inside the compile node] in `_compile_node.py`
-            positions = constants[3]
-            if any(args[i].requires_grad for i in positions) and not any(
-                args[i].is_nested for i in positions
-            ):
-                try:  # so that Dynamo runs this frame as Python where `forward` breaks
-                    *outputs, rebuild = inside.apply(constants, f, kwargs, *args)  # type: ignore[no-untyped-call]
-                finally:
-                    question(None, None)  # f's trace came back
-                return outputs[0] if rebuild == "one" else rebuilt(rebuild, outputs)
-        if route == "leave":
-            return leave(UNBOUND, args, kwargs)
-        unwatched = None if route == "watched" else question
-        return call_compiled(f, UNBOUND, args, kwargs, described, captured, unwatched)
+    def calling(wrapper: Any) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if not is_compiling():
+                return wrapper._entry(UNBOUND, args, kwargs)
+            kinds = [a.__class__ for a in args]
+            route, constants = question(kinds, [type(v) for v in kwargs.values()])
+            if route == "inside":  # Note [f inside the compile node] in `_compile_node.py`
+                positions = constants[3]
+                if any(args[i].requires_grad for i in positions) and not any(
+                    args[i].is_nested for i in positions
+                ):
+                    try:  # so that Dynamo runs this frame as Python where `forward` breaks
+                        *outputs, rebuild = inside.apply(constants, f, kwargs, *args)  # type: ignore[no-untyped-call]
+                    finally:
+                        question(None, None)  # f's trace came back
+                    return outputs[0] if rebuild == "one" else rebuilt(rebuild, outputs)
+            if route == "leave":
+                return leave(UNBOUND, args, kwargs)
+            unwatched = None if route == "watched" else question
+            return call_compiled(f, UNBOUND, args, kwargs, described, captured, unwatched)
 
-    return compiling
+        return call
+
+    return calling
 
 
 # Which route a traced call takes, asked with the classes of its positional and keyword values,

@@ -66,7 +66,7 @@ from ._compile_exits import (
 )
 from ._errors import PREFIX
 from ._record import EXACT_LIKE_INPUT, Record, input_meta
-from ._run import Layout, aliases, as_output, split
+from ._run import Layout, as_output, split
 from ._structure import flatten, unflatten
 from ._torch_internals import graph_break, is_dynamo_compiling, is_exporting, run_while_tracing
 
@@ -107,9 +107,10 @@ def handed_outputs(
     handed: list[torch.Tensor] = []
     for o in flat:
         base = o._base
-        if aliases(o, sources) or any(
-            o is e or base is e or e._base is o for e in flat[: handed.__len__()]
-        ):
+        # `_run.aliases` written out (a global function costs a guard), then earlier outputs
+        if any(
+            o is s or (base is not None and (base is s or base is s._base)) for s in sources
+        ) or any(o is e or base is e or e._base is o for e in flat[: handed.__len__()]):
             handed.append(o.detach().clone())  # as eager copies them (Note [outputs that
             # alias an input] in `_run.py`)
         else:

@@ -280,7 +280,8 @@ def compiling_call(
 
         return leaving
     question = _route_question(reach, described)
-    inside = InsideNode  # a cell: one guard, where the module's global costs the module's too
+    # Cells: one guard each, where a global of this module costs the module's too
+    inside, rebuilt_outputs = InsideNode, rebuilt
 
     def calling(wrapper: Any) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -297,7 +298,7 @@ def compiling_call(
                         *outputs, rebuild = inside.apply(constants, f, kwargs, *args)  # type: ignore[no-untyped-call]
                     finally:
                         question(None, None)  # f's trace came back
-                    return outputs[0] if rebuild == "one" else rebuilt(rebuild, outputs)
+                    return outputs[0] if rebuild == "one" else rebuilt_outputs(rebuild, outputs)
             if route == "leave":
                 return leave(UNBOUND, args, kwargs)
             unwatched = None if route == "watched" else question

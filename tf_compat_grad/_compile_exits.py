@@ -145,7 +145,9 @@ def upstreams_checked(
     """Note [upstreams under compile], for a call with several outputs
     and a tensor that requires grad: a graph break where grad_fn cannot take the upstreams."""
     readable = parameters_of(grad_fn)
-    refusal = readable and upstreams_refusal(*readable, n_outputs, bool(variables), described)
+    # (`__len__`: each builtin read costs a guard: Note [compile guards] in `_compile.py`)
+    passed = variables.__len__() > 0
+    refusal = readable and upstreams_refusal(*readable, n_outputs, passed, described)
     if refusal:
         graph_break(refusal)  # under fullgraph=True, the error
         outside(refuse_upstreams, f, grad_fn, n_outputs, variables, refusal)

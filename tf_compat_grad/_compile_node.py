@@ -134,7 +134,9 @@ def _numbered(tree: Any, leaves: list[Any], odd: list[Any]) -> Any:
     """tree with each leaf replaced by its index in `leaves`, where it is appended; a container
     other than a plain list, tuple or dict is appended to `odd` (Dynamo traces it, reading no
     global but itself: Note [compile guards])."""
-    kind = type(tree)  # (classes of literals, `__len__`: each builtin read costs a guard)
+    # (`__class__`, classes of literals, `__len__`: each builtin read costs a guard, and
+    # `type` of a tensor a guard on `Tensor` too)
+    kind = tree.__class__
     if kind is ().__class__:
         return (*[_numbered(x, leaves, odd) for x in tree],)
     if kind is [].__class__:

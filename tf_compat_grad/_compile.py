@@ -125,19 +125,14 @@ import torch
 
 from . import _autocast, _run, _structure
 from ._captures import CapturedRule, lost_under_compile_reason, settle
-from ._compile_exits import (
-    edits_checked,
-    outside,
-    refuse_edited,
-    upstreams_checked,
-)
+from ._compile_exits import outside, refuse_edited, upstreams_checked
 from ._compile_node import (
     CompileNode,
     InsideNode,
     handed_outputs,
     rebuilt,
     refuse_split,
-    split_kind,
+    returned_checks,
 )
 from ._export import exported
 from ._run import UNBOUND, call_f
@@ -197,7 +192,7 @@ def call_compiled(
     # Note [edits in place under compile] in `_compile_exits.py`; `versions` where this frame
     # runs as Python (a graph break in f, inside this `try`)
     versions: list[int] = []
-    comptime(edits_checked, lambda: versions.extend([t._version for t in inputs]))
+    comptime(returned_checks, lambda: versions.extend([t._version for t in inputs]))
     prior = _grad_enabled()
     set_grad_mode(False)
     try:
@@ -208,16 +203,16 @@ def call_compiled(
                 out = f(*args, **kwargs) if bound is UNBOUND else call_f(f, bound, args, kwargs)
     finally:
         set_grad_mode(prior)
-    comptime(edits_checked)
-    edited = edits_checked()
+    comptime(returned_checks)
+    edited, pair = returned_checks(out.__class__, None)
     if edited:
         refuse_edited(edited)
     if versions:
         _run.check_unedited(f, _run.Layout(f, *layout), inputs, versions)
     # `watched_result` without its settling (the compile watcher settles nothing).
     # `split`, its checks read from classes where f returned a pair (Note [compile guards]).
-    pair = split_kind(out.__class__, None) and out.__len__() == 2  # `split`'s checks
-    kind = split_kind(out[0].__class__, type(out[1])) if pair else None
+    pair = pair and out.__len__() == 2  # `split`'s checks
+    kind = returned_checks(out[0].__class__, type(out[1])) if pair else None
     if not kind:
         refuse_split(f, out, described)
     result, grad_fn = out

@@ -218,18 +218,27 @@ def callable_class(kind: type) -> bool:
 
 
 @run_while_tracing
-def split_kind(kind: type, grad_fn_class: type | None) -> Any:
-    """`split`'s checks, read from classes in two steps by one function (one guard: Note
-    [compile guards] in `_compile.py`). Asked with f's result's class and None: whether
-    `split` unpacks a value of that class when it has two items. Asked with the classes of the
-    pair's items: None where `split` refuses it (the second not callable), else how outputs of
-    the first item's class are rebuilt ("one" tensor, a "tuple", or "tree": by their spec) and
-    whether `torch.export` traces the call (Note [export] in `_export.py`). The outputs' class
-    is read with `__class__` (`type()` of a tensor costs a guard on `Tensor` and one that
-    compares it with torch's), grad_fn's with `type()` (`__class__` of a closure failed inside
-    the traced `forward`, torch 2.13)."""
+def returned_checks(kind: Any, grad_fn_class: type | None = None) -> Any:
+    """The checks of what f returned, read while Dynamo traces by one function (one guard: Note
+    [compile guards] in `_compile.py`). Given to `comptime` before and after f, with Dynamo's
+    context: `edits_checked` (Note [edits in place under compile] in `_compile_exits.py`).
+    Asked with f's result's class and None: the message of an edit found ("" if none) and
+    whether `split` unpacks a value of that class when it has two items. Asked with the classes
+    of the pair's items: `split_kind`."""
+    if not isinstance(kind, type):  # Dynamo's context, from `comptime`
+        return edits_checked(kind)
     if grad_fn_class is None:
-        return issubclass(kind, (tuple, list))
+        return edits_checked(), issubclass(kind, (tuple, list))
+    return split_kind(kind, grad_fn_class)
+
+
+def split_kind(kind: type, grad_fn_class: type) -> tuple[str, bool] | None:
+    """For a pair whose items are of these classes: None where `split` refuses it (the second
+    not callable), else how outputs of the first item's class are rebuilt ("one" tensor, a
+    "tuple", or "tree": by their spec) and whether `torch.export` traces the call (Note
+    [export] in `_export.py`). The outputs' class is read with `__class__` (`type()` of a
+    tensor costs a guard on `Tensor` and one that compares it with torch's), grad_fn's with
+    `type()` (`__class__` of a closure failed inside the traced `forward`, torch 2.13)."""
     if not callable_class(grad_fn_class):
         return None
     how = "one" if kind is torch.Tensor else "tuple" if kind is tuple else "tree"
@@ -242,7 +251,7 @@ def refuse_split(f: Callable[..., Any], out: Any, described: str) -> NoReturn:
     (traced, it misread f's name)."""
     graph_break(_split_reason(described))
     outside(split, f, out)
-    raise AssertionError("unreachable: `split` refuses what `split_kind` refused")
+    raise AssertionError("unreachable: `split` refuses what `returned_checks` refused")
 
 
 @run_while_tracing
@@ -308,15 +317,15 @@ class InsideNode(torch.autograd.Function):
 
         # Note [edits in place under compile] in `_compile_exits.py` (it reads the locals)
         inputs = [args[i] for i in positions]
-        comptime(edits_checked)
+        comptime(returned_checks)
         out = f(*args, **kwargs)
-        comptime(edits_checked)
-        edited = edits_checked()
+        comptime(returned_checks)
+        edited, pair = returned_checks(out.__class__, None)
         if edited:
             refuse_edited(edited)
         # `split`'s checks (`__len__`: the builtin `len` costs a guard)
-        pair = split_kind(out.__class__, None) and out.__len__() == 2
-        kind = split_kind(out[0].__class__, type(out[1])) if pair else None
+        pair = pair and out.__len__() == 2
+        kind = returned_checks(out[0].__class__, type(out[1])) if pair else None
         if not kind:
             refuse_split(f, out, described)
         result, grad_fn = out

@@ -53,8 +53,8 @@ rebuilding is such a constant (`_tree_number`, `_placed`); the compile watcher k
 Parameters f reads by identity and never reads their type; the arguments' classes are read with
 `__class__` (`type()` costs a class guard per tensor and Parameter); grad mode is set directly,
 not through `torch.no_grad`; a decorated function reaches its route through one closure made per
-function (`compiling_call`'s `calling`), which decides it in its own body, its question
-returning the node's constants with the route; two node classes (`_compile_node.py`) serve every
+decoration (`compiling_call`), whose question decides the route and returns the node's
+constants with it; two node classes (`_compile_node.py`) serve every
 decorated function, taking f (and grad_fn) as arguments of `apply`; f runs without the watcher
 where the reach proof allows (Note [compile unwatched]), which also spares the
 `set_torch_function_mode_stack` call Dynamo emits after a frame that entered a mode, and then
@@ -67,10 +67,10 @@ Parameters, whether grad_fn takes `variables=` is read from its code while traci
 (`code_accepts_variables`: MLP closure 115 -> 109 guards), `check_accepts` called only to
 refuse; one output is handed back without `rebuilt`; the inside node's backward reads no global
 but its test of a gradient, and builds the record only where a gradient is not like its
-input. The function `custom_gradient` returns calls a closure (`CustomGradient._caller`,
-made by `compiling_call`), not the wrapper object, whose `__call__` cost six guards (its type,
-`__call__`, an instance dict without `__call__`, `_decorator` and `_is_compiling`,
-`_compiling`), and that closure holds the node class and `rebuilt` in cells (one guard each,
+input. The function `custom_gradient` returns calls a closure (`CustomGradient._caller`), not
+the wrapper object, whose `__call__` cost six guards (its type, `__call__`, an instance dict
+without `__call__`, `_decorator` and `_is_compiling`, `_compiling`), and `compiling` holds the
+node class and `rebuilt` in cells (one guard each,
 where a global of `_compile` cost the module's too). These are safe to lose: they guarded the
 way to the compile closure, and the way is now cells, each guarded as `_compiling` was (the code
 of the function in it); the question, f, the node class and the arguments are read and guarded
@@ -80,9 +80,9 @@ two names); a class Dynamo knows from the graph, so the split's decision is the 
 Parameter argument's gradient that is a plain tensor with its metadata goes out as it is, as
 `repair` would hand it (`EXACT_LIKE_INPUT`), instead of through the record's checks, whose
 globals cost about 30 guards on the MLP with Parameters as arguments; the hand-over writes
-out `_run.aliases` (a global function costs a guard). What is left (log1pexp, torch 2.13: 34
-guards against the Function's 22) is the way in (6: the function, its closure `call`,
-`is_compiling`, the question, f, the argument's type), the split and the hand-over (5:
+out `_run.aliases` (a global function costs a guard). What is left (log1pexp, torch 2.13: 35
+guards against the Function's 22) is the way in (7: the function, `_caller`'s closure,
+`is_compiling`, `compiling`, the question, f, the argument's type), the split and the hand-over (5:
 `_compile_node`, `returned_checks`, which also answers the check of edits in place (Note [edits
 in place under compile] in `_compile_exits.py`), `type` for grad_fn's class, `handed_outputs`,
 and `tuple`, which torch's `autograd.Function` reads where `forward` returns several values:
@@ -261,54 +261,36 @@ def compiling_call(
     captured: CapturedRule,
     leave: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any],
     reach: ParameterReach,
-) -> Callable[[Any], Callable[..., Any]]:
-    """What makes the function a call of a decorated plain function runs (`calling(wrapper)`,
-    given the `CustomGradient`): while Dynamo traces (or `torch.export` exports) its caller,
-    `call_compiled` where Dynamo traces the call, else `leave` (the wrapper's route out of the
-    graph, Notes [compile on older torch] and [compile under torch.func]); otherwise the
-    wrapper's `_entry`. One closure per function, its route decided in its own body, so that
-    Dynamo guards one object on the way in (Note [compile guards]); `reach`: f's reach proof
-    (Note [compile unwatched])."""
-    is_compiling = _is_compiling
+) -> Callable[[tuple[Any, ...], dict[str, Any]], Any]:
+    """What a call of a decorated plain function does while Dynamo traces (or `torch.export`
+    exports) its caller: `call_compiled` where Dynamo traces the call, else `leave` (the
+    wrapper's route out of the graph, Notes [compile on older torch] and [compile under
+    torch.func]). A closure per decoration and rule, so that Dynamo guards one object on the way
+    in (Note [compile guards]); `reach`: f's reach proof (Note [compile unwatched])."""
     if not DYNAMO_TRACES_WATCHER:
-
-        def leaving(wrapper: Any) -> Callable[..., Any]:
-            def call(*args: Any, **kwargs: Any) -> Any:
-                if is_compiling():
-                    return leave(UNBOUND, args, kwargs)
-                return wrapper._entry(UNBOUND, args, kwargs)
-
-            return call
-
-        return leaving
+        return lambda args, kwargs: leave(UNBOUND, args, kwargs)
     question = _route_question(reach, described)
     # Cells: one guard each, where a global of this module costs the module's too
     inside, rebuilt_outputs = InsideNode, rebuilt
 
-    def calling(wrapper: Any) -> Callable[..., Any]:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if not is_compiling():
-                return wrapper._entry(UNBOUND, args, kwargs)
-            kinds = [a.__class__ for a in args]
-            route, constants = question(kinds, [type(v) for v in kwargs.values()])
-            if route == "inside":  # Note [f inside the compile node] in `_compile_node.py`
-                positions = constants[3]
-                if any(args[i].requires_grad for i in positions) and not any(
-                    args[i].is_nested for i in positions
-                ):
-                    try:  # so that Dynamo runs this frame as Python where `forward` breaks
-                        *outputs, rebuild = inside.apply(constants, f, kwargs, *args)  # type: ignore[no-untyped-call]
-                    finally:
-                        question(None, None)  # f's trace came back
-                    return outputs[0] if rebuild == "one" else rebuilt_outputs(rebuild, outputs)
-            if route == "leave":
-                return leave(UNBOUND, args, kwargs)
-            unwatched = None if route == "watched" else question
-            return call_compiled(f, UNBOUND, args, kwargs, described, captured, unwatched)
+    def compiling(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        route, constants = question([a.__class__ for a in args], [type(v) for v in kwargs.values()])
+        if route == "inside":  # Note [f inside the compile node] in `_compile_node.py`
+            positions = constants[3]
+            if any(args[i].requires_grad for i in positions) and not any(
+                args[i].is_nested for i in positions
+            ):
+                try:  # so that Dynamo runs this frame as Python where `forward` breaks
+                    *outputs, rebuild = inside.apply(constants, f, kwargs, *args)  # type: ignore[no-untyped-call]
+                finally:
+                    question(None, None)  # f's trace came back
+                return outputs[0] if rebuild == "one" else rebuilt_outputs(rebuild, outputs)
+        if route == "leave":
+            return leave(UNBOUND, args, kwargs)
+        unwatched = None if route == "watched" else question
+        return call_compiled(f, UNBOUND, args, kwargs, described, captured, unwatched)
 
-        return call
-
-    return calling
+    return compiling
 
 
 # Which route a traced call takes, asked with the classes of its positional and keyword values,

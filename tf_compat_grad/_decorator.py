@@ -87,7 +87,7 @@ class CustomGradient(Generic[P, R]):
         # leaves the compiled graph runs.
         self._described = shared.described
         self._leave = _leaving(f, shared, eager.call)
-        self._calling = compiling_call(f, shared.described, captured, self._leave, eager.reach)
+        self._compiling = compiling_call(f, shared.described, captured, self._leave, eager.reach)
         self.example = example  # example inputs for the checker (`custom_gradient(example=)`)
         # Why grad_fn is not the true derivative, when that is intended (`surrogate=`).
         self.surrogate = surrogate
@@ -133,19 +133,25 @@ class CustomGradient(Generic[P, R]):
     # Note [where f runs] (in _eager.py) explains the order of the steps of an eager call.
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         if _is_compiling():
-            return self._caller()(*args, **kwargs)  # type: ignore[no-any-return]
+            return self._compiling(args, kwargs)  # type: ignore[no-any-return]
         return self._entry(UNBOUND, args, kwargs)  # type: ignore[no-any-return]
 
     def _caller(self) -> Callable[..., Any]:
         """What the function `custom_gradient` returns for a plain function calls (Note [a
         decorated function is a function]): `__call__` as a closure, made per function and kept
         only by it (a wrapper holding it would be a cycle: Note [decorated again] in
-        `_eager.py`), which decides a compiled call's route in its own body (`compiling_call`).
-        Dynamo, inlining it, guards the code of each function it reads from a cell (it,
-        `is_compiling`, the question), where `__call__` cost six guards (the wrapper's type, its
-        `__call__`, its instance dict without one, `_decorator`, `_is_compiling`,
-        `_compiling`): Note [compile guards] in `_compile.py`."""
-        return self._calling(self)
+        `_eager.py`). Dynamo, inlining it, guards the code of each function it reads from a cell
+        (it, `is_compiling`, the compile closure), where `__call__` cost six guards (the
+        wrapper's type, its `__call__`, its instance dict without one, `_decorator`,
+        `_is_compiling`, `_compiling`): Note [compile guards] in `_compile.py`."""
+        wrapper, compiling, is_compiling = self, self._compiling, _is_compiling
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if is_compiling():
+                return compiling(args, kwargs)
+            return wrapper._entry(UNBOUND, args, kwargs)
+
+        return call
 
     # Type checkers hand a function under `@staticmethod` or `@classmethod` (above or below the
     # decorator) to it as the plain function and bind it through this descriptor, so the kind of

@@ -46,50 +46,57 @@ the defaults a call leaves out; one object reached under two names costs a secon
 compares them. So the traced path reads names, never modules (`_structure.leaves`, not
 `_structure` then `leaves`); what depends on classes and constants alone is computed by a
 function that Dynamo runs as Python while tracing, its result a constant of the frame behind
-one guard (`run_while_tracing`: the route question, `_plain_layout`, `split_kind`,
+one guard (`run_while_tracing`: the route question, `_plain_layout`, `returned_checks`,
 `_leaf_classes`, `_tree_number`, `_function_kind`, `autocast_now`, the watcher's
 `_is_metadata`); a tree of outputs is numbered while traced (`_numbered`), and its
 rebuilding is such a constant (`_tree_number`, `_placed`); the compile watcher keeps the
 Parameters f reads by identity and never reads their type; the arguments' classes are read with
 `__class__` (`type()` costs a class guard per tensor and Parameter); grad mode is set directly,
-not through `torch.no_grad`; a decorated function reaches its route through one closure made
-per decoration (`compiling_call`), whose question decides the route and returns the node's
-constants with it; two node classes (`_compile_node.py`) serve every decorated function,
-taking f (and grad_fn) as arguments of `apply`; f runs without the watcher where the reach
-proof allows (Note [compile unwatched]), which also spares the `set_torch_function_mode_stack`
-call Dynamo emits after a frame that entered a mode, and then inside the node (Note [f inside
-the compile node]), sparing grad mode, the outputs' `detach` and `setup_context`; a pair
-returned by f is split with its checks read from classes (`pair_class`, `split_kind`); where
-f read Parameters, whether grad_fn takes `variables=` is read from its code while tracing
+not through `torch.no_grad`; a decorated function reaches its route through one closure made per
+decoration (`compiling_call`), whose question decides the route and returns the node's
+constants with it; two node classes (`_compile_node.py`) serve every
+decorated function, taking f (and grad_fn) as arguments of `apply`; f runs without the watcher
+where the reach proof allows (Note [compile unwatched]), which also spares the
+`set_torch_function_mode_stack` call Dynamo emits after a frame that entered a mode, and then
+inside the node (Note [f inside the compile node]), sparing grad mode, the outputs' `detach` and
+`setup_context`; a pair returned by f is split with its checks read from classes
+(`returned_checks`, asked twice, whose first answer also carries the check of edits in place);
+builtins are not read by name where a method or a literal's class does (`out.__len__()`,
+`().__class__`: each builtin name read costs a guard on the builtins dict); where f read
+Parameters, whether grad_fn takes `variables=` is read from its code while tracing
 (`code_accepts_variables`: MLP closure 115 -> 109 guards), `check_accepts` called only to
-refuse; one output is handed back without `rebuilt`; the inside node's backward reads no
-global but its test of a gradient, and builds the record only where a gradient is not like its
+refuse; one output is handed back without `rebuilt`; the inside node's backward reads no global
+but its test of a gradient, and builds the record only where a gradient is not like its
 input. The function `custom_gradient` returns calls a closure (`CustomGradient._caller`), not
 the wrapper object, whose `__call__` cost six guards (its type, `__call__`, an instance dict
 without `__call__`, `_decorator` and `_is_compiling`, `_compiling`), and `compiling` holds the
-node class in a cell (one guard, where `_compile.InsideNode` cost the module's too). These are
-safe to lose: they guarded the way to the compile closure, and the way is now cells, each
-guarded as `_compiling` was (the code of the function in it); the question, f, the node class
-and the arguments are read and guarded as before. f's outputs' class is read with `__class__`
+node class and `rebuilt` in cells (one guard each,
+where a global of `_compile` cost the module's too). These are safe to lose: they guarded the
+way to the compile closure, and the way is now cells, each guarded as `_compiling` was (the code
+of the function in it); the question, f, the node class and the arguments are read and guarded
+as before. f's outputs' class is read with `__class__`
 (`type()` of a tensor cost `type`, `Tensor` reached through torch, and a guard comparing the
 two names); a class Dynamo knows from the graph, so the split's decision is the same. A
 Parameter argument's gradient that is a plain tensor with its metadata goes out as it is, as
 `repair` would hand it (`EXACT_LIKE_INPUT`), instead of through the record's checks, whose
-globals cost about 30 guards on the MLP with Parameters as arguments. What is left (log1pexp,
-torch 2.13: 39 guards against the Function's 22) is the way in (7: the function, `_caller`'s
-closure, `is_compiling`, `compiling`, the question, f, the argument's type), the split and the
-hand-over (8: `_compile_node`, `pair_class`, `split_kind`, `handed_outputs`, `aliases`, `len`,
-`type` for grad_fn's class, and `tuple` for the node's outputs), backward (`like_input`) and the check
-of edits in place (1: `edits_checked`, Note [edits in place under compile] in
-`_compile_exits.py`).
+globals cost about 30 guards on the MLP with Parameters as arguments; the hand-over writes
+out `_run.aliases` (a global function costs a guard). What is left (log1pexp, torch 2.13: 35
+guards against the Function's 22) is the way in (7: the function, `_caller`'s closure,
+`is_compiling`, `compiling`, the question, f, the argument's type), the split and the hand-over (5:
+`_compile_node`, `returned_checks`, which also answers the check of edits in place (Note [edits
+in place under compile] in `_compile_exits.py`), `type` for grad_fn's class, `handed_outputs`,
+and `tuple`, which torch's `autograd.Function` reads where `forward` returns several values:
+here the outputs and their plan) and backward (1: `like_input`).
 Routes that failed on torch 2.13: the node's helper functions as trace-time constants (in the
 question's answer, or returned by a `run_while_tracing` function), which would spare a guard
 each (Dynamo raised `NotImplementedError` guarding a function it had no source for), and the
 class a gradient must have as such a constant (a guard that failed on the frame it was made
-on). A method, or f that reads Parameters, takes the route of Note [compile] and adds the
-watcher's (about 12). benchmarks/README.md ("Compile guards and decorating in forward", "f
-inside the compile node", "The way in, the split and Parameters' gradients") has the counts per
-case and what they cost.
+on), and grad_fn's class read without `type` (its `__class__`, its `__call__`, or a literal
+lambda's class to compare with: Dynamo raised on each). A method, or f that reads
+Parameters, takes the route of Note [compile] and adds the watcher's (about 12).
+benchmarks/README.md ("Compile guards and decorating in forward", "f inside the compile node",
+"The way in, the split and Parameters' gradients", "Builtins, one check function, one closure")
+has the counts per case and what they cost.
 
 # Note [decorating while compiling]
 TensorFlow code often defines `@tf.custom_gradient` inside `call`, a new decoration per call,
@@ -125,20 +132,14 @@ import torch
 
 from . import _autocast, _run, _structure
 from ._captures import CapturedRule, lost_under_compile_reason, settle
-from ._compile_exits import (
-    edits_checked,
-    outside,
-    refuse_edited,
-    upstreams_checked,
-)
+from ._compile_exits import outside, refuse_edited, upstreams_checked
 from ._compile_node import (
     CompileNode,
     InsideNode,
     handed_outputs,
-    pair_class,
     rebuilt,
     refuse_split,
-    split_kind,
+    returned_checks,
 )
 from ._export import exported
 from ._run import UNBOUND, call_f
@@ -198,7 +199,7 @@ def call_compiled(
     # Note [edits in place under compile] in `_compile_exits.py`; `versions` where this frame
     # runs as Python (a graph break in f, inside this `try`)
     versions: list[int] = []
-    comptime(edits_checked, lambda: versions.extend([t._version for t in inputs]))
+    comptime(returned_checks, lambda: versions.extend([t._version for t in inputs]))
     prior = _grad_enabled()
     set_grad_mode(False)
     try:
@@ -209,16 +210,16 @@ def call_compiled(
                 out = f(*args, **kwargs) if bound is UNBOUND else call_f(f, bound, args, kwargs)
     finally:
         set_grad_mode(prior)
-    comptime(edits_checked)
-    edited = edits_checked()
+    comptime(returned_checks)
+    edited, pair = returned_checks(out.__class__, None)
     if edited:
         refuse_edited(edited)
     if versions:
         _run.check_unedited(f, _run.Layout(f, *layout), inputs, versions)
     # `watched_result` without its settling (the compile watcher settles nothing).
     # `split`, its checks read from classes where f returned a pair (Note [compile guards]).
-    pair = pair_class(out.__class__) and len(out) == 2  # `split`'s checks
-    kind = split_kind(out[0].__class__, type(out[1])) if pair else None
+    pair = pair and out.__len__() == 2  # `split`'s checks
+    kind = returned_checks(out[0].__class__, type(out[1])) if pair else None
     if not kind:
         refuse_split(f, out, described)
     result, grad_fn = out
@@ -245,10 +246,11 @@ def call_compiled(
             )
             check_accepts(f, bound, grad_fn, variables)
         if variables or any(t.requires_grad for t in inputs):
-            if len(outputs) > 1:  # Note [upstreams under compile] in `_compile_exits.py`
-                upstreams_checked(f, grad_fn, len(outputs), variables, described)
+            n_outputs = outputs.__len__()  # (the builtin `len` costs a guard)
+            if n_outputs > 1:  # Note [upstreams under compile] in `_compile_exits.py`
+                upstreams_checked(f, grad_fn, n_outputs, variables, described)
             outputs = CompileNode.apply(  # type: ignore[no-untyped-call]
-                (*layout, variables), f, grad_fn, len(outputs), *outputs, *inputs, *variables
+                (*layout, variables), f, grad_fn, n_outputs, *outputs, *inputs, *variables
             )
     return outputs[0] if rebuild == "one" else rebuilt(rebuild, outputs)  # (a global: a guard)
 
@@ -268,7 +270,8 @@ def compiling_call(
     if not DYNAMO_TRACES_WATCHER:
         return lambda args, kwargs: leave(UNBOUND, args, kwargs)
     question = _route_question(reach, described)
-    inside = InsideNode  # a cell: one guard, where the module's global costs the module's too
+    # Cells: one guard each, where a global of this module costs the module's too
+    inside, rebuilt_outputs = InsideNode, rebuilt
 
     def compiling(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         route, constants = question([a.__class__ for a in args], [type(v) for v in kwargs.values()])
@@ -281,7 +284,7 @@ def compiling_call(
                     *outputs, rebuild = inside.apply(constants, f, kwargs, *args)  # type: ignore[no-untyped-call]
                 finally:
                     question(None, None)  # f's trace came back
-                return outputs[0] if rebuild == "one" else rebuilt(rebuild, outputs)
+                return outputs[0] if rebuild == "one" else rebuilt_outputs(rebuild, outputs)
         if route == "leave":
             return leave(UNBOUND, args, kwargs)
         unwatched = None if route == "watched" else question

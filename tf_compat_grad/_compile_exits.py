@@ -29,17 +29,18 @@ A call whose f edits an argument that requires grad in place is refused (`check_
 is a new unknown SymInt at each read, which no branch can compare; but Dynamo runs each traced op
 on fake tensors, whose own version counters count the in-place ops (`mul_`, an indexed
 assignment, `out=`). So a compiled call hands `comptime` (Dynamo runs the function it is given
-as Python while tracing, and nothing when the code runs) `edits_checked` before and after f:
-the first call notes the fake versions of the frame's `inputs` on Dynamo's translator of that
-frame, the second compares and keeps eager's message, which `edits_checked()` then returns as
-a constant of the graph. Where an input was edited, `refuse_edited` breaks the graph (under
+as Python while tracing, and nothing when the code runs) `edits_checked` before and after f
+(through `returned_checks` in `_compile_node.py`, which also reads `split`'s checks: one
+function, one guard): the first call notes the fake versions of the frame's `inputs` on
+Dynamo's translator of that frame, the second compares and keeps eager's message, which
+`returned_checks` then returns as a constant of the graph. Where an input was edited, `refuse_edited` breaks the graph (under
 `fullgraph=True`, the error shows the message) and raises eager's error outside it. In the
 node whose forward runs f (Note [f inside the compile node] in `_compile_node.py`) the break
 sends the call to the route of Note [compile], which refuses it so. Where `call_compiled`'s
 frame runs as Python (a graph break in f, inside its `try`), `comptime` calls its second
 function instead, which notes the real versions, and `check_unedited` refuses as eager mode
-does. The good path pays one guard (`edits_checked`; `comptime` costs none, imported where it
-is called). Where Dynamo resumed a frame after f (`nested_graph_breaks`, off by default) the
+does. The good path pays no guard of its own (`returned_checks` is read for `split`'s checks
+too; `comptime` costs none, imported where it is called). Where Dynamo resumed a frame after f (`nested_graph_breaks`, off by default) the
 versions before f would be another trace's, and nothing is compared.
 """
 
@@ -145,7 +146,9 @@ def upstreams_checked(
     """Note [upstreams under compile], for a call with several outputs
     and a tensor that requires grad: a graph break where grad_fn cannot take the upstreams."""
     readable = parameters_of(grad_fn)
-    refusal = readable and upstreams_refusal(*readable, n_outputs, bool(variables), described)
+    # (`__len__`: each builtin read costs a guard: Note [compile guards] in `_compile.py`)
+    passed = variables.__len__() > 0
+    refusal = readable and upstreams_refusal(*readable, n_outputs, passed, described)
     if refusal:
         graph_break(refusal)  # under fullgraph=True, the error
         outside(refuse_upstreams, f, grad_fn, n_outputs, variables, refusal)
@@ -168,13 +171,12 @@ _FOUND: list[str] = []
 _NOTED = "_tf_compat_grad_versions"  # where the versions before f are kept on the translator
 
 
-@run_while_tracing
 def edits_checked(ctx: Any = None) -> str:
     """Given to `comptime` (with Dynamo's context), called before and after f in a frame with
     the locals `inputs` (the call's tensor inputs), `f`, `layout` (starting with bound, spec,
     number of arguments and tensor positions) and `described` (f by name, file and line): notes
-    the versions, then compares them. Called in the traced code after that (no context): the
-    message of the edit found, else "". One function for both: one guard."""
+    the versions, then compares them. Called after that without a context: the message of the
+    edit found, else "". Both through `returned_checks` in `_compile_node.py` (one guard)."""
     if ctx is None:
         return _FOUND.pop() if _FOUND else ""
     frame, fakes, code = traced_view(ctx, "inputs", "f")

@@ -66,7 +66,7 @@ from ._compile_exits import (
 )
 from ._errors import PREFIX
 from ._record import EXACT_LIKE_INPUT, Record, input_meta
-from ._run import Layout, aliases, as_output, split
+from ._run import Layout, as_output, split
 from ._structure import flatten, unflatten
 from ._torch_internals import graph_break, is_dynamo_compiling, is_exporting, run_while_tracing
 
@@ -107,9 +107,10 @@ def handed_outputs(
     handed: list[torch.Tensor] = []
     for o in flat:
         base = o._base
-        if aliases(o, sources) or any(
-            o is e or base is e or e._base is o for e in flat[: len(handed)]
-        ):
+        # `_run.aliases` written out (a global function costs a guard), then earlier outputs
+        if any(
+            o is s or (base is not None and (base is s or base is s._base)) for s in sources
+        ) or any(o is e or base is e or e._base is o for e in flat[: handed.__len__()]):
             handed.append(o.detach().clone())  # as eager copies them (Note [outputs that
             # alias an input] in `_run.py`)
         else:
@@ -122,7 +123,7 @@ def rebuilt(rebuild: Any, outputs: Sequence[torch.Tensor]) -> Any:
     if rebuild == "one":
         return outputs[0]
     if rebuild == "tuple":
-        return tuple(outputs)
+        return (*outputs,)
     how, plan = rebuild  # (Dynamo 2.15 cannot read the class of a number made while tracing)
     if how == "numbered":
         return _placed(_numbered_plan(plan), outputs)
@@ -133,17 +134,19 @@ def _numbered(tree: Any, leaves: list[Any], odd: list[Any]) -> Any:
     """tree with each leaf replaced by its index in `leaves`, where it is appended; a container
     other than a plain list, tuple or dict is appended to `odd` (Dynamo traces it, reading no
     global but itself: Note [compile guards])."""
-    kind = type(tree)
-    if kind is tuple:
-        return tuple([_numbered(x, leaves, odd) for x in tree])
-    if kind is list:
+    # (`__class__`, classes of literals, `__len__`: each builtin read costs a guard, and
+    # `type` of a tensor a guard on `Tensor` too)
+    kind = tree.__class__
+    if kind is ().__class__:
+        return (*[_numbered(x, leaves, odd) for x in tree],)
+    if kind is [].__class__:
         return [_numbered(x, leaves, odd) for x in tree]
-    if kind is dict:
+    if kind is {}.__class__:
         return {k: _numbered(v, leaves, odd) for k, v in tree.items()}
-    if isinstance(tree, (list, tuple, dict)):
+    if isinstance(tree, ([].__class__, ().__class__, {}.__class__)):
         odd.append(tree)
     leaves.append(tree)
-    return len(leaves) - 1
+    return leaves.__len__() - 1
 
 
 @run_while_tracing
@@ -208,12 +211,6 @@ def autocast_now() -> Any:
 
 
 @run_while_tracing
-def pair_class(kind: type) -> bool:
-    """Whether `split` unpacks a value of this class when it has two items."""
-    return issubclass(kind, (tuple, list))
-
-
-@run_while_tracing
 def callable_class(kind: type) -> bool:
     """Whether values of this class are callable (what `callable` reads: the class's
     `__call__`)."""
@@ -221,6 +218,20 @@ def callable_class(kind: type) -> bool:
 
 
 @run_while_tracing
+def returned_checks(kind: Any, grad_fn_class: type | None = None) -> Any:
+    """The checks of what f returned, read while Dynamo traces by one function (one guard: Note
+    [compile guards] in `_compile.py`). Given to `comptime` before and after f, with Dynamo's
+    context: `edits_checked` (Note [edits in place under compile] in `_compile_exits.py`).
+    Asked with f's result's class and None: the message of an edit found ("" if none) and
+    whether `split` unpacks a value of that class when it has two items. Asked with the classes
+    of the pair's items: `split_kind`."""
+    if not isinstance(kind, type):  # Dynamo's context, from `comptime`
+        return edits_checked(kind)
+    if grad_fn_class is None:
+        return edits_checked(), issubclass(kind, (tuple, list))
+    return split_kind(kind, grad_fn_class)
+
+
 def split_kind(kind: type, grad_fn_class: type) -> tuple[str, bool] | None:
     """For a pair whose items are of these classes: None where `split` refuses it (the second
     not callable), else how outputs of the first item's class are rebuilt ("one" tensor, a
@@ -240,7 +251,7 @@ def refuse_split(f: Callable[..., Any], out: Any, described: str) -> NoReturn:
     (traced, it misread f's name)."""
     graph_break(_split_reason(described))
     outside(split, f, out)
-    raise AssertionError("unreachable: `split` refuses what `pair_class` refused")
+    raise AssertionError("unreachable: `split` refuses what `returned_checks` refused")
 
 
 @run_while_tracing
@@ -306,20 +317,22 @@ class InsideNode(torch.autograd.Function):
 
         # Note [edits in place under compile] in `_compile_exits.py` (it reads the locals)
         inputs = [args[i] for i in positions]
-        comptime(edits_checked)
+        comptime(returned_checks)
         out = f(*args, **kwargs)
-        comptime(edits_checked)
-        edited = edits_checked()
+        comptime(returned_checks)
+        edited, pair = returned_checks(out.__class__, None)
         if edited:
             refuse_edited(edited)
-        pair = pair_class(out.__class__) and len(out) == 2  # `split`'s checks
-        kind = split_kind(out[0].__class__, type(out[1])) if pair else None
+        # `split`'s checks (`__len__`: the builtin `len` costs a guard)
+        pair = pair and out.__len__() == 2
+        kind = returned_checks(out[0].__class__, type(out[1])) if pair else None
         if not kind:
             refuse_split(f, out, described)
         result, grad_fn = out
         outputs, rebuild, _ = handed_outputs(f, result, inputs, kind)
-        if len(outputs) > 1:
-            upstreams_checked(f, grad_fn, len(outputs), [], described)
+        n_outputs = outputs.__len__()  # (the builtin `len` costs a guard)
+        if n_outputs > 1:
+            upstreams_checked(f, grad_fn, n_outputs, [], described)
         ctx.grad_fn = grad_fn
         ctx.constants = (f, layout)
         metas: list[Any] = [None] * n_args  # per argument, a tensor's class and `InputMeta`
@@ -340,10 +353,11 @@ class InsideNode(torch.autograd.Function):
                 _break_at(error)
                 raise
             grads = (returned,) if n_args == 1 else returned
-            if grads.__class__ is tuple and len(grads) == n_args:
+            # (a literal's class and `__len__`: each builtin read costs a guard)
+            if grads.__class__ is ().__class__ and grads.__len__() == n_args:
                 i = 0
                 for meta in metas:
-                    g = grads[i]
+                    g: Any = grads[i]
                     if not (g is None if meta is None else like_input(g, meta)):
                         break
                     i += 1  # noqa: SIM113 (`enumerate` is a global: a guard)

@@ -21,7 +21,6 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from tf_compat_grad import CustomGradientError, custom_gradient
-from tf_compat_grad._torch_internals import DYNAMO_TRACES_WATCHER, TORCH_RELEASE
 
 Pair = collections.namedtuple("Pair", "a b")
 
@@ -460,27 +459,43 @@ def test_a_keyword_tensor_that_needs_a_gradient_is_refused_naming_f():
 
 # --- torch.compile ------------------------------------------------------------------------
 
-NESTED_DEFAULTS = pytest.mark.xfail(
-    DYNAMO_TRACES_WATCHER and TORCH_RELEASE < (2, 15),
-    strict=True,
-    reason="torch 2.13's Dynamo fails with its own AssertionError ('push expects "
-    "VariableTracker, got tuple') reading `__defaults__` of a grad_fn defined in f with a "
-    "default (`variables=None`), which `_compile_exits.parameters_of` reads for a call with "
-    "several outputs",
-)
-
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "backend",
-    [
-        pytest.param("eager", marks=NESTED_DEFAULTS),
-        pytest.param("aot_eager", marks=NESTED_DEFAULTS),
-    ],
-)
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_the_compiled_method_matches_plain_autograd(dynamo, backend):
+    """Several outputs and a grad_fn with `variables=None`: torch 2.13's Dynamo failed with its
+    own AssertionError reading that default (Note [upstreams under compile])."""
     decorated, plain = _pair_of_modules()
     compiled = torch.compile(_direct, backend=backend)
     for seed in range(3):
         want = _derivatives(plain, _direct, seed, order=1)
         torch.testing.assert_close(_derivatives(decorated, compiled, seed, order=1), want)
+
+
+@custom_gradient
+def two_without_variables(x):
+    def grad(d1, d2, variables=None):  # TensorFlow's habit, where f reads no variable
+        return 2 * d1 + 3 * d2
+
+    return (2 * x, 3 * x), grad
+
+
+@custom_gradient
+def two_taking_three(x):
+    def grad(d1, d2, d3):
+        return 2 * d1 + 3 * d2
+
+    return (2 * x, 3 * x), grad
+
+
+@pytest.mark.slow
+def test_compiled_grad_fns_defined_in_f_are_called_or_refused_by_name(dynamo):
+    """Dynamo reads no defaults of a grad_fn defined in f (Note [upstreams under compile]):
+    one that takes the upstreams runs, one that cannot is eager's refusal in backward."""
+    compiled = torch.compile(lambda x, fn: sum(o.sum() for o in fn(x)), backend="eager")
+    x = torch.ones(3, dtype=D, requires_grad=True)
+    compiled(x, two_without_variables).backward()
+    torch.testing.assert_close(x.grad, torch.full((3,), 5.0, dtype=D))
+    with pytest.raises(CustomGradientError, match="missing a required argument: 'd3'") as info:
+        compiled(x, two_taking_three).backward()
+    assert where(two_taking_three) in str(info.value)

@@ -108,15 +108,6 @@ def _checkpointed(module, a, b, i):
     return checkpoint(lambda a, b: _direct(module, a, b, i), a, b, use_reentrant=False)
 
 
-IDENTITY = pytest.mark.xfail(
-    strict=True,
-    reason="a Parameter held in grad_fn's closure goes through save_for_backward, and a "
-    "saved-tensor hook (checkpointing, save_on_cpu) unpacks another tensor object: grad_fn's "
-    "`v is w` no longer finds it among `variables`, and the Parameter's gradient is silently "
-    "lost",
-)
-
-
 # (how the module is reached, how it is called, the highest order that way supports)
 WAYS = {
     "bound method": (lambda m: m, _direct, 3),
@@ -127,9 +118,7 @@ WAYS = {
 }
 
 
-@pytest.mark.parametrize(
-    "way", [pytest.param(w, marks=IDENTITY) if w.startswith("checkpoint") else w for w in WAYS]
-)
+@pytest.mark.parametrize("way", WAYS)
 def test_a_method_reached_every_way_matches_plain_autograd(way):
     """Four calls each (the general code, then the planned calls), a different Parameter
     picked by the Python int on each, to the third derivative."""
@@ -335,28 +324,70 @@ def test_an_output_that_grad_fn_keeps_edited_in_place_is_torchs_version_error():
             _edited(scaled_exp_keeping_y, seed)
 
 
-@IDENTITY
-@pytest.mark.parametrize("hooks", ["save_on_cpu", "checkpoint"])
-def test_a_parameter_in_grad_fns_closure_is_the_very_object_under_saved_tensor_hooks(hooks):
-    """Item 35 of docs/tensorflow_semantics.md: portable code maps `variables` by identity."""
+def _holding_w(holder):
+    """`sin(x * w)` whose grad_fn holds w (a Parameter) in a cell, in a tuple in a cell, or as
+    a default, and maps `variables` by identity, as item 35 of docs/tensorflow_semantics.md
+    says portable code does."""
     w = w_read
+    box = (w,)
 
     @custom_gradient
     def by_identity(x):
-        def grad(dy, variables=None):
+        def cell(dy, variables=None):
             c = dy * torch.cos(x * w)
             return c * w, [c * x if v is w else None for v in variables]
 
-        return torch.sin(x * w), grad
+        def boxed(dy, variables=None):
+            c = dy * torch.cos(x * box[0])
+            return c * box[0], [c * x if v is box[0] else None for v in variables]
 
-    x = torch.tensor([0.3, -0.5, 1.1], dtype=D, requires_grad=True)
-    if hooks == "save_on_cpu":
-        with torch.autograd.graph.save_on_cpu():
-            y = by_identity(x)
-    else:
-        y = checkpoint(by_identity, x, use_reentrant=False)
-    (g,) = torch.autograd.grad(y.sum(), w, allow_unused=True)
-    torch.testing.assert_close(g, torch.cos(x * w).detach() * x.detach())
+        def default(dy, variables=None, w=w):
+            c = dy * torch.cos(x * w)
+            return c * w, [c * x if v is w else None for v in variables]
+
+        return torch.sin(x * w), {"cell": cell, "tuple": boxed, "default": default}[holder]
+
+    return by_identity
+
+
+HOOKS = {
+    "none": lambda fn, x: fn(x),
+    "save_on_cpu": lambda fn, x: _under_save_on_cpu(fn, x),
+    "checkpoint": lambda fn, x: checkpoint(fn, x, use_reentrant=False),
+}
+
+
+def _under_save_on_cpu(fn, x):
+    with torch.autograd.graph.save_on_cpu():
+        return fn(x)
+
+
+@pytest.mark.parametrize("holder", ["cell", "tuple", "default"])
+@pytest.mark.parametrize("hooks", HOOKS)
+def test_a_parameter_grad_fn_holds_is_the_very_object_under_saved_tensor_hooks(hooks, holder):
+    """Saved for backward (hooks see it, an in-place edit is torch's error), yet the very
+    Parameter in grad_fn's closure: a hook unpacks another tensor object. Three calls: the
+    general code, then the plans."""
+    fn = _holding_w(holder)
+    for _ in range(3):
+        x = torch.tensor([0.3, -0.5, 1.1], dtype=D, requires_grad=True)
+        (g,) = torch.autograd.grad(HOOKS[hooks](fn, x).sum(), w_read, allow_unused=True)
+        torch.testing.assert_close(g, torch.cos(x * w_read).detach() * x.detach())
+
+
+@pytest.mark.parametrize("holder", ["cell", "tuple", "default"])
+def test_a_parameter_grad_fn_holds_edited_in_place_after_forward_is_torchs_version_error(holder):
+    fn = _holding_w(holder)
+    for _ in range(3):
+        y = fn(torch.tensor([0.3, -0.5, 1.1], dtype=D, requires_grad=True))
+        with torch.no_grad():
+            w_read.mul_(2.0)
+        try:
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                y.sum().backward()
+        finally:
+            with torch.no_grad():
+                w_read.div_(2.0)
 
 
 w_scalar = nn.Parameter(torch.tensor(0.8, dtype=D))

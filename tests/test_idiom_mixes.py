@@ -184,6 +184,56 @@ def test_autocast_bfloat16_matches_plain_autograd_under_autocast():
         torch.testing.assert_close(got, want)
 
 
+class Cubes:
+    """A classmethod reading a class attribute and a staticmethod, decorated as the docs say
+    (`@custom_gradient` above `@classmethod`)."""
+
+    scale = 2.0
+
+    @custom_gradient
+    @classmethod
+    def cube(cls, x, k):
+        def grad(dy):
+            return dy * cls.scale * k * 3 * x * x, None
+
+        return cls.scale * k * x**3, grad
+
+    @custom_gradient
+    @staticmethod
+    def square(x, k):
+        def grad(dy):
+            return dy * 2 * k * x, None
+
+        return k * x * x, grad
+
+
+class MoreCubes(Cubes):
+    scale = 5.0
+
+
+CLASS_CALLS = {
+    "classmethod on the class": (lambda x: Cubes.cube(x, 1.5), lambda x: 2.0 * 1.5 * x**3),
+    "classmethod on a subclass's instance": (
+        lambda x: MoreCubes().cube(x, 1.5),
+        lambda x: 5.0 * 1.5 * x**3,
+    ),
+    "staticmethod on an instance": (lambda x: Cubes().square(x, 0.5), lambda x: 0.5 * x * x),
+}
+
+
+@pytest.mark.parametrize("call", CLASS_CALLS)
+def test_class_and_static_methods_match_plain_autograd_eagerly_and_under_torch_func(call):
+    decorated, plain = CLASS_CALLS[call]
+    for _ in range(3):
+        x = torch.tensor([0.3, -0.5, 1.1], dtype=D, requires_grad=True)
+        want = _two_orders(lambda x=x: plain(x), (x,))
+        torch.testing.assert_close(_two_orders(lambda x=x: decorated(x), (x,)), want)
+    x = torch.tensor([[0.3, -0.5, 1.1]], dtype=D)
+    for transform in (torch.func.hessian, lambda fn: torch.func.vmap(torch.func.grad(fn))):
+        want = transform(lambda x: plain(x).sum())(x)
+        torch.testing.assert_close(transform(lambda x: decorated(x).sum())(x), want)
+
+
 # --- torch.func ---------------------------------------------------------------------------
 
 

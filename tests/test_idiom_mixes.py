@@ -542,13 +542,13 @@ def test_a_keyword_tensor_that_needs_a_gradient_is_refused_naming_f():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
-def test_the_compiled_method_matches_plain_autograd(dynamo, backend):
+def test_the_compiled_method_matches_plain_autograd(dynamo):
     """Several outputs and a grad_fn with `variables=None`: torch 2.13's Dynamo failed with its
-    own AssertionError reading that default (Note [upstreams under compile])."""
+    own AssertionError reading that default (Note [upstreams under compile]). Two calls with
+    the same Python int (the index is a constant of the graph: one compilation)."""
     decorated, plain = _pair_of_modules()
-    compiled = torch.compile(_direct, backend=backend)
-    for seed in range(3):
+    compiled = torch.compile(_direct, backend="aot_eager")
+    for seed in (1, 4):
         want = _derivatives(plain, _direct, seed, order=1)
         torch.testing.assert_close(_derivatives(decorated, compiled, seed, order=1), want)
 

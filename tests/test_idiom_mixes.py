@@ -254,6 +254,49 @@ def test_functional_call_under_grad_gives_the_read_slot_its_gradient():
         torch.testing.assert_close(got, want)
 
 
+class Symmetric(nn.Module):
+    def forward(self, weight):
+        return weight + weight.T
+
+
+class Linear(nn.Module):
+    """`x @ self.weight * k`, its weight parametrized to be symmetric."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.linspace(-1, 1, 9, dtype=D).reshape(3, 3))
+        torch.nn.utils.parametrize.register_parametrization(self, "weight", Symmetric())
+
+    @custom_gradient
+    def forward(self, x, k):
+        weight = self.weight
+
+        def grad(dy, variables=None):
+            return (dy @ weight.T * k, None), [x.T @ dy * k]
+
+        return x @ weight * k, grad
+
+
+def test_functional_call_of_a_parametrized_weight_under_a_transform_is_refused_naming_f():
+    """The original in the parameter slot would get grad_fn's gradient of the weight as its
+    own, without the parametrization's chain rule; eagerly the chain rule is applied."""
+    module = Linear()
+    x = torch.linspace(-1, 1, 6, dtype=D).reshape(2, 3)
+    params = {k: v.detach().clone() for k, v in module.named_parameters()}
+
+    def loss(params):
+        return torch.func.functional_call(module, params, (x, 1.5)).pow(2).sum()
+
+    with pytest.raises(CustomGradientError, match="parametrization") as info:
+        torch.func.grad(loss)(params)
+    assert where(Linear.forward) in str(info.value)
+    eager = x.clone().requires_grad_()
+    original = module.parametrizations.weight.original
+    got = torch.autograd.grad(module(eager, 1.5).pow(2).sum(), original)
+    weight = original + original.T
+    torch.testing.assert_close(got, torch.autograd.grad((x @ weight * 1.5).pow(2).sum(), original))
+
+
 TRANSFORMS = {
     "vmap of grad": lambda m, a, b: torch.func.vmap(
         torch.func.grad(lambda a, b: _direct(m, a, b, 1)["v"][0].sum(), argnums=(0, 1))

@@ -12,7 +12,9 @@ fresh function of the same code whose cells hold the tensors unpacked from `ctx.
 The original cells are never written: sibling closures made inside f may share them. Cells that
 hold no tensor are shared with the rebuilt function as they are, so `nonlocal` state still works.
 A tensor held by several cells is saved once. Default values are those grad_fn had when f
-returned it, as the cells are.
+returned it, as the cells are. A Parameter in a cell is saved too (torch's version check, the
+hooks), but its cell is shared as it is: a hook unpacks another tensor object (checkpointing,
+`save_on_cpu`), and grad_fn must find the very Parameter among `variables` (item 35).
 
 A grad_fn whose closure and defaults hold no tensor (nor a function defined inside f) has
 nothing to take out and is called as it is, unless it has default values, which are fixed then.
@@ -41,6 +43,7 @@ from . import _structure
 _FunctionType = types.FunctionType
 _CellType = types.CellType
 _Tensor = torch.Tensor
+_Parameter = torch.nn.Parameter
 # A tensor or a Parameter, exactly: no subclass (the cheap paths of `capture` and of the eager
 # call take these alone).
 EXACT_TENSOR_TYPES = frozenset({_Tensor, torch.nn.Parameter})
@@ -115,7 +118,8 @@ class _Template:
                 cells.append(cell)
                 continue
             if isinstance(value, _Tensor):  # the usual case (also a Parameter)
-                cells.append(_index(value, saved, seen_tensors))
+                index = _index(value, saved, seen_tensors)
+                cells.append(cell if isinstance(value, _Parameter) else index)
             elif (
                 type(value) is _FunctionType
                 and value.__closure__
@@ -228,9 +232,11 @@ def rebuild_source(closure: str, kwdefaults: str | None) -> list[str]:
 def closure_source(cells: str) -> str:
     """The closure of a grad_fn made again from `flat_cells`' description (`cells`, not empty):
     a new cell around each saved tensor, in order (`saved`), and each other cell as it is
-    (`c0`, `c1`, ... by position)."""
-    it = iter(range(len(cells)))
-    parts = [f"Cell(saved[{next(it)}])" if k == "t" else f"c{i}" for i, k in enumerate(cells)]
+    (`c0`, `c1`, ... by position), a Parameter's too (Note [saved closures])."""
+    parts, n = [], 0
+    for i, k in enumerate(cells):
+        parts.append(f"Cell(saved[{n}])" if k == "t" else f"c{i}")  # "p": saved, yet shared
+        n += k != "s"
     return f"({', '.join(parts)},)"
 
 
@@ -253,8 +259,9 @@ UNSHARED = (_Tensor, tuple, _FunctionType)
 def flat_cells(closure: tuple[types.CellType, ...]) -> str | None:
     """How the rebuild of a grad_fn with this closure goes when `capture` would make each cell
     a saved tensor or share it as it is: per cell "t" (a tensor, exactly, held by no other
-    cell) or "s" (a value `capture` shares); None when a cell is anything else (empty, a
-    tensor held twice or a subclass, a tuple, a function), which only `capture` takes apart."""
+    cell), "p" (such a Parameter: saved, and its cell shared) or "s" (a value `capture`
+    shares); None when a cell is anything else (empty, a tensor held twice or a subclass, a
+    tuple, a function), which only `capture` takes apart."""
     cells, tensors = "", set()
     for cell in closure:
         try:
@@ -263,7 +270,7 @@ def flat_cells(closure: tuple[types.CellType, ...]) -> str | None:
             return None
         if type(value) in EXACT_TENSOR_TYPES and id(value) not in tensors:
             tensors.add(id(value))
-            cells += "t"
+            cells += "p" if type(value) is _Parameter else "t"
         elif type(value) in PLAIN_TYPES or not isinstance(value, UNSHARED):
             cells += "s"
         else:
@@ -293,9 +300,13 @@ def _index(tensor: torch.Tensor, saved: list[torch.Tensor], seen: dict[int, int]
 
 def _tensor_cell(value: Any, saved: list[torch.Tensor], seen: dict[int, int]) -> _Tensors:
     leaves, spec = _structure.flatten(value)
-    indices = [
-        _index(leaf, saved, seen) if isinstance(leaf, _Tensor) else _Kept(leaf) for leaf in leaves
-    ]
+    indices: list[int | _Kept] = []
+    for leaf in leaves:
+        if isinstance(leaf, _Tensor):
+            index = _index(leaf, saved, seen)  # a Parameter: saved, yet kept
+            indices.append(_Kept(leaf) if isinstance(leaf, _Parameter) else index)
+        else:
+            indices.append(_Kept(leaf))
     return _Tensors(indices, spec)
 
 

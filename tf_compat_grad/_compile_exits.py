@@ -12,7 +12,10 @@ traces, refusing what no unknown defaults can change: too many upstreams, too fe
 function without positional defaults, the upstreams against `variables`. The refusal is a graph
 break, an error under `fullgraph=True` that shows the message (naming grad_fn's code); without
 it, `check_upstreams` raises eager's own error outside the graph. A grad_fn defined in the
-traced code with defaults that would miss an upstream fails in backward, as in TensorFlow.
+traced code with defaults that would miss an upstream fails in backward, with eager's
+refusal (`Record.gradients`). So `parameters_of` reads no defaults of a function defined inside
+another (`CO_NESTED` among its code's flags): torch 2.13's Dynamo fails with its own
+AssertionError reading them where there are some (`def grad(d1, d2, variables=None)`).
 
 # Note [parametrizations under compile]
 A parametrized weight that f reads is the variable, and its originals get its gradient through
@@ -109,7 +112,10 @@ def parameters_of(
         if _function_kind(type(call)) != "function":
             return None
         return call.__code__, len(call.__defaults__ or ()), n_bound + 1, keywords
-    return grad_fn.__code__, 0 if grad_fn.__defaults__ is None else None, n_bound, keywords
+    code = grad_fn.__code__
+    if code.co_flags & 0x10:  # `inspect.CO_NESTED` (a literal: a global read costs a guard)
+        return code, None, n_bound, keywords  # maybe made in the traced code
+    return code, 0 if grad_fn.__defaults__ is None else None, n_bound, keywords
 
 
 @run_while_tracing

@@ -65,7 +65,7 @@ from ._compile_exits import (
     upstreams_checked,
 )
 from ._errors import PREFIX
-from ._record import EXACT_LIKE_INPUT, Record, input_meta
+from ._record import EXACT_LIKE_INPUT, Record, check_upstreams, input_meta
 from ._run import Layout, as_output, split
 from ._structure import flatten, unflatten
 from ._torch_internals import graph_break, is_dynamo_compiling, is_exporting, run_while_tracing
@@ -351,6 +351,8 @@ class InsideNode(torch.autograd.Function):
                 returned = ctx.grad_fn(*upstream[:-1])
             except Exception as error:
                 _break_at(error)
+                if isinstance(error, TypeError):  # Note [upstreams under compile]
+                    check_upstreams(f, ctx.grad_fn, len(upstream) - 1, [])
                 raise
             grads = (returned,) if n_args == 1 else returned
             # (a literal's class and `__len__`: each builtin read costs a guard)

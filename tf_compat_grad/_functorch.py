@@ -29,7 +29,8 @@ What f reaches outside its arguments (Note [lost gradients] in `_captures.py`): 
 the transform that `functional_call` put in a module's parameter and buffer slots are more
 inputs of the node, after f's own, and sit in their slots as `forward` sees them while f runs;
 the parameter slots' tensors are the call's variables, and get grad_fn's gradients, the buffer
-slots' are constants. A tensor of a grad level that f captured instead
+slots' are constants; a parametrization's original in a slot is refused (the weight f reads is
+computed from it: its gradient would need the parametrization's chain rule). A tensor of a grad level that f captured instead
 has no autograd graph to walk here, so the ops f runs are followed one by one (`Taint`): an
 output computed from it is refused.
 
@@ -48,6 +49,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch.nn.utils import parametrize
 
 from . import _autocast, _run, _structure
 from ._captures import CapturedRule
@@ -171,6 +173,9 @@ def call_under_transform(
     flat_args, layout, inputs = _run.inputs(f, bound, args)
     constants = _structure.put(flat_args, layout.positions, [None] * len(inputs))
     slots, placed = transformed_slots(f, bound)
+    for module, kind, name in slots:
+        if kind == "_parameters" and isinstance(module, parametrize.ParametrizationList):
+            raise CustomGradientNotImplementedError(_parametrized_slot(f, name))
     call = _Call(bound, layout, constants, kwargs, slots, dual, captured)
     *outputs, aux = node.apply(call, *inputs, *placed)  # type: ignore[no-untyped-call]
     if dual and aux.variables and call.grad_enabled:
@@ -347,6 +352,18 @@ def _with_variables(
 ) -> Any:
     """grad_fn called with the variables its own run of f read, not the first run's."""
     return grad_fn(*upstream, variables=list(read))
+
+
+def _parametrized_slot(f: Callable[..., Any], name: str) -> str:
+    return (
+        f"{PREFIX}{describe(f)} is called under a torch.func transform with a tensor of the "
+        f"transform in a parametrization's `{name}` (`functional_call` of a module with a "
+        "parametrized weight): the weight f reads is computed from it, and grad_fn's gradient "
+        "of the weight would be handed to it as its own, without the parametrization's chain "
+        "rule, so this is refused rather than computed wrong. Read the weight in an undecorated "
+        "forward and pass it to the decorated function as a positional argument, or call the "
+        "module eagerly, where the chain rule is applied."
+    )
 
 
 def _jvp_reentered(f: Callable[..., Any]) -> str:

@@ -284,8 +284,9 @@ def _call_maker(
         add(2, "; ".join(f"{v} = {c}.cell_contents" for c, v in zip(cell_names, values, strict=True)))  # fmt: skip
         add(1, "except (ValueError, TypeError):  # an empty cell, other cells, or none")
         add(2, f"return unplanned({rest})")
-        saved = [v for v, k in zip(values, cells, strict=True) if k == "t"]
-        cell_checks = [f"type({v}) not in EXACT" for v in saved]
+        saved = [v for v, k in zip(values, cells, strict=True) if k in "tp"]
+        exact = {"t": "Tensor", "p": "Parameter"}  # a Parameter's cell is shared: `closure_source`
+        cell_checks = [f"type({v}) is not {exact[k]}" for v, k in zip(values, cells, strict=True) if k in "tp"]  # fmt: skip
         cell_checks += [f"{a} is {b}" for i, a in enumerate(saved) for b in saved[i + 1 :]]
         cell_checks += [
             f"(type({v}) not in PLAIN and isinstance({v}, UNSHARED))"
@@ -377,7 +378,8 @@ def _upstreams_check(
 _CALL_NAMES: dict[str, Any] = {
     **MODE_NAMES, "UNBOUND": UNBOUND, "MISSING": _MISSING, "KEYWORD": KEYWORD_VALUES,
     "NUMBERS": NUMBERS, "EXACT": EXACT_TENSOR_TYPES, "PLAIN": PLAIN_TYPES,
-    "UNSHARED": UNSHARED, "Tensor": _Tensor, "FunctionType": types.FunctionType,
+    "UNSHARED": UNSHARED, "Tensor": _Tensor, "Parameter": torch.nn.Parameter,
+    "FunctionType": types.FunctionType,
     "plain": plain, "is_wrapped": is_functorch_wrapped, "grad_enabled": torch.is_grad_enabled,
     "any_autocast": any_autocast_enabled, "Watcher": ParameterWatcher,
     "push": push_function_mode, "pop": pop_function_mode, "accepts": _accepts_variables,

@@ -43,12 +43,12 @@ from ._torch_internals import SAVED_TENSORS, call_backward_directly, function_ap
 
 def kept(shape: Shape) -> bool:
     """Whether the plan calls grad_fn as it is: nothing to take out of it or to fix."""
-    return "t" not in (shape.cells or "") and shape.defaults is None and not shape.kwdefaults
+    return not saves(shape) and shape.defaults is None and not shape.kwdefaults
 
 
 def saves(shape: Shape) -> bool:
-    """Whether the plan's node saves tensors (those grad_fn closes over)."""
-    return "t" in (shape.cells or "")
+    """Whether the plan's node saves tensors (those grad_fn closes over, Parameters too)."""
+    return "t" in (shape.cells or "") or "p" in (shape.cells or "")
 
 
 def plan_fields(
@@ -73,7 +73,7 @@ def plan_fields(
         ]  # fmt: skip
         if shape.kwdefaults:
             fields.append(("kwd", "dict(kwd)"))
-        fields += [(f"c{i}", f"c{i}") for i, k in enumerate(shape.cells or "") if k == "s"]
+        fields += [(f"c{i}", f"c{i}") for i, k in enumerate(shape.cells or "") if k in "sp"]
     for i, a in enumerate(inputs):
         shape_, dtype, device = NOTED_INPUT_META.format(t=a).split(", ")
         fields += [(f"s{i}", shape_), (f"d{i}", dtype), (f"v{i}", device)]

@@ -44,7 +44,7 @@ class Shape:
         self.args = args  # one tree per positional argument
         self.keywords = keywords  # the keyword arguments' names
         self.outputs = outputs  # the tree of f's outputs
-        self.cells = cells  # per closure cell of grad_fn: "t" a tensor, "s" shared; None: none
+        self.cells = cells  # per closure cell of grad_fn: "t" a tensor, "p" a Parameter, "s" shared; None: none
         self.defaults = defaults  # how many default values grad_fn has, None for none
         self.kwdefaults = kwdefaults  # grad_fn has keyword-only defaults
 

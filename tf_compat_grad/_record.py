@@ -336,10 +336,15 @@ class Record:
         `raw`: what grad_fn returned for each, counted but neither checked nor repaired (the
         checker's view of grad_fn itself).
         """
-        if self.autocast or self.variables:
-            returned = self._call_in_state(grad_fn, upstream)
-        else:
-            returned = grad_fn(*upstream)
+        try:
+            if self.autocast or self.variables:
+                returned = self._call_in_state(grad_fn, upstream)
+            else:
+                returned = grad_fn(*upstream)
+        except TypeError:  # eager's refusal of a grad_fn that cannot take the upstreams, where
+            # a compiled call could not read its defaults (Note [upstreams under compile])
+            check_upstreams(self.layout.f, grad_fn, len(upstream), self.variables)
+            raise
         return self.checked(returned, needs, raw, first)
 
     def checked(

@@ -32,7 +32,6 @@ from ._torch_internals import dual_level_active, is_dynamo_compiling
 UNBOUND: Any = object()  # the `bound` of a call that is not a method call
 
 _Tensor = torch.Tensor
-_CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
 _INPUT_LEAF_TYPES = (_Tensor, bool, int, float, complex, str, bytes)
 
 

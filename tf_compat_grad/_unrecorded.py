@@ -141,9 +141,8 @@ def unrecorded(f: Any) -> bool:
 
 def rerunnable(f: Any) -> bool:
     """Whether f may run unrecorded and run again, recorded, for a second derivative (Note [f
-    run again]), its reach proof having answered "none": what `unrecorded` asks, but that a
-    closure cell may hold what f computed, and that f names nothing random or with a side
-    effect; and f has no closure cells (run again, it would read them again, rebound or not)."""
+    unrecorded], its end), its reach proof having answered "none"; and f has no closure cells
+    (run again, it would read them again, rebound or not)."""
     return _reads_only_torch(f, again=True)
 
 

@@ -18,10 +18,6 @@ Spec = Any
 _CONTAINERS = (list, tuple, dict)
 
 
-def _is_namedtuple(x: object) -> bool:
-    return isinstance(x, tuple) and hasattr(type(x), "_fields")
-
-
 def _sorted_keys(d: dict[Any, Any]) -> list[Any]:
     try:
         return sorted(d)
@@ -67,7 +63,7 @@ def _flatten_into(tree: Any, leaves: list[Any]) -> Spec:
             (kind, keys, list(tree)),
             tuple(_flatten_into(tree[k], leaves) for k in keys),
         )
-    if _is_namedtuple(tree):
+    if isinstance(tree, tuple) and hasattr(kind, "_fields"):  # a namedtuple
         return (_NAMEDTUPLE, kind, tuple(_flatten_into(x, leaves) for x in tree))
     if isinstance(tree, list):
         return (_LIST, None, tuple(_flatten_into(x, leaves) for x in tree))

@@ -31,6 +31,7 @@ from types import ModuleType
 from typing import Any
 
 from ._checker import console
+from ._errors import plural
 from ._exit_status import ExitStatus
 from .testing import CHECKS, Report, Status
 
@@ -396,8 +397,8 @@ def _check(targets: list[str], options: Options) -> int:
             current = module_name
             here = [e for m, e in found if m == module_name]
             factories = sum(1 for e in here if e.fn is None)
-            count = console.plural(len(here) - factories, "decorated function")
-            extra = f", {console.plural(factories, 'factory')}" if factories else ""
+            count = plural(len(here) - factories, "decorated function")
+            extra = f", {plural(factories, 'factory')}" if factories else ""
             write(f"== {module_name}: {count}{extra} ==\n\n")
         if entry.fn is None or entry.example is None:
             where = f" ({entry.location})" if entry.location else ""

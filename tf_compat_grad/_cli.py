@@ -154,16 +154,8 @@ def _methods(cls: type) -> list[Entry]:
     for attr, member in vars(cls).items():
         cg = decorated(member)
         if cg is not None:
-            fn = getattr(cls, attr)
-            found.append(
-                Entry(
-                    f"{cls.__qualname__}.{attr}",
-                    fn,
-                    cg.example,
-                    location(cg),
-                    owner=cls,
-                )
-            )
+            name = f"{cls.__qualname__}.{attr}"
+            found.append(Entry(name, getattr(cls, attr), cg.example, location(cg), owner=cls))
     return found
 
 

@@ -18,13 +18,6 @@ Spec = Any
 _CONTAINERS = (list, tuple, dict)
 
 
-def _sorted_keys(d: dict[Any, Any]) -> list[Any]:
-    try:
-        return sorted(d)
-    except TypeError:  # keys of mixed types: tf.nest raises, we keep insertion order
-        return list(d)
-
-
 def _flat(sequence: list[Any] | tuple[Any, ...]) -> bool:
     """No container inside."""
     for item in sequence:  # noqa: SIM110 (a loop costs less than all() and a generator)
@@ -57,7 +50,10 @@ def _flatten_into(tree: Any, leaves: list[Any]) -> Spec:
     if kind is tuple:
         return (_TUPLE, None, tuple(_flatten_into(x, leaves) for x in tree))
     if isinstance(tree, dict):
-        keys = _sorted_keys(tree)
+        try:
+            keys = sorted(tree)
+        except TypeError:  # keys of mixed types: tf.nest raises, we keep insertion order
+            keys = list(tree)
         return (
             _DICT,
             (kind, keys, list(tree)),

@@ -336,15 +336,10 @@ class Record:
         `raw`: what grad_fn returned for each, counted but neither checked nor repaired (the
         checker's view of grad_fn itself).
         """
-        if self.autocast:  # grad_fn runs in the forward's autocast state
-            grad_fn = functools.partial(_autocast.call_in, self.autocast, grad_fn)
-        if not self.variables:
+        if self.autocast or self.variables:
+            returned = self._call_in_state(grad_fn, upstream)
+        else:
             returned = grad_fn(*upstream)
-        elif type(self.variables) is SlotVariables:
-            with in_slots(self.variables.slots, self.variables.placed):
-                returned = grad_fn(*upstream, variables=list(self.variables))
-        else:  # f read Parameters (item 34)
-            returned = grad_fn(*upstream, variables=list(self.variables))
         return self.checked(returned, needs, raw, first)
 
     def checked(
@@ -374,6 +369,19 @@ class Record:
             if not exact_gradient(grad, metas[i]):
                 flat[i] = self._repair(grad, i, needs, first)
         return flat
+
+    def _call_in_state(self, grad_fn: Callable[..., Any], upstream: Sequence[Any]) -> Any:
+        """What grad_fn returns, called in the forward's autocast state and with `variables=`
+        when f read Parameters (item 34)."""
+        if self.autocast:
+            grad_fn = functools.partial(_autocast.call_in, self.autocast, grad_fn)
+        variables = self.variables
+        if not variables:
+            return grad_fn(*upstream)
+        if type(variables) is SlotVariables:
+            with in_slots(variables.slots, variables.placed):
+                return grad_fn(*upstream, variables=list(variables))
+        return grad_fn(*upstream, variables=list(variables))
 
     def _repair(self, grad: Any, i: int, needs: Sequence[bool], first: int) -> torch.Tensor | None:
         """A gradient that is not already a tensor like its input: None when none is

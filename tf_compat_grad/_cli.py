@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import importlib
 import importlib.util
 import inspect
@@ -266,22 +267,15 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     return parser
 
 
+@dataclasses.dataclass
 class Options:
     """What `check` was asked for besides its targets."""
 
-    def __init__(
-        self,
-        json_path: str | None = None,
-        only: Sequence[str] = (),
-        strict: bool = False,
-        plot: str | None = None,
-        prog: str = "python -m tf_compat_grad",
-    ) -> None:
-        self.json_path = json_path
-        self.only = list(only)
-        self.strict = strict
-        self.plot = plot
-        self.prog = prog
+    json_path: str | None = None
+    only: Sequence[str] = ()
+    strict: bool = False
+    plot: str | None = None
+    prog: str = "python -m tf_compat_grad"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

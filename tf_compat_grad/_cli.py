@@ -45,25 +45,17 @@ class TargetError(Exception):
     """A TARGET that cannot be checked (exit status 2)."""
 
 
+@dataclasses.dataclass(eq=False)
 class Entry:
     """A decorated function found in a target: how to call it, and its example inputs."""
 
-    def __init__(
-        self,
-        name: str,
-        fn: Callable[..., Any] | None,
-        example: Any,
-        location: str,
-        missing: str = "",
-        owner: type | None = None,
-    ) -> None:
-        self.name = name
-        self.fn = fn
-        self.example = example
-        self.location = location
-        self.missing = missing  # why there is nothing to check, when there is not
-        self.owner = owner  # the class of a method taken from it
-        self.generated = ""  # how the example was built, when it was
+    name: str
+    fn: Callable[..., Any] | None
+    example: Any
+    location: str
+    missing: str = ""  # why there is nothing to check, when there is not
+    owner: type | None = None  # the class of a method taken from it
+    generated: str = ""  # how the example was built, when it was
 
     def build_example(self) -> None:
         """Example inputs from the signature, where the function has none (`_checker/generated.py`)."""
@@ -267,7 +259,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     return parser
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class Options:
     """What `check` was asked for besides its targets."""
 

@@ -133,13 +133,9 @@ def settle(
             variables = SlotVariables([*variables, *(t for _, t in found)])
             variables.slots = [slot for slot, _ in found]
             variables.placed = [t for _, t in found]
-    if lost and (captured == "refuse" or not _any_requires_grad([*inputs, *variables])):
+    if lost and (captured == "refuse" or not any(t.requires_grad for t in (*inputs, *variables))):
         raise lost_error(f, bound, kwargs, lost[0], captured)
     return variables
-
-
-def _any_requires_grad(tensors: Iterable[_Tensor]) -> bool:
-    return any(t.requires_grad for t in tensors)
 
 
 def any_needs_grad(kwargs: dict[str, Any]) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import importlib
 import importlib.util
 import inspect
@@ -31,6 +32,7 @@ from types import ModuleType
 from typing import Any
 
 from ._checker import console
+from ._errors import plural
 from ._exit_status import ExitStatus
 from .testing import CHECKS, Report, Status
 
@@ -43,25 +45,17 @@ class TargetError(Exception):
     """A TARGET that cannot be checked (exit status 2)."""
 
 
+@dataclasses.dataclass(eq=False)
 class Entry:
     """A decorated function found in a target: how to call it, and its example inputs."""
 
-    def __init__(
-        self,
-        name: str,
-        fn: Callable[..., Any] | None,
-        example: Any,
-        location: str,
-        missing: str = "",
-        owner: type | None = None,
-    ) -> None:
-        self.name = name
-        self.fn = fn
-        self.example = example
-        self.location = location
-        self.missing = missing  # why there is nothing to check, when there is not
-        self.owner = owner  # the class of a method taken from it
-        self.generated = ""  # how the example was built, when it was
+    name: str
+    fn: Callable[..., Any] | None
+    example: Any
+    location: str
+    missing: str = ""  # why there is nothing to check, when there is not
+    owner: type | None = None  # the class of a method taken from it
+    generated: str = ""  # how the example was built, when it was
 
     def build_example(self) -> None:
         """Example inputs from the signature, where the function has none (`_checker/generated.py`)."""
@@ -153,16 +147,8 @@ def _methods(cls: type) -> list[Entry]:
     for attr, member in vars(cls).items():
         cg = decorated(member)
         if cg is not None:
-            fn = getattr(cls, attr)
-            found.append(
-                Entry(
-                    f"{cls.__qualname__}.{attr}",
-                    fn,
-                    cg.example,
-                    location(cg),
-                    owner=cls,
-                )
-            )
+            name = f"{cls.__qualname__}.{attr}"
+            found.append(Entry(name, getattr(cls, attr), cg.example, location(cg), owner=cls))
     return found
 
 
@@ -273,22 +259,15 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     return parser
 
 
+@dataclasses.dataclass(eq=False)
 class Options:
     """What `check` was asked for besides its targets."""
 
-    def __init__(
-        self,
-        json_path: str | None = None,
-        only: Sequence[str] = (),
-        strict: bool = False,
-        plot: str | None = None,
-        prog: str = "python -m tf_compat_grad",
-    ) -> None:
-        self.json_path = json_path
-        self.only = list(only)
-        self.strict = strict
-        self.plot = plot
-        self.prog = prog
+    json_path: str | None = None
+    only: Sequence[str] = ()
+    strict: bool = False
+    plot: str | None = None
+    prog: str = "python -m tf_compat_grad"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -396,8 +375,8 @@ def _check(targets: list[str], options: Options) -> int:
             current = module_name
             here = [e for m, e in found if m == module_name]
             factories = sum(1 for e in here if e.fn is None)
-            count = console.plural(len(here) - factories, "decorated function")
-            extra = f", {console.plural(factories, 'factory')}" if factories else ""
+            count = plural(len(here) - factories, "decorated function")
+            extra = f", {plural(factories, 'factory')}" if factories else ""
             write(f"== {module_name}: {count}{extra} ==\n\n")
         if entry.fn is None or entry.example is None:
             where = f" ({entry.location})" if entry.location else ""

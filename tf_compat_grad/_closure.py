@@ -202,12 +202,6 @@ def capture(grad_fn: Callable[..., Any], inside: str) -> tuple[Captured, list[to
     """
     if type(grad_fn) is not _FunctionType:
         return _Unchanged(grad_fn), []
-    if (
-        grad_fn.__closure__ is None
-        and grad_fn.__defaults__ is None
-        and grad_fn.__kwdefaults__ is None
-    ):
-        return _Unchanged(grad_fn), []
     saved: list[torch.Tensor] = []
     template = _Template(grad_fn, inside, saved, {}, None)
     if not saved and grad_fn.__defaults__ is None and grad_fn.__kwdefaults__ is None:

@@ -50,9 +50,7 @@ _R = TypeVar("_R")
 _T = TypeVar("_T")  # the instance (or class) a method is bound to
 _M = TypeVar("_M", bound=torch.nn.Module)
 
-_Tensor = torch.Tensor
 _is_compiling = torch.compiler.is_compiling
-_grad_enabled = torch.is_grad_enabled
 
 
 class CustomGradient(Generic[P, R]):

@@ -55,7 +55,7 @@ from . import _autocast, _run, _structure
 from ._captures import CapturedRule
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe, fn_name
 from ._places import Slot, in_slots, transformed_slots
-from ._record import Record, check_upstreams, node_class, per_code
+from ._record import InputMeta, Record, check_upstreams, input_meta, node_class, per_code
 from ._rng import RngState
 from ._run import Layout
 from ._taint import Taint
@@ -225,7 +225,7 @@ def _make_transform_node(named_after: Callable[..., Any]) -> type[torch.autograd
         # torch's version error, where plain autograd allows it; jvp needs only their metadata.
         ctx.save_for_backward(*tensors)
         ctx.save_for_forward(*tensors)
-        ctx.outputs = [(o.shape, o.dtype, o.device) for o in output[:-1]]
+        ctx.outputs = list(map(input_meta, output[:-1]))
 
     def grad_fn_for(
         ctx: Any, inputs: Sequence[torch.Tensor], forward_mode: bool = False
@@ -341,7 +341,7 @@ def _make_transform_node(named_after: Callable[..., Any]) -> type[torch.autograd
     )
 
 
-def _zeros(meta: tuple[torch.Size, torch.dtype, torch.device]) -> torch.Tensor:
+def _zeros(meta: InputMeta) -> torch.Tensor:
     """Zeros of an output's shape, dtype and device (its metadata kept in `setup_context`)."""
     shape, dtype, device = meta
     return torch.zeros(shape, dtype=dtype, device=device)

@@ -67,18 +67,10 @@ def transformed_slots(f: Callable[..., Any], bound: Any) -> tuple[list[Slot], li
     tensors."""
     slots: list[Slot] = []
     tensors: list[_Tensor] = []
-    modules = [m for _, value in reachable(f, bound) if isinstance(value, torch.nn.Module)
-               for m in value.modules()]  # fmt: skip
-    for kind in ("_parameters", "_buffers"):
-        for module in modules:
-            for name, tensor in getattr(module, kind).items():
-                if (
-                    tensor is not None
-                    and is_functorch_wrapped(tensor)
-                    and not among(tensor, tensors)
-                ):
-                    slots.append((module, kind, name))
-                    tensors.append(tensor)
+    for slot, tensor in _filled_slots(f, bound, ("_parameters", "_buffers")):
+        if is_functorch_wrapped(tensor) and not among(tensor, tensors):
+            slots.append(slot)
+            tensors.append(tensor)
     return slots, tensors
 
 
@@ -119,21 +111,27 @@ def parameter_slots(f: Callable[..., Any], bound: Any) -> list[tuple[Slot, _Tens
     """The tensors that require grad in the parameter slots of the modules f can reach (the
     bound instance, and modules in f's closure cells and globals, with their submodules), each
     with its slot."""
-    modules = [m for _, m in reachable(f, bound) if isinstance(m, torch.nn.Module)]
     seen: set[int] = set()
     slots: list[tuple[Slot, _Tensor]] = []
-    for module in modules:
-        for sub in module.modules():
-            for name, tensor in sub._parameters.items():
-                if (
-                    tensor is not None
-                    and type(tensor) is not Parameter  # one f reads is already a variable
-                    and tensor.requires_grad
-                    and id(tensor) not in seen
-                ):
-                    seen.add(id(tensor))
-                    slots.append(((sub, "_parameters", name), tensor))
+    for slot, tensor in _filled_slots(f, bound, ("_parameters",)):
+        # A Parameter f reads is already a variable.
+        if type(tensor) is not Parameter and tensor.requires_grad and id(tensor) not in seen:
+            seen.add(id(tensor))
+            slots.append((slot, tensor))
     return slots
+
+
+def _filled_slots(
+    f: Callable[..., Any], bound: Any, kinds: Sequence[str]
+) -> Iterator[tuple[Slot, _Tensor]]:
+    """Each slot of these kinds holding a tensor, in the modules f can reach and theirs."""
+    modules = [m for _, value in reachable(f, bound) if isinstance(value, torch.nn.Module)
+               for m in value.modules()]  # fmt: skip
+    for kind in kinds:
+        for module in modules:
+            for name, tensor in getattr(module, kind).items():
+                if tensor is not None:
+                    yield (module, kind, name), tensor
 
 
 def reachable(f: Callable[..., Any], bound: Any) -> list[tuple[str, Any]]:

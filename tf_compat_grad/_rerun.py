@@ -10,11 +10,8 @@ under grad mode (`create_graph=True`: docs/torch_facts.md, "Grad mode in backwar
 ops then see exactly the history recording would have kept. A first-order backward uses grad_fn
 as saved (Note [saved closures] in `_closure.py`). Two conditions make the run again exact:
 
-- f is pure and deterministic, read from its code (`_unrecorded.rerunnable`, beside Note [f
-  unrecorded]): what an unrecorded f may do, but that a closure cell may hold what f computed,
-  and f names nothing that draws random numbers, has a side effect or can give another value
-  on another run (printing, files, running statistics, uninitialised memory, atomics on CUDA,
-  `torch.ops`). Anything in doubt records: recording is always right.
+- f is pure and deterministic, read from its code (`_unrecorded.rerunnable`, whose rule ends
+  Note [f unrecorded]). Anything in doubt records: recording is always right.
 - every tensor argument is a leaf that requires grad, asked per call (the plan's guard, the
   general code's `_runs_unrecorded`); otherwise the call records. Such a leaf is held alive by
   its `AccumulateGrad` node, which the node's edges hold anyway, so keeping the arguments for the

@@ -32,7 +32,6 @@ from ._torch_internals import dual_level_active, is_dynamo_compiling
 UNBOUND: Any = object()  # the `bound` of a call that is not a method call
 
 _Tensor = torch.Tensor
-_CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
 _INPUT_LEAF_TYPES = (_Tensor, bool, int, float, complex, str, bytes)
 
 
@@ -72,11 +71,6 @@ class Layout:
         self.positions = positions  # where each tensor input stands among them
         self.tensors_only = len(positions) == n_args
 
-    @classmethod
-    def of_tensors(cls, f: Callable[..., Any], bound: bool, n: int) -> Layout:
-        """The layout of `n` positional arguments that are all tensors."""
-        return cls(f, bound, _structure.tuple_spec(n), n, range(n))
-
     def paths(self) -> list[str]:
         """Each flattened argument's path as the user wrote it (`x`, `params['w'][1]`)."""
         # Traced (a refusal in a compiled backward), without the cache: Dynamo warns of one
@@ -96,7 +90,8 @@ def inputs(
         if not isinstance(arg, _Tensor) or arg.is_nested:
             break
     else:  # the usual case: tensors only (Parameters too), which are the inputs as they are
-        return args, Layout.of_tensors(f, bound is not UNBOUND, len(args)), args
+        n = len(args)
+        return args, Layout(f, bound is not UNBOUND, _structure.tuple_spec(n), n, range(n)), args
     flat_args, arg_spec = _structure.flatten(args)
     for i, leaf in enumerate(flat_args):
         if isinstance(leaf, _Tensor) and leaf.is_nested and leaf.layout is torch.strided:

@@ -18,17 +18,6 @@ Spec = Any
 _CONTAINERS = (list, tuple, dict)
 
 
-def _is_namedtuple(x: object) -> bool:
-    return isinstance(x, tuple) and hasattr(type(x), "_fields")
-
-
-def _sorted_keys(d: dict[Any, Any]) -> list[Any]:
-    try:
-        return sorted(d)
-    except TypeError:  # keys of mixed types: tf.nest raises, we keep insertion order
-        return list(d)
-
-
 def _flat(sequence: list[Any] | tuple[Any, ...]) -> bool:
     """No container inside."""
     for item in sequence:  # noqa: SIM110 (a loop costs less than all() and a generator)
@@ -61,13 +50,16 @@ def _flatten_into(tree: Any, leaves: list[Any]) -> Spec:
     if kind is tuple:
         return (_TUPLE, None, tuple(_flatten_into(x, leaves) for x in tree))
     if isinstance(tree, dict):
-        keys = _sorted_keys(tree)
+        try:
+            keys = sorted(tree)
+        except TypeError:  # keys of mixed types: tf.nest raises, we keep insertion order
+            keys = list(tree)
         return (
             _DICT,
             (kind, keys, list(tree)),
             tuple(_flatten_into(tree[k], leaves) for k in keys),
         )
-    if _is_namedtuple(tree):
+    if isinstance(tree, tuple) and hasattr(kind, "_fields"):  # a namedtuple
         return (_NAMEDTUPLE, kind, tuple(_flatten_into(x, leaves) for x in tree))
     if isinstance(tree, list):
         return (_LIST, None, tuple(_flatten_into(x, leaves) for x in tree))

@@ -51,7 +51,6 @@ jit_tracing_state = torch._C._get_tracing_state
 jit_is_tracing = torch._C._is_tracing
 # Grad mode set without `torch.no_grad`'s context manager: one guard fewer under compile.
 set_grad_mode = torch._C._set_grad_enabled
-_grad_enabled = torch.is_grad_enabled
 # `Function.apply` without its Python wrapper (docs/torch_facts.md, "Function styles and
 # torch.func").
 function_apply_c = torch._C._FunctionBase.__dict__["apply"]

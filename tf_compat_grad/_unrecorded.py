@@ -141,9 +141,8 @@ def unrecorded(f: Any) -> bool:
 
 def rerunnable(f: Any) -> bool:
     """Whether f may run unrecorded and run again, recorded, for a second derivative (Note [f
-    run again]), its reach proof having answered "none": what `unrecorded` asks, but that a
-    closure cell may hold what f computed, and that f names nothing random or with a side
-    effect; and f has no closure cells (run again, it would read them again, rebound or not)."""
+    unrecorded], its end), its reach proof having answered "none"; and f has no closure cells
+    (run again, it would read them again, rebound or not)."""
     return _reads_only_torch(f, again=True)
 
 
@@ -218,9 +217,9 @@ def _local_only(code: types.CodeType, names: set[str], again: bool, nested: bool
             return False  # `x += y`: in place on a tensor
         elif op == "CALL_INTRINSIC_1" and ins.argrepr not in _INTRINSICS:
             return False
-        elif op == "LOAD_ATTR" and not after_module and not _called(ins):
+        elif op == "LOAD_ATTR" and not after_module and "NULL|self" not in ins.argrepr:
             if callable(getattr(torch.Tensor, ins.argval, None)):
-                return False  # a tensor's bound method, which holds the tensor
+                return False  # a tensor's bound method, not called (3.12+: "NULL|self")
         elif op in ("MAKE_FUNCTION", "SET_FUNCTION_ATTRIBUTE") and ins.arg:
             if ins.arg & _KWDEFAULTS:
                 return False
@@ -268,11 +267,6 @@ def _impure(name: str) -> bool:
         or lowered.startswith("set_")
         or any(part in lowered for part in _IMPURE_PARTS)
     )
-
-
-def _called(ins: dis.Instruction) -> bool:
-    """Whether LOAD_ATTR is a method call's (its method form, Python 3.12+)."""
-    return "NULL|self" in ins.argrepr
 
 
 def _producer(instructions: list[dis.Instruction], at: int, depth: int) -> str:

@@ -22,15 +22,15 @@ does not fail for it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 # The doctest of `check` compiles a function it defines in this module's namespace, and Dynamo
 # looks that function's globals (`torch`) up on the module itself.
 import torch  # noqa: F401
 
-from ._checker import runner
 from ._checker.report import CHECKS, Example, Report, Row, Status
+from ._checker.runner import run_checks
 from ._checker.subject import decorated
 from ._exit_status import ExitStatus
 
@@ -100,38 +100,4 @@ def check(
         return run_checks(fn, example, strict=strict, surrogate=surrogate)
     return run_checks(
         fn, Example(*example_args, **example_kwargs), strict=strict, surrogate=surrogate
-    )
-
-
-def run_checks(
-    fn: Callable[..., Any],
-    example: Any,
-    *,
-    only: Iterable[str] | None = None,
-    name: str | None = None,
-    progress: Callable[[str], None] | None = None,
-    surrogate: str | None = None,
-    strict: bool = False,
-) -> Report:
-    """`check` with the example given as an `Example`, a tuple of positional arguments or a
-    function of no arguments returning either, and with options.
-
-    Args:
-        fn: the function to check.
-        example: its example inputs.
-        only: the names of the checks to run (see `CHECKS`); all when None.
-        name: the function's name in the report (by default its qualified name).
-        progress: called with each check's name before it runs.
-        surrogate: why the gradient deliberately differs from the true derivative (see
-            `check`).
-        strict: turn every WARN into a FAIL.
-
-    Returns:
-        A `Report` with one row per check run.
-
-    Raises:
-        ValueError: `only` names an unknown check.
-    """
-    return runner.run_checks(
-        fn, example, only=only, name=name, progress=progress, surrogate=surrogate, strict=strict
     )

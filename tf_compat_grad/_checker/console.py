@@ -7,6 +7,7 @@ import os
 import re
 from typing import Any, TextIO
 
+from .._errors import plural
 from .._exit_status import ExitStatus
 from .report import Report, Status
 
@@ -67,12 +68,6 @@ class Progress:
 
 
 # --- the summary --------------------------------------------------------------------------
-
-
-def plural(n: int, word: str) -> str:
-    if n == 1:
-        return f"{n} {word}"
-    return f"{n} {word[:-1]}ies" if word.endswith("y") else f"{n} {word}s"
 
 
 def summary(

@@ -93,6 +93,25 @@ def run_checks(
     surrogate: str | None = None,
     strict: bool = False,
 ) -> Report:
+    """`check` with the example given as an `Example`, a tuple of positional arguments or a
+    function of no arguments returning either, and with options.
+
+    Args:
+        fn: the function to check.
+        example: its example inputs.
+        only: the names of the checks to run (see `CHECKS`); all when None.
+        name: the function's name in the report (by default its qualified name).
+        progress: called with each check's name before it runs.
+        surrogate: why the gradient deliberately differs from the true derivative (see
+            `check`).
+        strict: turn every WARN into a FAIL.
+
+    Returns:
+        A `Report` with one row per check run.
+
+    Raises:
+        ValueError: `only` names an unknown check.
+    """
     names = list(CHECKS) if only is None else list(dict.fromkeys(only))
     unknown = [n for n in names if n not in CHECKS]
     if unknown:

@@ -1,6 +1,6 @@
 """Small LibCST helpers of the translator: dotted names, an expression's code on one line,
-the comments under a node, the names a function body binds once, the values it assigns a name,
-renaming reads of names."""
+the comments under a node, a function's parameters, the names its body binds once, the values
+it assigns a name, renaming reads of names."""
 
 from __future__ import annotations
 
@@ -99,10 +99,7 @@ def _assigned_values(function: cst.FunctionDef, name: str) -> list[cst.BaseExpre
     """The values `name = VALUE` assigns in the function (nested functions included), or None
     if it is bound otherwise too: a parameter, a loop or `with` target, an unpacking, an
     annotated, walrus, global, nonlocal or imported name."""
-    params = function.params
-    every = [*params.params, *params.posonly_params, *params.kwonly_params]
-    every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
-    if any(p.name.value == name for p in every):
+    if name in parameters(function):
         return None
     values: list[cst.BaseExpression] = []
     other = False
@@ -140,6 +137,14 @@ def _assigned_values(function: cst.FunctionDef, name: str) -> list[cst.BaseExpre
 
     function.body.visit(Finder())
     return None if other else values
+
+
+def parameters(function: cst.FunctionDef) -> set[str]:
+    """The names of a function's parameters."""
+    params = function.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+    return {p.name.value for p in every}
 
 
 def _names(target: cst.CSTNode) -> set[str]:

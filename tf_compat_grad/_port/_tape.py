@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from ._syntax import parameters
+
 
 @dataclass
 class Tape:
@@ -190,15 +192,6 @@ def names(node: cst.CSTNode) -> _Names:
     found = _Names()
     node.visit(found)
     return found
-
-
-def parameters(function: cst.FunctionDef) -> set[str]:
-    params = function.params
-    every = [*params.posonly_params, *params.params, *params.kwonly_params]
-    for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param):
-            every.append(star)
-    return {p.name.value for p in every}
 
 
 def watch_names(statement: cst.BaseStatement, tape: str) -> list[str] | None:

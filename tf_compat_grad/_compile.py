@@ -154,6 +154,7 @@ from ._torch_internals import (
     never_compiled,
     run_while_tracing,
     set_grad_mode,
+    traced_items,
     transforms_active_while_tracing,
 )
 from ._variables import check_accepts, code_accepts_variables
@@ -274,17 +275,19 @@ def compiling_call(
     inside, rebuilt_outputs = InsideNode, rebuilt
 
     def compiling(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        route, constants = question([a.__class__ for a in args], [type(v) for v in kwargs.values()])
+        from torch._dynamo.comptime import comptime  # a local import: no guard
+
+        comptime(lambda ctx: _note_classes(ctx))  # a literal lambda: no guard
+        route, constants = question("noted", None)  # (a literal: `NOTED` read costs a guard)
+        if route == "ask":  # this frame runs as Python (or Dynamo holds an unread kind)
+            kinds = [a.__class__ for a in args]
+            route, constants = question(kinds, [type(v) for v in kwargs.values()])
         if route == "inside":  # Note [f inside the compile node] in `_compile_node.py`
-            positions = constants[3]
-            if any(args[i].requires_grad for i in positions) and not any(
-                args[i].is_nested for i in positions
-            ):
-                try:  # so that Dynamo runs this frame as Python where `forward` breaks
-                    *outputs, rebuild = inside.apply(constants, f, kwargs, *args)  # type: ignore[no-untyped-call]
-                finally:
-                    question(None, None)  # f's trace came back
-                return outputs[0] if rebuild == "one" else rebuilt_outputs(rebuild, outputs)
+            try:  # so that Dynamo runs this frame as Python where `forward` breaks
+                *outputs, rebuild = inside.apply(constants, f, kwargs, *args)  # type: ignore[no-untyped-call]
+            finally:
+                question(None, None)  # f's trace came back
+            return outputs[0] if rebuild == "one" else rebuilt_outputs(rebuild, outputs)
         if route == "leave":
             return leave(UNBOUND, args, kwargs)
         unwatched = None if route == "watched" else question
@@ -298,18 +301,24 @@ def compiling_call(
 # and [compile under torch.func]); else "watched", "unwatched" where f may run without the
 # watcher (Note [compile unwatched]), or "inside" where, unwatched, f may run inside the node,
 # `layout` then the node's constants (Note [f inside the compile node] in `_compile_node.py`);
+# asked with `NOTED` ("noted"): with what `_note_classes` noted, which alone lets f run inside
+# the node, or "ask" where nothing was noted (this frame runs as Python: ask with the classes);
 # asked with None: f's trace came back. A closure per decoration, run while tracing behind one
 # guard (an object of ours would cost its type and identity too).
-Question = Callable[[Sequence[type] | None, Sequence[type] | None], tuple[str, Any]]
+Question = Callable[[Sequence[type] | str | None, Sequence[type] | None], tuple[str, Any]]
 
 
 def _route_question(reach: ParameterReach, described: str) -> Question:
     pending = False  # from a decision to run f unwatched until f's trace comes back
 
-    def question(
-        kinds: Sequence[type] | None, keyword_classes: Sequence[type] | None
-    ) -> tuple[str, Any]:
+    def question(kinds: Any, keyword_classes: Sequence[type] | None) -> tuple[str, Any]:
         nonlocal pending
+        enters = False  # whether f may run inside the node: known from the note only
+        if kinds == NOTED:  # what `_note_classes` noted as Dynamo traced this call
+            noted = _NOTED_CLASSES.pop() if _NOTED_CLASSES and dynamo_tracing() else None
+            if noted is None:
+                return "ask", None
+            kinds, keyword_classes, enters = noted
         if kinds is None or keyword_classes is None:  # f's trace came back: in the deciding graph
             pending = False
             return "unwatched", None
@@ -324,11 +333,29 @@ def _route_question(reach: ParameterReach, described: str) -> Question:
         if not pending:
             return "watched", None
         layout = _plain_layout(False, kinds)
-        if layout is None or not dynamo_tracing() or is_exporting():
+        if layout is None or not enters or is_exporting():
             return "unwatched", None
         return "inside", (*layout, described, _autocast.current())
 
     return run_while_tracing(question)
+
+
+# The classes of a traced call's arguments and keyword values, as Dynamo holds them: noted by
+# `_note_classes`, handed to `comptime` while Dynamo traces the compile closure, and taken by
+# the question asked with `NOTED` next (one trace at a time: Dynamo's compile lock; a frame run
+# as Python notes nothing and the question answers "ask").
+NOTED = "noted"
+_NOTED_CLASSES: list[tuple[list[type], list[type], bool] | None] = []
+
+
+def _note_classes(ctx: Any) -> None:
+    items, keywords = traced_items(ctx, "args"), traced_items(ctx, "kwargs")
+    noted = None
+    if items is not None and keywords is not None:
+        fakes = [fake for _, fake in items if fake is not None]
+        enters = any(t.requires_grad for t in fakes) and not any(t.is_nested for t in fakes)
+        noted = [kind for kind, _ in items], [kind for kind, _ in keywords], enters
+    _NOTED_CLASSES[:] = [noted]
 
 
 # Where the question runs in a frame Dynamo compiled only in part, it and the proof's frames

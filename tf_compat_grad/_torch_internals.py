@@ -202,6 +202,25 @@ def traced_view(ctx: Any, tensors: str, function: str) -> tuple[Any, list[Any], 
     return frame, fakes, code
 
 
+def traced_items(ctx: Any, name: str) -> list[tuple[type, Any]] | None:
+    """In a `comptime` callback: for each item of the frame's local `name` (a tuple, or a dict's
+    values), its class as Dynamo holds it (`python_type`, which Dynamo's own `isinstance` reads:
+    a tensor's class is pinned by its tensor guard, a constant's by its value) and, for a
+    tensor, the fake tensor Dynamo holds (its `requires_grad` and layout are guarded with it);
+    read with no guard of their own. None where Dynamo holds something this does not read."""
+    try:
+        local = ctx.get_local(name)
+        items = local._i_will_not_complain_if_bc_breaks_VariableTracker().items
+        found = []
+        for item in items.values() if type(items) is dict else items:
+            kind = item.python_type()
+            fake = type(local)(item).as_fake() if issubclass(kind, torch.Tensor) else None
+            found.append((kind, fake))
+        return found
+    except Exception:  # (a tracker of another kind, or Dynamo's internals changed)
+        return None
+
+
 def dynamo_tracing() -> bool:
     """Whether Dynamo is tracing a frame now: asked by a function that Dynamo runs as Python
     while it traces (`run_while_tracing`), which is also called as Python where a frame runs

@@ -140,6 +140,7 @@ from ._compile_node import (
     rebuilt,
     refuse_split,
     returned_checks,
+    returned_noted,
 )
 from ._export import exported
 from ._run import UNBOUND, call_f
@@ -284,7 +285,7 @@ def compiling_call(
             route, constants = question(kinds, [type(v) for v in kwargs.values()])
         if route == "inside":  # Note [f inside the compile node] in `_compile_node.py`
             try:  # so that Dynamo runs this frame as Python where `forward` breaks
-                *outputs, rebuild = inside.apply(constants, f, kwargs, *args)  # type: ignore[no-untyped-call]
+                *outputs, rebuild = inside.apply(constants, f, kwargs, question, *args)  # type: ignore[no-untyped-call]
             finally:
                 question(None, None)  # f's trace came back
             return outputs[0] if rebuild == "one" else rebuilt_outputs(rebuild, outputs)
@@ -314,6 +315,9 @@ def _route_question(reach: ParameterReach, described: str) -> Question:
     def question(kinds: Any, keyword_classes: Sequence[type] | None) -> tuple[str, Any]:
         nonlocal pending
         enters = False  # whether f may run inside the node: known from the note only
+        if kinds == "returned":  # in `InsideNode.forward`, after f (`returned_noted`)
+            checks = returned_noted() if dynamo_tracing() else None
+            return ("ask", None) if checks is None else ("returned", checks)
         if kinds == NOTED:  # what `_note_classes` noted as Dynamo traced this call
             noted = _NOTED_CLASSES.pop() if _NOTED_CLASSES and dynamo_tracing() else None
             if noted is None:
@@ -349,9 +353,10 @@ _NOTED_CLASSES: list[tuple[list[type], list[type], bool] | None] = []
 
 
 def _note_classes(ctx: Any) -> None:
-    items, keywords = traced_items(ctx, "args"), traced_items(ctx, "kwargs")
+    held, held_keywords = traced_items(ctx, "args"), traced_items(ctx, "kwargs")
     noted = None
-    if items is not None and keywords is not None:
+    if held is not None and held_keywords is not None:
+        items, keywords = held[1], held_keywords[1]
         fakes = [fake for _, fake in items if fake is not None]
         enters = any(t.requires_grad for t in fakes) and not any(t.is_nested for t in fakes)
         noted = [kind for kind, _ in items], [kind for kind, _ in keywords], enters

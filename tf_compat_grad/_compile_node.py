@@ -68,7 +68,13 @@ from ._errors import PREFIX
 from ._record import EXACT_LIKE_INPUT, Record, input_meta
 from ._run import Layout, as_output, split
 from ._structure import flatten, unflatten
-from ._torch_internals import graph_break, is_dynamo_compiling, is_exporting, run_while_tracing
+from ._torch_internals import (
+    graph_break,
+    is_dynamo_compiling,
+    is_exporting,
+    run_while_tracing,
+    traced_items,
+)
 
 # The call's `Layout` and variables as plain constants, the only kind of non-tensor argument
 # Dynamo passes through `apply` on every supported torch (Note [compile]): (bound, spec,
@@ -232,6 +238,27 @@ def returned_checks(kind: Any, grad_fn_class: type | None = None) -> Any:
     return split_kind(kind, grad_fn_class)
 
 
+_RETURNED: list[Any] = []  # what `returned_noted` noted for the question (one trace at a time)
+
+
+def returned_noted(ctx: Any = None) -> Any:
+    """Given to `comptime` after f in `InsideNode.forward`: compares the versions of f's inputs
+    (`edits_checked`) and notes `split`'s checks of the local `out`, read from Dynamo's trackers
+    (no guard: `type()` of grad_fn costs one). Asked without a context (by the question,
+    `_route_question` in `_compile.py`): the message of an edit found ("" if none) and
+    `split_kind`'s answer (None where `split` refuses `out`), or None where nothing was noted."""
+    if ctx is None:
+        return _RETURNED.pop() if _RETURNED else None
+    edits_checked(ctx)
+    _RETURNED[:] = []
+    held = traced_items(ctx, "out")
+    if held is not None and issubclass(held[0], (tuple, list)):
+        items = held[1]
+        kind = split_kind(items[0][0], items[1][0]) if len(items) == 2 else None
+        _RETURNED.append((edits_checked(), kind))
+    return None
+
+
 def split_kind(kind: type, grad_fn_class: type) -> tuple[str, bool] | None:
     """For a pair whose items are of these classes: None where `split` refuses it (the second
     not callable), else how outputs of the first item's class are rebuilt ("one" tensor, a
@@ -310,22 +337,28 @@ class InsideNode(torch.autograd.Function):
         layout: tuple[Any, ...],
         f: Callable[..., Any],
         kwargs: dict[str, Any],
+        question: Callable[..., tuple[str, Any]],
         *args: Any,
     ) -> tuple[Any, ...]:
         _, _, n_args, positions, described, _ = layout
         from torch._dynamo.comptime import comptime  # a local import: no guard
 
-        # Note [edits in place under compile] in `_compile_exits.py` (it reads the locals)
+        # Note [edits in place under compile] in `_compile_exits.py` (it reads the locals);
+        # the callbacks are literal lambdas, which Dynamo makes without a guard
         inputs = [args[i] for i in positions]
-        comptime(returned_checks)
+        comptime(lambda c: edits_checked(c))
         out = f(*args, **kwargs)
-        comptime(returned_checks)
-        edited, pair = returned_checks(out.__class__, None)
+        comptime(lambda c: returned_noted(c))
+        noted, checks = question("returned", None)
+        if noted == "returned":
+            edited, kind = checks
+        else:  # Dynamo holds f's result in a form the note does not read: traced
+            edited, pair = returned_checks(out.__class__, None)
+            # `split`'s checks (`__len__`: the builtin `len` costs a guard)
+            pair = pair and out.__len__() == 2
+            kind = returned_checks(out[0].__class__, type(out[1])) if pair else None
         if edited:
             refuse_edited(edited)
-        # `split`'s checks (`__len__`: the builtin `len` costs a guard)
-        pair = pair and out.__len__() == 2
-        kind = returned_checks(out[0].__class__, type(out[1])) if pair else None
         if not kind:
             refuse_split(f, out, described)
         result, grad_fn = out
@@ -362,21 +395,21 @@ class InsideNode(torch.autograd.Function):
                         break
                     i += 1  # noqa: SIM113 (`enumerate` is a global: a guard)
                 else:
-                    return (None, None, None, *grads)
+                    return (None, None, None, None, *grads)
         layout = Layout(f, bound, spec, n_args, positions)
         record = Record(layout, [metas[i][1:] for i in positions], [], autocast)
         needs = ctx.needs_input_grad
-        needs = [needs[3 + i] for i in positions]
+        needs = [needs[4 + i] for i in positions]
         if autocast:
             grads = _refused(record.gradients, ctx.grad_fn, upstream[:-1], needs)
         else:
             grads = _refused(record.checked, returned, needs)
         if len(grads) == n_args:
-            return (None, None, None, *grads)
+            return (None, None, None, None, *grads)
         placed: list[torch.Tensor | None] = [None] * n_args
         for i, grad in zip(positions, grads, strict=True):
             placed[i] = grad
-        return (None, None, None, *placed)
+        return (None, None, None, None, *placed)
 
 
 Tensor = (

@@ -202,21 +202,23 @@ def traced_view(ctx: Any, tensors: str, function: str) -> tuple[Any, list[Any], 
     return frame, fakes, code
 
 
-def traced_items(ctx: Any, name: str) -> list[tuple[type, Any]] | None:
-    """In a `comptime` callback: for each item of the frame's local `name` (a tuple, or a dict's
-    values), its class as Dynamo holds it (`python_type`, which Dynamo's own `isinstance` reads:
-    a tensor's class is pinned by its tensor guard, a constant's by its value) and, for a
-    tensor, the fake tensor Dynamo holds (its `requires_grad` and layout are guarded with it);
-    read with no guard of their own. None where Dynamo holds something this does not read."""
+def traced_items(ctx: Any, name: str) -> tuple[type, list[tuple[type, Any]]] | None:
+    """In a `comptime` callback: the class of the frame's local `name` (a tuple, a list or a
+    dict) and, for each of its items (a dict's values), its class and, for a tensor, the fake
+    tensor Dynamo holds (its `requires_grad` and layout are guarded with it), as Dynamo holds
+    them: classes by `python_type`, which Dynamo's own `isinstance` reads (a tensor's class is
+    pinned by its tensor guard, a constant's by its value); read with no guard of their own.
+    None where Dynamo holds something this does not read."""
     try:
         local = ctx.get_local(name)
-        items = local._i_will_not_complain_if_bc_breaks_VariableTracker().items
+        held = local._i_will_not_complain_if_bc_breaks_VariableTracker()
+        items = held.items
         found = []
         for item in items.values() if type(items) is dict else items:
             kind = item.python_type()
             fake = type(local)(item).as_fake() if issubclass(kind, torch.Tensor) else None
             found.append((kind, fake))
-        return found
+        return held.python_type(), found
     except Exception:  # (a tracker of another kind, or Dynamo's internals changed)
         return None
 

@@ -367,21 +367,24 @@ class InsideNode(torch.autograd.Function):
         if n_outputs > 1:
             upstreams_checked(f, grad_fn, n_outputs, [], described)
         ctx.grad_fn = grad_fn
-        ctx.constants = (f, layout)
+        ctx.constants = (f, layout, n_outputs)
         metas: list[Any] = [None] * n_args  # per argument, a tensor's class and `InputMeta`
         for i in positions:
             t = args[i]
             metas[i] = (t.__class__, t.shape, t.dtype, t.device)
         ctx.metas = metas
-        return (*outputs, rebuild)
+        # One output alone: torch's `autograd.Function` code reads `tuple` (a guard) to hand
+        # several back, which come with their rebuilding last
+        return outputs[0] if rebuild == "one" else (*outputs, rebuild)
 
     @staticmethod
     def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
-        f, (bound, spec, n_args, positions, _, autocast) = ctx.constants
+        f, (bound, spec, n_args, positions, _, autocast), n_outputs = ctx.constants
+        upstream = upstream[:n_outputs]  # (not the rebuilding's)
         metas = ctx.metas
         if not autocast:  # gradients like their inputs, as they are (Note [f inside ...])
             try:
-                returned = ctx.grad_fn(*upstream[:-1])
+                returned = ctx.grad_fn(*upstream)
             except Exception as error:
                 _break_at(error)
                 raise
@@ -401,7 +404,7 @@ class InsideNode(torch.autograd.Function):
         needs = ctx.needs_input_grad
         needs = [needs[4 + i] for i in positions]
         if autocast:
-            grads = _refused(record.gradients, ctx.grad_fn, upstream[:-1], needs)
+            grads = _refused(record.gradients, ctx.grad_fn, upstream, needs)
         else:
             grads = _refused(record.checked, returned, needs)
         if len(grads) == n_args:

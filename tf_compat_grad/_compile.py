@@ -285,12 +285,12 @@ def compiling_call(
             route, constants = question(kinds, [type(v) for v in kwargs.values()])
         if route == "inside":  # Note [f inside the compile node] in `_compile_node.py`
             try:  # so that Dynamo runs this frame as Python where `forward` breaks
-                outputs = inside.apply(constants, f, kwargs, question, *args)  # type: ignore[no-untyped-call]
+                outputs: Any = inside.apply(constants, f, kwargs, question, *args)  # type: ignore[no-untyped-call]
             finally:
                 question(None, None)  # f's trace came back
             if outputs.__class__ is ().__class__:  # several outputs, their rebuilding last
-                *outputs, rebuild = outputs
-                return rebuilt_outputs(rebuild, outputs)
+                *flat, rebuild = outputs
+                return rebuilt_outputs(rebuild, flat)
             return outputs  # one tensor
         if route == "leave":
             return leave(UNBOUND, args, kwargs)

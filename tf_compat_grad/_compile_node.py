@@ -339,7 +339,7 @@ class InsideNode(torch.autograd.Function):
         kwargs: dict[str, Any],
         question: Callable[..., tuple[str, Any]],
         *args: Any,
-    ) -> tuple[Any, ...]:
+    ) -> Any:
         _, _, n_args, positions, described, _ = layout
         from torch._dynamo.comptime import comptime  # a local import: no guard
 

@@ -288,10 +288,10 @@ def compiling_call(
                 outputs: Any = inside.apply(constants, f, kwargs, question, *args)  # type: ignore[no-untyped-call]
             finally:
                 question(None, None)  # f's trace came back
-            if outputs.__class__ is ().__class__:  # several outputs, their rebuilding last
-                *flat, rebuild = outputs
-                return rebuilt_outputs(rebuild, flat)
-            return outputs  # one tensor
+            if outputs.__class__ is not ().__class__:
+                return outputs  # one tensor
+            several: tuple[Any, ...] = outputs  # several outputs, their rebuilding last
+            return rebuilt_outputs(several[-1], several[:-1])
         if route == "leave":
             return leave(UNBOUND, args, kwargs)
         unwatched = None if route == "watched" else question

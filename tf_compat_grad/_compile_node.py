@@ -255,8 +255,21 @@ def returned_noted(ctx: Any = None) -> Any:
     if held is not None and issubclass(held[0], (tuple, list)):
         items = held[1]
         kind = split_kind(items[0][0], items[1][0]) if len(items) == 2 else None
-        _RETURNED.append((edits_checked(), kind))
+        _RETURNED.append((edits_checked(), kind, kind is not None and _as_made(ctx, items, kind)))
     return None
+
+
+def _as_made(ctx: Any, items: list[tuple[type, Any]], kind: tuple[str, bool]) -> bool:
+    """Whether f's one output goes out as f made it: `handed_outputs` run on the fake tensors
+    Dynamo holds hands it back as it is (it aliases no input and does not require grad)."""
+    inputs = traced_items(ctx, "inputs")
+    result = items[0][1]
+    if kind[0] != "one" or result is None or inputs is None:
+        return False
+    try:
+        return handed_outputs(None, result, [t for _, t in inputs[1]], kind)[0][0] is result  # type: ignore[arg-type]
+    except Exception:  # (an op this torch's fake tensors refuse outside Dynamo's own calls)
+        return False
 
 
 def split_kind(kind: type, grad_fn_class: type) -> tuple[str, bool] | None:
@@ -351,8 +364,9 @@ class InsideNode(torch.autograd.Function):
         comptime(lambda c: returned_noted(c))
         noted, checks = question("returned", None)
         if noted == "returned":
-            edited, kind = checks
+            edited, kind, as_made = checks
         else:  # Dynamo holds f's result in a form the note does not read: traced
+            as_made = False
             edited, pair = returned_checks(out.__class__, None)
             # `split`'s checks (`__len__`: the builtin `len` costs a guard)
             pair = pair and out.__len__() == 2
@@ -362,7 +376,10 @@ class InsideNode(torch.autograd.Function):
         if not kind:
             refuse_split(f, out, described)
         result, grad_fn = out
-        outputs, rebuild, _ = handed_outputs(f, result, inputs, kind)
+        if as_made:  # one output, handed over as it is (`_as_made`: `handed_outputs` spared)
+            outputs, rebuild = [result], "one"
+        else:
+            outputs, rebuild, _ = handed_outputs(f, result, inputs, kind)
         n_outputs = outputs.__len__()  # (the builtin `len` costs a guard)
         if n_outputs > 1:
             upstreams_checked(f, grad_fn, n_outputs, [], described)
@@ -377,53 +394,60 @@ class InsideNode(torch.autograd.Function):
         # several back, which come with their rebuilding last
         return outputs[0] if rebuild == "one" else (*outputs, rebuild)
 
-    @staticmethod
-    def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
-        f, (bound, spec, n_args, positions, _, autocast), n_outputs = ctx.constants
-        upstream = upstream[:n_outputs]  # (not the rebuilding's)
-        metas = ctx.metas
-        if not autocast:  # gradients like their inputs, as they are (Note [f inside ...])
-            try:
-                returned = ctx.grad_fn(*upstream)
-            except Exception as error:
-                _break_at(error)
-                raise
-            grads = (returned,) if n_args == 1 else returned
-            # (a literal's class and `__len__`: each builtin read costs a guard)
-            if grads.__class__ is ().__class__ and grads.__len__() == n_args:
-                i = 0
-                for meta in metas:
-                    g: Any = grads[i]
-                    if not (g is None if meta is None else like_input(g, meta)):
-                        break
-                    i += 1  # noqa: SIM113 (`enumerate` is a global: a guard)
-                else:
-                    return (None, None, None, None, *grads)
-        layout = Layout(f, bound, spec, n_args, positions)
-        record = Record(layout, [metas[i][1:] for i in positions], [], autocast)
-        needs = ctx.needs_input_grad
-        needs = [needs[4 + i] for i in positions]
-        if autocast:
-            grads = _refused(record.gradients, ctx.grad_fn, upstream, needs)
-        else:
-            grads = _refused(record.checked, returned, needs)
-        if len(grads) == n_args:
-            return (None, None, None, None, *grads)
-        placed: list[torch.Tensor | None] = [None] * n_args
-        for i, grad in zip(positions, grads, strict=True):
-            placed[i] = grad
-        return (None, None, None, None, *placed)
+    # `backward`: `_INSIDE_BACKWARD`, generated below
 
 
+# `InsideNode.backward`, its test of a gradient rendered from `EXACT_LIKE_INPUT` (one home, in
+# `_record.py`): written out, it reads no global where every gradient is like its input (a
+# global function, or the module, costs a guard: Note [compile guards] in `_compile.py`).
+_INSIDE_BACKWARD = """
+def backward(ctx, *upstream):
+    f, (bound, spec, n_args, positions, _, autocast), n_outputs = ctx.constants
+    upstream = upstream[:n_outputs]  # (not the rebuilding's)
+    metas = ctx.metas
+    if not autocast:  # gradients like their inputs, as they are (Note [f inside ...])
+        try:
+            returned = ctx.grad_fn(*upstream)
+        except Exception as error:
+            _break_at(error)
+            raise
+        grads = (returned,) if n_args == 1 else returned
+        # (a literal's class and `__len__`: each builtin read costs a guard)
+        if grads.__class__ is ().__class__ and grads.__len__() == n_args:
+            i = 0
+            for meta in metas:
+                g = grads[i]
+                if not (g is None if meta is None else ({like})):
+                    break
+                i += 1  # (`enumerate` is a global: a guard)
+            else:
+                return (None, None, None, None, *grads)
+    layout = Layout(f, bound, spec, n_args, positions)
+    record = Record(layout, [metas[i][1:] for i in positions], [], autocast)
+    needs = ctx.needs_input_grad
+    needs = [needs[4 + i] for i in positions]
+    if autocast:
+        grads = _refused(record.gradients, ctx.grad_fn, upstream, needs)
+    else:
+        grads = _refused(record.checked, returned, needs)
+    if len(grads) == n_args:
+        return (None, None, None, None, *grads)
+    placed = [None] * n_args
+    for i, grad in zip(positions, grads, strict=True):
+        placed[i] = grad
+    return (None, None, None, None, *placed)
+"""
 Tensor = (
     torch.Tensor
 )  # the name `EXACT_LIKE_INPUT` reads where a gradient is not of its input's class
-like_input: Callable[[Any, tuple[Any, ...]], bool] = eval(
-    "lambda g, meta: "
-    + EXACT_LIKE_INPUT.format(
+_generated: dict[str, Any] = {}
+_source = _INSIDE_BACKWARD.format(
+    like=EXACT_LIKE_INPUT.format(
         g="g", kind="meta[0]", shape="meta[1]", dtype="meta[2]", device="meta[3]"
     )
 )
+exec(compile(_source, "<tf_compat_grad compile backward>", "exec"), globals(), _generated)
+InsideNode.backward = staticmethod(_generated["backward"])  # type: ignore[method-assign]
 
 
 def _gradients(ctx: Any, upstream: Sequence[Any], needs: Sequence[bool]) -> list[Any]:

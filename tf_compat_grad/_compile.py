@@ -136,6 +136,7 @@ from ._compile_exits import outside, refuse_edited, upstreams_checked
 from ._compile_node import (
     CompileNode,
     InsideNode,
+    handed_noted,
     handed_outputs,
     rebuilt,
     refuse_split,
@@ -291,6 +292,8 @@ def compiling_call(
             if outputs.__class__ is not ().__class__:
                 return outputs  # one tensor
             several: tuple[Any, ...] = outputs  # several outputs, their rebuilding last
+            if several[-1] == "tuple":  # (`rebuilt`, a cell, costs a guard)
+                return several[:-1]
             return rebuilt_outputs(several[-1], several[:-1])
         if route == "leave":
             return leave(UNBOUND, args, kwargs)
@@ -321,6 +324,8 @@ def _route_question(reach: ParameterReach, described: str) -> Question:
         if kinds == "returned":  # in `InsideNode.forward`, after f (`returned_noted`)
             checks = returned_noted() if dynamo_tracing() else None
             return ("ask", None) if checks is None else ("returned", checks)
+        if kinds == "handed":  # in `InsideNode.forward`, once f's result is split
+            return "handed", dynamo_tracing() and bool(handed_noted())
         if kinds == NOTED:  # what `_note_classes` noted as Dynamo traced this call
             noted = _NOTED_CLASSES.pop() if _NOTED_CLASSES and dynamo_tracing() else None
             if noted is None:

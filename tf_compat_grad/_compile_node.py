@@ -61,11 +61,12 @@ from . import _autocast, _structure
 from ._compile_exits import (
     edits_checked,
     outside,
+    parameters_of,
     refuse_edited,
     upstreams_checked,
 )
 from ._errors import PREFIX
-from ._record import EXACT_LIKE_INPUT, Record, input_meta
+from ._record import EXACT_LIKE_INPUT, Record, input_meta, upstreams_refusal_of_code
 from ._run import Layout, as_output, split
 from ._structure import flatten, unflatten
 from ._torch_internals import (
@@ -73,6 +74,7 @@ from ._torch_internals import (
     is_dynamo_compiling,
     is_exporting,
     run_while_tracing,
+    traced_function,
     traced_items,
 )
 
@@ -255,21 +257,62 @@ def returned_noted(ctx: Any = None) -> Any:
     if held is not None and issubclass(held[0], (tuple, list)):
         items = held[1]
         kind = split_kind(items[0][0], items[1][0]) if len(items) == 2 else None
-        _RETURNED.append((edits_checked(), kind, kind is not None and _as_made(ctx, items, kind)))
+        _RETURNED.append((edits_checked(), kind))
     return None
 
 
-def _as_made(ctx: Any, items: list[tuple[type, Any]], kind: tuple[str, bool]) -> bool:
-    """Whether f's one output goes out as f made it: `handed_outputs` run on the fake tensors
-    Dynamo holds hands it back as it is (it aliases no input and does not require grad)."""
-    inputs = traced_items(ctx, "inputs")
-    result = items[0][1]
-    if kind[0] != "one" or result is None or inputs is None:
-        return False
+_HANDED: list[bool] = []  # what `handed_noted` noted for the question (one trace at a time)
+
+
+def handed_noted(ctx: Any = None) -> bool | None:
+    """Given to `comptime` in `InsideNode.forward` once f's result is split (the locals
+    `result`, `grad_fn`, `inputs`, `kind`, `layout`): notes whether its outputs, one tensor or a
+    tuple of them, go over as f made them (`handed_outputs`, run on the fake tensors Dynamo
+    holds, hands each back as it is: none aliases an input or requires grad) and grad_fn takes
+    one upstream per output (`upstreams_refusal_of_code` on its code), so that neither is traced
+    (their globals cost a guard each). Asked without a context (by the question,
+    `_route_question` in `_compile.py`): that answer, None where nothing was noted."""
+    if ctx is None:
+        return _HANDED.pop() if _HANDED else None
+    _HANDED[:] = []
     try:
-        return handed_outputs(None, result, [t for _, t in inputs[1]], kind)[0][0] is result  # type: ignore[arg-type]
-    except Exception:  # (an op this torch's fake tensors refuse outside Dynamo's own calls)
-        return False
+        kind = ctx.get_local("kind").as_python_constant()
+        result = ctx.get_local("result")
+        if kind[0] == "one":
+            flat = [result.as_fake()]
+        elif kind[0] == "tuple":
+            held = result._i_will_not_complain_if_bc_breaks_VariableTracker()
+            flat = [type(result)(item).as_fake() for item in held.items]
+        else:
+            return None
+        inputs = [fake for _, fake in traced_items(ctx, "inputs")[1]]  # type: ignore[index]
+        handed = handed_outputs(None, flat[0] if kind[0] == "one" else (*flat,), inputs, kind)  # type: ignore[arg-type]
+        as_made = all(h is o for h, o in zip(handed[0], flat, strict=True))
+        takes = flat.__len__() == 1 or not _upstreams_refused(ctx, flat.__len__())
+    except Exception:  # (a tracker of another kind, or Dynamo's internals changed)
+        return None
+    _HANDED.append(as_made and takes)
+    return None
+
+
+def _upstreams_refused(ctx: Any, n_outputs: int) -> bool:
+    """Whether `upstreams_checked` would refuse grad_fn (the frame's local) for n_outputs
+    upstreams, or cannot tell from what Dynamo holds of it."""
+    held = traced_function(ctx, "grad_fn")
+    readable: Any
+    if held.__class__ is tuple:  # defined in the traced code
+        code, has_defaults = held
+        readable = code, None if has_defaults else 0, 0, ()
+    else:
+        readable = None if held is None else parameters_of(held)
+    if readable is None:
+        return True
+    described = ctx.get_local("layout").as_python_constant()[4]
+    code, n_defaults, n_bound, keywords = readable
+    refusal = upstreams_refusal_of_code(
+        code, n_defaults, n_bound, keywords, n_outputs, False, described
+    )
+    return bool(refusal)
 
 
 def split_kind(kind: type, grad_fn_class: type) -> tuple[str, bool] | None:
@@ -364,9 +407,8 @@ class InsideNode(torch.autograd.Function):
         comptime(lambda c: returned_noted(c))
         noted, checks = question("returned", None)
         if noted == "returned":
-            edited, kind, as_made = checks
+            edited, kind = checks
         else:  # Dynamo holds f's result in a form the note does not read: traced
-            as_made = False
             edited, pair = returned_checks(out.__class__, None)
             # `split`'s checks (`__len__`: the builtin `len` costs a guard)
             pair = pair and out.__len__() == 2
@@ -376,13 +418,15 @@ class InsideNode(torch.autograd.Function):
         if not kind:
             refuse_split(f, out, described)
         result, grad_fn = out
-        if as_made:  # one output, handed over as it is (`_as_made`: `handed_outputs` spared)
-            outputs, rebuild = [result], "one"
+        comptime(lambda c: handed_noted(c))
+        if question("handed", None)[1]:  # as f made them, grad_fn taking their upstreams
+            outputs, rebuild = ([result], "one") if kind[0] == "one" else ([*result], "tuple")
+            n_outputs = outputs.__len__()  # (the builtin `len` costs a guard)
         else:
             outputs, rebuild, _ = handed_outputs(f, result, inputs, kind)
-        n_outputs = outputs.__len__()  # (the builtin `len` costs a guard)
-        if n_outputs > 1:
-            upstreams_checked(f, grad_fn, n_outputs, [], described)
+            n_outputs = outputs.__len__()
+            if n_outputs > 1:
+                upstreams_checked(f, grad_fn, n_outputs, [], described)
         ctx.grad_fn = grad_fn
         ctx.constants = (f, layout, n_outputs)
         metas: list[Any] = [None] * n_args  # per argument, a tensor's class and `InputMeta`

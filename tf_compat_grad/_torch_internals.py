@@ -223,6 +223,20 @@ def traced_items(ctx: Any, name: str) -> tuple[type, list[tuple[type, Any]]] | N
         return None
 
 
+def traced_function(ctx: Any, name: str) -> Any:
+    """In a `comptime` callback: the frame's local `name` where Dynamo holds a function, as
+    the function itself where it was defined outside the traced code, else as `(code, whether
+    defaults are set)`; None where it holds another kind of callable."""
+    from torch._dynamo.variables import functions
+
+    held = ctx.get_local(name)._i_will_not_complain_if_bc_breaks_VariableTracker()
+    if type(held) is functions.UserFunctionVariable:
+        return held.get_function()
+    if type(held) is functions.NestedUserFunctionVariable:
+        return held.get_code(), held.defaults is not None
+    return None
+
+
 def dynamo_tracing() -> bool:
     """Whether Dynamo is tracing a frame now: asked by a function that Dynamo runs as Python
     while it traces (`run_while_tracing`), which is also called as Python where a frame runs

@@ -66,8 +66,7 @@ builtins are not read by name where a method or a literal's class does (`out.__l
 Parameters, whether grad_fn takes `variables=` is read from its code while tracing
 (`code_accepts_variables`: MLP closure 115 -> 109 guards), `check_accepts` called only to
 refuse; one output is handed back without `rebuilt`; the inside node's backward reads no global
-but its test of a gradient, and builds the record only where a gradient is not like its
-input. The function `custom_gradient` returns calls a closure (`CustomGradient._caller`), not
+where every gradient is like its input, and builds the record only where one is not. The function `custom_gradient` returns calls a closure (`CustomGradient._caller`), not
 the wrapper object, whose `__call__` cost six guards (its type, `__call__`, an instance dict
 without `__call__`, `_decorator` and `_is_compiling`, `_compiling`), and `compiling` holds the
 node class and `rebuilt` in cells (one guard each,
@@ -80,13 +79,30 @@ two names); a class Dynamo knows from the graph, so the split's decision is the 
 Parameter argument's gradient that is a plain tensor with its metadata goes out as it is, as
 `repair` would hand it (`EXACT_LIKE_INPUT`), instead of through the record's checks, whose
 globals cost about 30 guards on the MLP with Parameters as arguments; the hand-over writes
-out `_run.aliases` (a global function costs a guard). What is left (log1pexp, torch 2.13: 35
-guards against the Function's 22) is the way in (7: the function, `_caller`'s closure,
-`is_compiling`, `compiling`, the question, f, the argument's type), the split and the hand-over (5:
-`_compile_node`, `returned_checks`, which also answers the check of edits in place (Note [edits
-in place under compile] in `_compile_exits.py`), `type` for grad_fn's class, `handed_outputs`,
-and `tuple`, which torch's `autograd.Function` reads where `forward` returns several values:
-here the outputs and their plan) and backward (1: `like_input`).
+out `_run.aliases` (a global function costs a guard).
+What Dynamo holds of a value it has guarded already is read in `comptime` callbacks, which
+Dynamo runs as Python while it traces and which cost no guard when they are literal lambdas
+(made from the code's constants; what they call is read as Python, not traced): the classes,
+`requires_grad` and nesting of the arguments and keyword values (`_note_classes`, through
+`traced_items`: a tensor's are pinned by its tensor guard, a constant's by its value; read with
+`__class__` and a traced `requires_grad`, they cost a TYPE_MATCH per tensor argument); in the
+inside node, after f, `split`'s checks of f's result and grad_fn (`returned_noted`: the global
+`returned_checks` and `type` of grad_fn cost a guard each) and, once it is split, whether its
+outputs (one tensor, or a tuple of them) go over as f made them, which `handed_outputs` run on
+Dynamo's fake tensors answers, and whether grad_fn takes one upstream per output
+(`handed_noted`: `handed_outputs` and `upstreams_checked` traced cost their globals, 9 guards
+for two outputs). The answers come back through the question, which `apply` carries into the
+node (guarded once, on the way in): asked with "noted", "returned" and "handed". Where Dynamo
+holds another kind of value, or where the frame runs as Python, nothing is noted and the same
+checks are traced as before (`tests/test_compile_trackers.py`). The node hands one output back
+alone (torch's `autograd.Function` code reads `tuple` to hand several back), and a tuple of
+outputs is rebuilt without `rebuilt`; its backward is generated with `EXACT_LIKE_INPUT` written
+out (`_INSIDE_BACKWARD`: `like_input` and the `_compile_node` module cost a guard each). These
+are safe to lose: each answer is a constant of the graph decided from what the graph's guards
+already pin, and decided as the traced code decided it (the same functions, on the trackers
+and fake tensors the traced code would have read). What is left (log1pexp, torch 2.13: 28
+guards against the Function's 22) is the way in (6: `_caller`'s closure, `is_compiling`,
+`compiling`, the question, f, the node class).
 Routes that failed on torch 2.13: the node's helper functions as trace-time constants (in the
 question's answer, or returned by a `run_while_tracing` function), which would spare a guard
 each (Dynamo raised `NotImplementedError` guarding a function it had no source for), and the
@@ -95,8 +111,8 @@ on), and grad_fn's class read without `type` (its `__class__`, its `__call__`, o
 lambda's class to compare with: Dynamo raised on each). A method, or f that reads
 Parameters, takes the route of Note [compile] and adds the watcher's (about 12).
 benchmarks/README.md ("Compile guards and decorating in forward", "f inside the compile node",
-"The way in, the split and Parameters' gradients", "Builtins, one check function, one closure")
-has the counts per case and what they cost.
+"The way in, the split and Parameters' gradients", "Builtins, one check function, one closure",
+"Read from Dynamo's trackers") has the counts per case and what they cost.
 
 # Note [decorating while compiling]
 TensorFlow code often defines `@tf.custom_gradient` inside `call`, a new decoration per call,

@@ -14,10 +14,15 @@ back from `apply` as it is (it gets no gradient), so that the caller rebuilds f'
 outputs, known only inside the traced `forward`. Dynamo cannot read a class in a constant that
 a function run while tracing made (`dict` in a spec, `int` of a number), so a plain tree's plan
 is a class-free template kept by number (`_plan_number`), and a tree with a namedtuple or a
-dict subclass hands back its spec as `flatten` traced it. grad_fn's class is read with `type()`:
-`__class__` of a closure over a keyword value failed inside the traced `forward` (torch 2.13).
+dict subclass hands back its spec as `flatten` traced it. One output comes back alone, with no
+rebuilding after it. `split`'s checks, whether the outputs go over as f made them and whether
+grad_fn takes their upstreams are read from what Dynamo holds, in `comptime` callbacks
+(`returned_noted`, `handed_noted`: Note [compile guards] in `_compile.py`), and traced only
+where that cannot be read; traced, grad_fn's class is read with `type()`: `__class__` of a
+closure over a keyword value failed inside the traced `forward` (torch 2.13).
 
-`backward` reads no global on its usual way, since Dynamo guards each (Note [compile guards]):
+`backward` (generated: `_INSIDE_BACKWARD`) reads no global on its usual way, since Dynamo
+guards each (Note [compile guards]):
 where grad_fn returned, for each argument, a gradient of the tensor argument's own class or a
 plain tensor (a Parameter's gradient), with its shape, dtype and device (`EXACT_LIKE_INPUT` in
 `_record.py`: what `repair` would hand back as it is) or None for a number or string, the gradients go out as they are, decided while Dynamo traces
@@ -384,8 +389,9 @@ class CompileNode(torch.autograd.Function):
 class InsideNode(torch.autograd.Function):
     """The node of a call whose f runs inside it (Note [f inside the compile node]): `apply`
     takes `(bound, spec, number of arguments, tensor positions, f described, autocast state)`,
-    f, its keyword arguments and its positional ones, and returns f's flattened outputs, then
-    how `rebuilt` rebuilds them."""
+    f, its keyword arguments, the decoration's route question (`_route_question` in
+    `_compile.py`) and f's positional arguments, and returns f's one output, or its flattened
+    outputs, then how `rebuilt` rebuilds them."""
 
     @staticmethod
     def forward(

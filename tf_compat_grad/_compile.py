@@ -341,7 +341,7 @@ def _route_question(reach: ParameterReach, described: str) -> Question:
             checks = returned_noted() if dynamo_tracing() else None
             return ("ask", None) if checks is None else ("returned", checks)
         if kinds == "handed":  # in `InsideNode.forward`, once f's result is split
-            return "handed", dynamo_tracing() and bool(handed_noted())
+            return "handed", handed_noted() if dynamo_tracing() else None
         if kinds == NOTED:  # what `_note_classes` noted as Dynamo traced this call
             noted = _NOTED_CLASSES.pop() if _NOTED_CLASSES and dynamo_tracing() else None
             if noted is None:

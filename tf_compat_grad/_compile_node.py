@@ -81,6 +81,7 @@ from ._torch_internals import (
     run_while_tracing,
     traced_function,
     traced_items,
+    traced_tree,
 )
 
 # The call's `Layout` and variables as plain constants, the only kind of non-tensor argument
@@ -266,38 +267,54 @@ def returned_noted(ctx: Any = None) -> Any:
     return None
 
 
-_HANDED: list[bool] = []  # what `handed_noted` noted for the question (one trace at a time)
+_HANDED: list[Any] = []  # what `handed_noted` noted for the question (one trace at a time)
 
 
-def handed_noted(ctx: Any = None) -> bool | None:
+def handed_noted(ctx: Any = None) -> tuple[Any, tuple[tuple[Any, ...], ...]] | None:
     """Given to `comptime` in `InsideNode.forward` once f's result is split (the locals
-    `result`, `grad_fn`, `inputs`, `kind`, `layout`): notes whether its outputs, one tensor or a
-    tuple of them, go over as f made them (`handed_outputs`, run on the fake tensors Dynamo
-    holds, hands each back as it is: none aliases an input or requires grad) and grad_fn takes
-    one upstream per output (`upstreams_refusal_of_code` on its code), so that neither is traced
-    (their globals cost a guard each). Asked without a context (by the question,
+    `result`, `grad_fn`, `inputs`, `kind`, `layout`): notes whether its outputs, a tree of
+    tensors in plain tuples, lists and dicts, go over as f made them (`handed_outputs`, run on
+    the fake tensors Dynamo holds, hands each back as it is: none aliases an input or requires
+    grad) and grad_fn takes one upstream per output (`upstreams_refusal_of_code` on its code),
+    so that neither is traced (their globals cost a guard each): then how the outputs are
+    rebuilt and the path of keys to each, in order. Asked without a context (by the question,
     `_route_question` in `_compile.py`): that answer, None where nothing was noted."""
     if ctx is None:
         return _HANDED.pop() if _HANDED else None
     _HANDED[:] = []
     try:
         kind = ctx.get_local("kind").as_python_constant()
-        result = ctx.get_local("result")
-        if kind[0] == "one":
-            flat = [result.as_fake()]
-        elif kind[0] == "tuple":
-            held = result._i_will_not_complain_if_bc_breaks_VariableTracker()
-            flat = [type(result)(item).as_fake() for item in held.items]
-        else:
+        result = traced_tree(ctx, "result")
+        held = traced_items(ctx, "inputs")
+        if result is None or held is None:
             return None
-        inputs = [fake for _, fake in traced_items(ctx, "inputs")[1]]  # type: ignore[index]
-        handed = handed_outputs(None, flat[0] if kind[0] == "one" else (*flat,), inputs, kind)  # type: ignore[arg-type]
-        as_made = all(h is o for h, o in zip(handed[0], flat, strict=True))
-        takes = flat.__len__() == 1 or not _upstreams_refused(ctx, flat.__len__())
+        paths = _paths(result, ())
+        handed, rebuild, _ = handed_outputs(None, result, [t for _, t in held[1]], kind)  # type: ignore[arg-type]
+        if any(id(o) not in paths or paths[id(o)][0] is not o for o in handed):
+            return None  # an output copied, or made a tensor
+        if handed.__len__() > 1 and _upstreams_refused(ctx, handed.__len__()):
+            return None
     except Exception:  # (a tracker of another kind, or Dynamo's internals changed)
         return None
-    _HANDED.append(as_made and takes)
+    found = tuple(paths[id(o)][1] for o in handed)
+    if kind[0] == "tuple" and all(path.__len__() == 1 for path in found):
+        rebuild = "tuple"  # as traced: a fake tensor's class is not `Tensor`
+    _HANDED.append((rebuild, found))
     return None
+
+
+def _paths(tree: Any, path: tuple[Any, ...]) -> dict[int, tuple[Any, tuple[Any, ...]]]:
+    """Each leaf of a tree of plain containers by its `id`: the leaf and its path of keys."""
+    if isinstance(tree, dict):
+        items: Any = tree.items()
+    elif isinstance(tree, (tuple, list)):
+        items = enumerate(tree)
+    else:
+        return {id(tree): (tree, path)}
+    found = {}
+    for key, value in items:
+        found.update(_paths(value, (*path, key)))
+    return found
 
 
 def _upstreams_refused(ctx: Any, n_outputs: int) -> bool:
@@ -425,8 +442,15 @@ class InsideNode(torch.autograd.Function):
             refuse_split(f, out, described)
         result, grad_fn = out
         comptime(lambda c: handed_noted(c))
-        if question("handed", None)[1]:  # as f made them, grad_fn taking their upstreams
-            outputs, rebuild = ([result], "one") if kind[0] == "one" else ([*result], "tuple")
+        handed = question("handed", None)[1]
+        if handed:  # as f made them, grad_fn taking their upstreams: by their paths
+            rebuild, paths = handed
+            outputs = []
+            for path in paths:
+                o = result
+                for key in path:
+                    o = o[key]
+                outputs.append(o)
             n_outputs = outputs.__len__()  # (the builtin `len` costs a guard)
         else:
             outputs, rebuild, _ = handed_outputs(f, result, inputs, kind)

@@ -223,6 +223,29 @@ def traced_items(ctx: Any, name: str) -> tuple[type, list[tuple[type, Any]]] | N
         return None
 
 
+def traced_tree(ctx: Any, name: str) -> Any:
+    """In a `comptime` callback: the frame's local `name` as a tree of plain tuples, lists and
+    dicts (with constant keys) whose leaves are the fake tensors Dynamo holds of plain tensors
+    (of class `Tensor`); None where Dynamo holds anything else in it."""
+    local = ctx.get_local(name)
+    wrap = type(local)
+
+    def tree(held: Any) -> Any:
+        kind = held.python_type()
+        if kind is tuple or kind is list:
+            return kind(tree(item) for item in held.items)
+        if kind is dict:
+            return {key.vt.as_python_constant(): tree(v) for key, v in held.items.items()}
+        if kind is torch.Tensor:
+            return wrap(held).as_fake()
+        raise TypeError(kind)
+
+    try:
+        return tree(local._i_will_not_complain_if_bc_breaks_VariableTracker())
+    except Exception:  # (another kind of value, or Dynamo's internals changed)
+        return None
+
+
 def traced_function(ctx: Any, name: str) -> Any:
     """In a `comptime` callback: the frame's local `name` where Dynamo holds a function, as
     the function itself where it was defined outside the traced code, else as `(code, whether

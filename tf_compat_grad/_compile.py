@@ -152,13 +152,11 @@ from ._compile_exits import outside, refuse_edited, upstreams_checked
 from ._compile_node import (
     CompileNode,
     InsideNode,
-    handed_noted,
-    handed_outputs,
-    rebuilt,
     refuse_split,
     returned_checks,
     returned_noted,
 )
+from ._compile_outputs import handed_noted, handed_outputs, rebuilt
 from ._export import exported
 from ._run import UNBOUND, call_f
 from ._structure import leaves

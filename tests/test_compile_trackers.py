@@ -6,7 +6,7 @@ checks are traced instead: the same values, gradients and refusals, at the cost 
 import pytest
 import torch
 
-from tf_compat_grad import _compile, _compile_node, custom_gradient
+from tf_compat_grad import _compile, _compile_node, _compile_outputs, custom_gradient
 from tf_compat_grad._errors import PREFIX
 
 pytestmark = pytest.mark.traced_compile
@@ -70,9 +70,10 @@ CASES = {
 
 def _unread(monkeypatch):
     """Dynamo's trackers read as nothing: the traced checks run instead."""
-    for module in (_compile, _compile_node):
-        monkeypatch.setattr(module, "traced_items", lambda ctx, name: None, raising=False)
-    monkeypatch.setattr(_compile_node, "traced_function", lambda ctx, name: None)
+    for module in (_compile, _compile_node, _compile_outputs):
+        for name in ("traced_items", "traced_tree", "traced_function"):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, lambda ctx, name: None)
 
 
 def _leaves(out):

@@ -8,6 +8,7 @@ import torch
 
 from tf_compat_grad import _compile, _compile_node, _compile_outputs, custom_gradient
 from tf_compat_grad._errors import PREFIX
+from tf_compat_grad._structure import flatten
 
 pytestmark = pytest.mark.traced_compile
 
@@ -76,12 +77,8 @@ def _unread(monkeypatch):
                 monkeypatch.setattr(module, name, lambda ctx, name: None)
 
 
-def _leaves(out):
-    if isinstance(out, dict):
-        return [leaf for value in out.values() for leaf in _leaves(value)]
-    if isinstance(out, (list, tuple)):
-        return [leaf for value in out for leaf in _leaves(value)]
-    return [out]
+def _flat(out):
+    return flatten(out)[0]
 
 
 def _inputs(n):
@@ -103,7 +100,7 @@ def _run(fn, n):
     for _ in range(2):
         inputs = _inputs(n)
         out = compiled(*inputs)
-        outs = _leaves(out)
+        outs = _flat(out)
         assert type(out) is type(fn(*inputs))
         grads = torch.autograd.grad(sum(o.sum() for o in outs), inputs)
     assert len(graphs) == 1
@@ -119,7 +116,7 @@ def _run(fn, n):
 def test_unread_trackers_give_the_same_outputs_and_gradients(dynamo, monkeypatch, case):
     fn, n = CASES[case]
     inputs = _inputs(n)
-    expected = _leaves(fn(*inputs))
+    expected = _flat(fn(*inputs))
     expected_grads = torch.autograd.grad(sum(o.sum() for o in expected), inputs)
     read = _run(fn, n)
     _unread(monkeypatch)

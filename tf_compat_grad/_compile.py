@@ -49,7 +49,7 @@ function that Dynamo runs as Python while tracing, its result a constant of the 
 one guard (`run_while_tracing`: the route question, `_plain_layout`, `returned_checks`,
 `_leaf_classes`, `_tree_number`, `_function_kind`, `autocast_now`, the watcher's
 `_is_metadata`); a tree of outputs is numbered while traced (`_numbered`), and its
-rebuilding is such a constant (`_tree_number`, `_placed`); the compile watcher keeps the
+rebuilding is such a constant (`_tree_number`, `rebuilt`); the compile watcher keeps the
 Parameters f reads by identity and never reads their type; the arguments' classes are read with
 `__class__` (`type()` costs a class guard per tensor and Parameter); grad mode is set directly,
 not through `torch.no_grad`; a decorated function reaches its route through one closure made per
@@ -156,7 +156,7 @@ from ._compile_node import (
     returned_checks,
     returned_noted,
 )
-from ._compile_outputs import handed_noted, handed_outputs, rebuilt
+from ._compile_outputs import handed_noted, handed_outputs, numbered_plan, rebuilt
 from ._export import exported
 from ._run import UNBOUND, call_f
 from ._structure import leaves
@@ -306,9 +306,12 @@ def compiling_call(
             if outputs.__class__ is not ().__class__:
                 return outputs  # one tensor
             several: tuple[Any, ...] = outputs  # several outputs, their rebuilding last
-            if several[-1] == "tuple":  # (`rebuilt`, a cell, costs a guard)
+            rebuild = several[-1]
+            if rebuild == "tuple":  # (`rebuilt`, a cell, costs a guard)
                 return several[:-1]
-            return rebuilt_outputs(several[-1], several[:-1])
+            if rebuild[0] == "numbered":  # its template through the question (a global: a guard)
+                rebuild = "placed", question("plan", rebuild[1])[1]
+            return rebuilt_outputs(rebuild, several[:-1])
         if route == "leave":
             return leave(UNBOUND, args, kwargs)
         unwatched = None if route == "watched" else question
@@ -324,6 +327,8 @@ def compiling_call(
 # `layout` then the node's constants (Note [f inside the compile node] in `_compile_node.py`);
 # asked with `NOTED` ("noted"): with what `_note_classes` noted, which alone lets f run inside
 # the node, or "ask" where nothing was noted (this frame runs as Python: ask with the classes);
+# inside the node, with "returned" and "handed": what `returned_noted` and `handed_noted` noted;
+# with "plan" and a number: the template of a tree of outputs (`numbered_plan`);
 # asked with None: f's trace came back. A closure per decoration, run while tracing behind one
 # guard (an object of ours would cost its type and identity too).
 Question = Callable[[Sequence[type] | str | None, Sequence[type] | None], tuple[str, Any]]
@@ -332,12 +337,14 @@ Question = Callable[[Sequence[type] | str | None, Sequence[type] | None], tuple[
 def _route_question(reach: ParameterReach, described: str) -> Question:
     pending = False  # from a decision to run f unwatched until f's trace comes back
 
-    def question(kinds: Any, keyword_classes: Sequence[type] | None) -> tuple[str, Any]:
+    def question(kinds: Any, keyword_classes: Any) -> tuple[str, Any]:
         nonlocal pending
         enters = False  # whether f may run inside the node: known from the note only
         if kinds == "returned":  # in `InsideNode.forward`, after f (`returned_noted`)
             checks = returned_noted() if dynamo_tracing() else None
             return ("ask", None) if checks is None else ("returned", checks)
+        if kinds == "plan":  # the template of a tree of outputs, by its number
+            return "plan", numbered_plan(keyword_classes)
         if kinds == "handed":  # in `InsideNode.forward`, once f's result is split
             return "handed", handed_noted() if dynamo_tracing() else None
         if kinds == NOTED:  # what `_note_classes` noted as Dynamo traced this call

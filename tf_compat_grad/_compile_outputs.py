@@ -73,15 +73,30 @@ def handed_outputs(
 
 
 def rebuilt(rebuild: Any, outputs: Sequence[torch.Tensor]) -> Any:
-    """f's outputs in the structure `handed_outputs` described (or `InsideNode` numbered)."""
+    """f's outputs in the structure `handed_outputs` described (or `InsideNode` numbered): a
+    tree by the number of its template (`numbered_plan`), by its template (`"placed"`: asked
+    by number through the route question, which spares that global's guard), or by its spec."""
     if rebuild == "one":
         return outputs[0]
     if rebuild == "tuple":
         return (*outputs,)
     how, plan = rebuild  # (Dynamo 2.15 cannot read the class of a number made while tracing)
     if how == "numbered":
-        return _placed(_numbered_plan(plan), outputs)
-    return unflatten(plan, outputs)  # a spec traced by `flatten`
+        how, plan = "placed", numbered_plan(plan)
+    if how != "placed":
+        return unflatten(plan, outputs)  # a spec traced by `flatten`
+
+    def placed(template: Any) -> Any:  # (nested: a global function costs a guard)
+        """The tree `_template` describes, each leaf number replaced by that output."""
+        tag, content = template
+        if tag == "leaf":
+            return outputs[content]
+        if tag == "dict":
+            return {k: placed(t) for k, t in content}
+        items = [placed(t) for t in content]
+        return items if tag == "list" else tuple(items)
+
+    return placed(plan)
 
 
 def _numbered(tree: Any, leaves: list[Any], odd: list[Any]) -> Any:
@@ -105,8 +120,8 @@ def _numbered(tree: Any, leaves: list[Any], odd: list[Any]) -> Any:
 
 @run_while_tracing
 def _tree_number(numbered: Any) -> tuple[int, tuple[int, ...]]:
-    """For a tree numbered by `_numbered`: the number of its plan (`_numbered_plan`: how
-    `_placed` rebuilds it from the flattened leaves, as `unflatten` would) and the order of its
+    """For a tree numbered by `_numbered`: the number of its plan (`numbered_plan`: how
+    `rebuilt` rebuilds it from the flattened leaves, as `unflatten` would) and the order of its
     leaves in `flatten`'s order."""
     order, spec = flatten(numbered)
     return _plan_number(_template(unflatten(spec, range(len(order))))), tuple(order)
@@ -120,17 +135,6 @@ def _template(tree: Any) -> Any:
     if isinstance(tree, (list, tuple)):
         return ("list" if isinstance(tree, list) else "tuple", tuple(map(_template, tree)))
     return ("leaf", tree)
-
-
-def _placed(template: Any, values: Sequence[Any]) -> Any:
-    """The tree `_template` describes, each leaf number replaced by that item of values."""
-    tag, content = template
-    if tag == "leaf":
-        return values[content]
-    if tag == "dict":
-        return {k: _placed(t, values) for k, t in content}
-    items = [_placed(t, values) for t in content]
-    return items if tag == "list" else tuple(items)
 
 
 # How trees of outputs are rebuilt, one per trace of a call that returned a tree (a few hundred
@@ -147,7 +151,7 @@ def _plan_number(plan: Any) -> int:
 
 
 @run_while_tracing
-def _numbered_plan(number: int) -> Any:
+def numbered_plan(number: int) -> Any:
     return _PLANS[number]
 
 

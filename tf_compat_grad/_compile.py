@@ -96,7 +96,8 @@ node (guarded once, on the way in): asked with "noted", "returned" and "handed".
 holds another kind of value, or where the frame runs as Python, nothing is noted and the same
 checks are traced as before (`tests/test_compile_trackers.py`). The node hands one output back
 alone (torch's `autograd.Function` code reads `tuple` to hand several back), and a tuple of
-outputs is rebuilt without `rebuilt`; its backward is generated with `EXACT_LIKE_INPUT` written
+outputs is rebuilt without `rebuilt`, and a tree from its template, asked by number through
+the question (`numbered_plan` and a global recursive function cost 3 guards); its backward is generated with `EXACT_LIKE_INPUT` written
 out (`_INSIDE_BACKWARD`: `like_input` and the `_compile_node` module cost a guard each). These
 are safe to lose: each answer is a constant of the graph decided from what the graph's guards
 already pin, and decided as the traced code decided it (the same functions, on the trackers

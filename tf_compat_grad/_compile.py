@@ -49,7 +49,7 @@ function that Dynamo runs as Python while tracing, its result a constant of the 
 one guard (`run_while_tracing`: the route question, `_plain_layout`, `returned_checks`,
 `_leaf_classes`, `_tree_number`, `_function_kind`, `autocast_now`, the watcher's
 `_is_metadata`); a tree of outputs is numbered while traced (`_numbered`), and its
-rebuilding is such a constant (`_tree_number`, `_placed`); the compile watcher keeps the
+rebuilding is such a constant (`_tree_number`, `rebuilt`); the compile watcher keeps the
 Parameters f reads by identity and never reads their type; the arguments' classes are read with
 `__class__` (`type()` costs a class guard per tensor and Parameter); grad mode is set directly,
 not through `torch.no_grad`; a decorated function reaches its route through one closure made per
@@ -66,8 +66,7 @@ builtins are not read by name where a method or a literal's class does (`out.__l
 Parameters, whether grad_fn takes `variables=` is read from its code while tracing
 (`code_accepts_variables`: MLP closure 115 -> 109 guards), `check_accepts` called only to
 refuse; one output is handed back without `rebuilt`; the inside node's backward reads no global
-but its test of a gradient, and builds the record only where a gradient is not like its
-input. The function `custom_gradient` returns calls a closure (`CustomGradient._caller`), not
+where every gradient is like its input, and builds the record only where one is not. The function `custom_gradient` returns calls a closure (`CustomGradient._caller`), not
 the wrapper object, whose `__call__` cost six guards (its type, `__call__`, an instance dict
 without `__call__`, `_decorator` and `_is_compiling`, `_compiling`), and `compiling` holds the
 node class and `rebuilt` in cells (one guard each,
@@ -80,13 +79,31 @@ two names); a class Dynamo knows from the graph, so the split's decision is the 
 Parameter argument's gradient that is a plain tensor with its metadata goes out as it is, as
 `repair` would hand it (`EXACT_LIKE_INPUT`), instead of through the record's checks, whose
 globals cost about 30 guards on the MLP with Parameters as arguments; the hand-over writes
-out `_run.aliases` (a global function costs a guard). What is left (log1pexp, torch 2.13: 35
-guards against the Function's 22) is the way in (7: the function, `_caller`'s closure,
-`is_compiling`, `compiling`, the question, f, the argument's type), the split and the hand-over (5:
-`_compile_node`, `returned_checks`, which also answers the check of edits in place (Note [edits
-in place under compile] in `_compile_exits.py`), `type` for grad_fn's class, `handed_outputs`,
-and `tuple`, which torch's `autograd.Function` reads where `forward` returns several values:
-here the outputs and their plan) and backward (1: `like_input`).
+out `_run.aliases` (a global function costs a guard).
+What Dynamo holds of a value it has guarded already is read in `comptime` callbacks, which
+Dynamo runs as Python while it traces and which cost no guard when they are literal lambdas
+(made from the code's constants; what they call is read as Python, not traced): the classes,
+`requires_grad` and nesting of the arguments and keyword values (`_note_classes`, through
+`traced_items`: a tensor's are pinned by its tensor guard, a constant's by its value; read with
+`__class__` and a traced `requires_grad`, they cost a TYPE_MATCH per tensor argument); in the
+inside node, after f, `split`'s checks of f's result and grad_fn (`returned_noted`: the global
+`returned_checks` and `type` of grad_fn cost a guard each) and, once it is split, whether its
+outputs (one tensor, or a tuple of them) go over as f made them, which `handed_outputs` run on
+Dynamo's fake tensors answers, and whether grad_fn takes one upstream per output
+(`handed_noted`: `handed_outputs` and `upstreams_checked` traced cost their globals, 9 guards
+for two outputs). The answers come back through the question, which `apply` carries into the
+node (guarded once, on the way in): asked with "noted", "returned" and "handed". Where Dynamo
+holds another kind of value, or where the frame runs as Python, nothing is noted and the same
+checks are traced as before (`tests/test_compile_trackers.py`). The node hands one output back
+alone (torch's `autograd.Function` code reads `tuple` to hand several back), and a tuple of
+outputs is rebuilt without `rebuilt`, and a tree from its template, asked by number through
+the question (`numbered_plan` and a global recursive function cost 3 guards); its backward is generated with `EXACT_LIKE_INPUT` written
+out (`_INSIDE_BACKWARD`: `like_input` and the `_compile_node` module cost a guard each). These
+are safe to lose: each answer is a constant of the graph decided from what the graph's guards
+already pin, and decided as the traced code decided it (the same functions, on the trackers
+and fake tensors the traced code would have read). What is left (log1pexp, torch 2.13: 28
+guards against the Function's 22) is the way in (6: `_caller`'s closure, `is_compiling`,
+`compiling`, the question, f, the node class).
 Routes that failed on torch 2.13: the node's helper functions as trace-time constants (in the
 question's answer, or returned by a `run_while_tracing` function), which would spare a guard
 each (Dynamo raised `NotImplementedError` guarding a function it had no source for), and the
@@ -95,8 +112,8 @@ on), and grad_fn's class read without `type` (its `__class__`, its `__call__`, o
 lambda's class to compare with: Dynamo raised on each). A method, or f that reads
 Parameters, takes the route of Note [compile] and adds the watcher's (about 12).
 benchmarks/README.md ("Compile guards and decorating in forward", "f inside the compile node",
-"The way in, the split and Parameters' gradients", "Builtins, one check function, one closure")
-has the counts per case and what they cost.
+"The way in, the split and Parameters' gradients", "Builtins, one check function, one closure",
+"Read from Dynamo's trackers") has the counts per case and what they cost.
 
 # Note [decorating while compiling]
 TensorFlow code often defines `@tf.custom_gradient` inside `call`, a new decoration per call,
@@ -136,11 +153,11 @@ from ._compile_exits import outside, refuse_edited, upstreams_checked
 from ._compile_node import (
     CompileNode,
     InsideNode,
-    handed_outputs,
-    rebuilt,
     refuse_split,
     returned_checks,
+    returned_noted,
 )
+from ._compile_outputs import handed_noted, handed_outputs, numbered_plan, rebuilt
 from ._export import exported
 from ._run import UNBOUND, call_f
 from ._structure import leaves
@@ -154,6 +171,7 @@ from ._torch_internals import (
     never_compiled,
     run_while_tracing,
     set_grad_mode,
+    traced_items,
     transforms_active_while_tracing,
 )
 from ._variables import check_accepts, code_accepts_variables
@@ -274,17 +292,27 @@ def compiling_call(
     inside, rebuilt_outputs = InsideNode, rebuilt
 
     def compiling(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        route, constants = question([a.__class__ for a in args], [type(v) for v in kwargs.values()])
+        from torch._dynamo.comptime import comptime  # a local import: no guard
+
+        comptime(lambda ctx: _note_classes(ctx))  # a literal lambda: no guard
+        route, constants = question("noted", None)  # (a literal: `NOTED` read costs a guard)
+        if route == "ask":  # this frame runs as Python (or Dynamo holds an unread kind)
+            kinds = [a.__class__ for a in args]
+            route, constants = question(kinds, [type(v) for v in kwargs.values()])
         if route == "inside":  # Note [f inside the compile node] in `_compile_node.py`
-            positions = constants[3]
-            if any(args[i].requires_grad for i in positions) and not any(
-                args[i].is_nested for i in positions
-            ):
-                try:  # so that Dynamo runs this frame as Python where `forward` breaks
-                    *outputs, rebuild = inside.apply(constants, f, kwargs, *args)  # type: ignore[no-untyped-call]
-                finally:
-                    question(None, None)  # f's trace came back
-                return outputs[0] if rebuild == "one" else rebuilt_outputs(rebuild, outputs)
+            try:  # so that Dynamo runs this frame as Python where `forward` breaks
+                outputs: Any = inside.apply(constants, f, kwargs, question, *args)  # type: ignore[no-untyped-call]
+            finally:
+                question(None, None)  # f's trace came back
+            if outputs.__class__ is not ().__class__:
+                return outputs  # one tensor
+            several: tuple[Any, ...] = outputs  # several outputs, their rebuilding last
+            rebuild = several[-1]
+            if rebuild == "tuple":  # (`rebuilt`, a cell, costs a guard)
+                return several[:-1]
+            if rebuild[0] == "numbered":  # its template through the question (a global: a guard)
+                rebuild = "placed", question("plan", rebuild[1])[1]
+            return rebuilt_outputs(rebuild, several[:-1])
         if route == "leave":
             return leave(UNBOUND, args, kwargs)
         unwatched = None if route == "watched" else question
@@ -298,18 +326,33 @@ def compiling_call(
 # and [compile under torch.func]); else "watched", "unwatched" where f may run without the
 # watcher (Note [compile unwatched]), or "inside" where, unwatched, f may run inside the node,
 # `layout` then the node's constants (Note [f inside the compile node] in `_compile_node.py`);
+# asked with `NOTED` ("noted"): with what `_note_classes` noted, which alone lets f run inside
+# the node, or "ask" where nothing was noted (this frame runs as Python: ask with the classes);
+# inside the node, with "returned" and "handed": what `returned_noted` and `handed_noted` noted;
+# with "plan" and a number: the template of a tree of outputs (`numbered_plan`);
 # asked with None: f's trace came back. A closure per decoration, run while tracing behind one
 # guard (an object of ours would cost its type and identity too).
-Question = Callable[[Sequence[type] | None, Sequence[type] | None], tuple[str, Any]]
+Question = Callable[[Sequence[type] | str | None, Sequence[type] | None], tuple[str, Any]]
 
 
 def _route_question(reach: ParameterReach, described: str) -> Question:
     pending = False  # from a decision to run f unwatched until f's trace comes back
 
-    def question(
-        kinds: Sequence[type] | None, keyword_classes: Sequence[type] | None
-    ) -> tuple[str, Any]:
+    def question(kinds: Any, keyword_classes: Any) -> tuple[str, Any]:
         nonlocal pending
+        enters = False  # whether f may run inside the node: known from the note only
+        if kinds == "returned":  # in `InsideNode.forward`, after f (`returned_noted`)
+            checks = returned_noted() if dynamo_tracing() else None
+            return ("ask", None) if checks is None else ("returned", checks)
+        if kinds == "plan":  # the template of a tree of outputs, by its number
+            return "plan", numbered_plan(keyword_classes)
+        if kinds == "handed":  # in `InsideNode.forward`, once f's result is split
+            return "handed", handed_noted() if dynamo_tracing() else None
+        if kinds == NOTED:  # what `_note_classes` noted as Dynamo traced this call
+            noted = _NOTED_CLASSES.pop() if _NOTED_CLASSES and dynamo_tracing() else None
+            if noted is None:
+                return "ask", None
+            kinds, keyword_classes, enters = noted
         if kinds is None or keyword_classes is None:  # f's trace came back: in the deciding graph
             pending = False
             return "unwatched", None
@@ -324,11 +367,30 @@ def _route_question(reach: ParameterReach, described: str) -> Question:
         if not pending:
             return "watched", None
         layout = _plain_layout(False, kinds)
-        if layout is None or not dynamo_tracing() or is_exporting():
+        if layout is None or not enters or is_exporting():
             return "unwatched", None
         return "inside", (*layout, described, _autocast.current())
 
     return run_while_tracing(question)
+
+
+# The classes of a traced call's arguments and keyword values, as Dynamo holds them: noted by
+# `_note_classes`, handed to `comptime` while Dynamo traces the compile closure, and taken by
+# the question asked with `NOTED` next (one trace at a time: Dynamo's compile lock; a frame run
+# as Python notes nothing and the question answers "ask").
+NOTED = "noted"
+_NOTED_CLASSES: list[tuple[list[type], list[type], bool] | None] = []
+
+
+def _note_classes(ctx: Any) -> None:
+    held, held_keywords = traced_items(ctx, "args"), traced_items(ctx, "kwargs")
+    noted = None
+    if held is not None and held_keywords is not None:
+        items, keywords = held[1], held_keywords[1]
+        fakes = [fake for _, fake in items if fake is not None]
+        enters = any(t.requires_grad for t in fakes) and not any(t.is_nested for t in fakes)
+        noted = [kind for kind, _ in items], [kind for kind, _ in keywords], enters
+    _NOTED_CLASSES[:] = [noted]
 
 
 # Where the question runs in a frame Dynamo compiled only in part, it and the proof's frames

@@ -1,5 +1,5 @@
-"""The nodes of a compiled decorated call (Note [compile] in `_compile.py`), and how f's outputs
-go into them and come out.
+"""The nodes of a compiled decorated call (Note [compile] in `_compile.py`); how f's outputs go
+into them and come out is `_compile_outputs.py`.
 
 # Note [f inside the compile node]
 Where a call runs f without the watcher (Note [compile unwatched] in `_compile.py`), its
@@ -8,16 +8,21 @@ grad, f runs inside the node's `forward` (`InsideNode`), as a hand-written `auto
 runs its own code: the graphs AOT autograd makes of the call are the Function's (no `detach` per
 output), and none of the work around f that Dynamo would guard is traced outside the node.
 `forward` splits f's result, checks that grad_fn can take the upstreams, hands the outputs over
-flattened (Note [compile outputs]), notes each tensor argument's class, shape, dtype and device
+flattened (Note [compile outputs] in `_compile_outputs.py`), notes each tensor argument's class, shape, dtype and device
 for backward, and returns, after the outputs, how they are rebuilt: a constant, which Dynamo hands
 back from `apply` as it is (it gets no gradient), so that the caller rebuilds f's tree of
 outputs, known only inside the traced `forward`. Dynamo cannot read a class in a constant that
 a function run while tracing made (`dict` in a spec, `int` of a number), so a plain tree's plan
 is a class-free template kept by number (`_plan_number`), and a tree with a namedtuple or a
-dict subclass hands back its spec as `flatten` traced it. grad_fn's class is read with `type()`:
-`__class__` of a closure over a keyword value failed inside the traced `forward` (torch 2.13).
+dict subclass hands back its spec as `flatten` traced it. One output comes back alone, with no
+rebuilding after it. `split`'s checks, whether the outputs go over as f made them and whether
+grad_fn takes their upstreams are read from what Dynamo holds, in `comptime` callbacks
+(`returned_noted`, `handed_noted`: Note [compile guards] in `_compile.py`), and traced only
+where that cannot be read; traced, grad_fn's class is read with `type()`: `__class__` of a
+closure over a keyword value failed inside the traced `forward` (torch 2.13).
 
-`backward` reads no global on its usual way, since Dynamo guards each (Note [compile guards]):
+`backward` (generated: `_INSIDE_BACKWARD`) reads no global on its usual way, since Dynamo
+guards each (Note [compile guards]):
 where grad_fn returned, for each argument, a gradient of the tensor argument's own class or a
 plain tensor (a Parameter's gradient), with its shape, dtype and device (`EXACT_LIKE_INPUT` in
 `_record.py`: what `repair` would hand back as it is) or None for a number or string, the gradients go out as they are, decided while Dynamo traces
@@ -36,39 +41,28 @@ error, naming f. So does a graph break in f itself: f then runs in a frame of it
 the node, and since the trace of f never came back the question stays pending and the call is
 watched from then on.
 
-# Note [compile outputs]
-f's outputs go into the node as inputs of `apply`, and its forward hands them over detached:
-an input an `autograd.Function` returns as it is becomes a view of it (Dynamo adds `view_as`),
-which may not be edited in place. One `detach` is the whole cost in the graph over a
-hand-written Function: an output f made under `no_grad` is passed as it is (detaching it first
-was a second op per output). An output that is an input, a view of one, or an earlier output
-is copied (`handed_outputs`), as in eager mode: Dynamo refuses a tensor passed twice to `apply`,
-and before, an edit in place of `return x, grad_fn`'s output changed x. Inside the node (Note
-[f inside the compile node]) the outputs are f's own, made under `no_grad`, and only those that
-alias are copied. A tree of outputs in plain lists, tuples and dicts is numbered while traced
-(`_numbered`), its rebuilding a trace-time constant (`_tree_number`, `rebuilt`).
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import torch
 
 from . import _autocast, _structure
-from ._compile_exits import (
-    edits_checked,
-    outside,
-    refuse_edited,
-    upstreams_checked,
-)
+from ._compile_exits import edits_checked, outside, refuse_edited, upstreams_checked
+from ._compile_outputs import handed_noted, handed_outputs
 from ._errors import PREFIX
-from ._record import EXACT_LIKE_INPUT, Record, check_upstreams, input_meta
-from ._run import Layout, as_output, split
-from ._structure import flatten, unflatten
-from ._torch_internals import graph_break, is_dynamo_compiling, is_exporting, run_while_tracing
+from ._record import EXACT_LIKE_INPUT, Record, check_upstreams, input_meta  # noqa: F401 (the generated backward reads check_upstreams)
+from ._run import Layout, split
+from ._torch_internals import (
+    graph_break,
+    is_dynamo_compiling,
+    is_exporting,
+    run_while_tracing,
+    traced_items,
+)
 
 # The call's `Layout` and variables as plain constants, the only kind of non-tensor argument
 # Dynamo passes through `apply` on every supported torch (Note [compile]): (bound, spec,
@@ -76,133 +70,7 @@ from ._torch_internals import graph_break, is_dynamo_compiling, is_exporting, ru
 _Constants = tuple[bool, _structure.Spec, int, Sequence[int], list[torch.nn.Parameter]]
 
 
-def handed_outputs(
-    f: Callable[..., Any], result: Any, sources: Sequence[torch.Tensor], kind: tuple[str, bool]
-) -> tuple[list[torch.Tensor], Any, bool]:
-    """f's result flattened as a node takes it, how `rebuilt` rebuilds it, and whether
-    `torch.export` traces the call (Note [export] in `_export.py`); `sources`: the call's
-    tensor inputs and variables; `kind`: what `split_kind` answered. Each output as it is where f made
-    it (under `no_grad`), detached where it requires grad, and copied where it aliases one of `sources` or an earlier
-    output (Note [compile outputs])."""
-    rebuild: Any
-    rebuild, exporting = kind
-    if rebuild == "one":
-        flat = [result]
-    elif rebuild == "tuple" and _all_tensor_classes([o.__class__ for o in result]):
-        flat = result
-    else:  # a tree: its spec and its rebuilding are trace-time constants, kept by number
-        # (Dynamo cannot read a class in a constant made in `InsideNode`'s traced forward)
-        found: list[Any] = []
-        odd: list[Any] = []  # containers other than plain lists, tuples and dicts
-        numbered = _numbered(result, found, odd)
-        if odd:  # its spec traced, as `flatten` makes it
-            flat, spec = flatten(result)
-            rebuild = ("spec", spec)
-        else:
-            number, order = _tree_number(numbered)
-            rebuild, flat = ("numbered", number), [found[i] for i in order]
-        if not _all_tensor_classes([o.__class__ for o in flat]):
-            spec = flatten(numbered if not odd else result)[1]  # for `as_output`'s messages
-            flat = [as_output(f, o, i, spec) for i, o in enumerate(flat)]
-    handed: list[torch.Tensor] = []
-    for o in flat:
-        base = o._base
-        # `_run.aliases` written out (a global function costs a guard), then earlier outputs
-        if any(
-            o is s or (base is not None and (base is s or base is s._base)) for s in sources
-        ) or any(o is e or base is e or e._base is o for e in flat[: handed.__len__()]):
-            handed.append(o.detach().clone())  # as eager copies them (Note [outputs that
-            # alias an input] in `_run.py`)
-        else:
-            handed.append(o.detach() if o.requires_grad else o)
-    return handed, rebuild, exporting
-
-
-def rebuilt(rebuild: Any, outputs: Sequence[torch.Tensor]) -> Any:
-    """f's outputs in the structure `handed_outputs` described (or `InsideNode` numbered)."""
-    if rebuild == "one":
-        return outputs[0]
-    if rebuild == "tuple":
-        return (*outputs,)
-    how, plan = rebuild  # (Dynamo 2.15 cannot read the class of a number made while tracing)
-    if how == "numbered":
-        return _placed(_numbered_plan(plan), outputs)
-    return unflatten(plan, outputs)  # a spec traced by `flatten`
-
-
-def _numbered(tree: Any, leaves: list[Any], odd: list[Any]) -> Any:
-    """tree with each leaf replaced by its index in `leaves`, where it is appended; a container
-    other than a plain list, tuple or dict is appended to `odd` (Dynamo traces it, reading no
-    global but itself: Note [compile guards])."""
-    # (`__class__`, classes of literals, `__len__`: each builtin read costs a guard, and
-    # `type` of a tensor a guard on `Tensor` too)
-    kind = tree.__class__
-    if kind is ().__class__:
-        return (*[_numbered(x, leaves, odd) for x in tree],)
-    if kind is [].__class__:
-        return [_numbered(x, leaves, odd) for x in tree]
-    if kind is {}.__class__:
-        return {k: _numbered(v, leaves, odd) for k, v in tree.items()}
-    if isinstance(tree, ([].__class__, ().__class__, {}.__class__)):
-        odd.append(tree)
-    leaves.append(tree)
-    return leaves.__len__() - 1
-
-
-@run_while_tracing
-def _tree_number(numbered: Any) -> tuple[int, tuple[int, ...]]:
-    """For a tree numbered by `_numbered`: the number of its plan (`_numbered_plan`: how
-    `_placed` rebuilds it from the flattened leaves, as `unflatten` would) and the order of its
-    leaves in `flatten`'s order."""
-    order, spec = flatten(numbered)
-    return _plan_number(_template(unflatten(spec, range(len(order))))), tuple(order)
-
-
-def _template(tree: Any) -> Any:
-    """A tree of plain containers of numbers as tagged tuples, which Dynamo reads without
-    guards (the type of a trace-time constant has none)."""
-    if isinstance(tree, dict):
-        return ("dict", tuple((k, _template(v)) for k, v in tree.items()))
-    if isinstance(tree, (list, tuple)):
-        return ("list" if isinstance(tree, list) else "tuple", tuple(map(_template, tree)))
-    return ("leaf", tree)
-
-
-def _placed(template: Any, values: Sequence[Any]) -> Any:
-    """The tree `_template` describes, each leaf number replaced by that item of values."""
-    tag, content = template
-    if tag == "leaf":
-        return values[content]
-    if tag == "dict":
-        return {k: _placed(t, values) for k, t in content}
-    items = [_placed(t, values) for t in content]
-    return items if tag == "list" else tuple(items)
-
-
-# How trees of outputs are rebuilt, one per trace of a call that returned a tree (a few hundred
-# bytes each; not shared between traces: `==` would take a key `True` for a key `1`).
-_PLANS: dict[int, Any] = {}
-_NEXT_PLAN = itertools.count()  # (`next` of it is atomic: traces in two threads get two)
-
-
-@run_while_tracing
-def _plan_number(plan: Any) -> int:
-    number = next(_NEXT_PLAN)
-    _PLANS[number] = plan
-    return number
-
-
-@run_while_tracing
-def _numbered_plan(number: int) -> Any:
-    return _PLANS[number]
-
-
 # Trace-time constants of the compile path, read from classes (Note [compile guards]).
-
-
-@run_while_tracing
-def _all_tensor_classes(kinds: list[type]) -> bool:
-    return all(kind is torch.Tensor for kind in kinds)
 
 
 @run_while_tracing
@@ -230,6 +98,27 @@ def returned_checks(kind: Any, grad_fn_class: type | None = None) -> Any:
     if grad_fn_class is None:
         return edits_checked(), issubclass(kind, (tuple, list))
     return split_kind(kind, grad_fn_class)
+
+
+_RETURNED: list[Any] = []  # what `returned_noted` noted for the question (one trace at a time)
+
+
+def returned_noted(ctx: Any = None) -> Any:
+    """Given to `comptime` after f in `InsideNode.forward`: compares the versions of f's inputs
+    (`edits_checked`) and notes `split`'s checks of the local `out`, read from Dynamo's trackers
+    (no guard: `type()` of grad_fn costs one). Asked without a context (by the question,
+    `_route_question` in `_compile.py`): the message of an edit found ("" if none) and
+    `split_kind`'s answer (None where `split` refuses `out`), or None where nothing was noted."""
+    if ctx is None:
+        return _RETURNED.pop() if _RETURNED else None
+    edits_checked(ctx)
+    _RETURNED[:] = []
+    held = traced_items(ctx, "out")
+    if held is not None and issubclass(held[0], (tuple, list)):
+        items = held[1]
+        kind = split_kind(items[0][0], items[1][0]) if len(items) == 2 else None
+        _RETURNED.append((edits_checked(), kind))
+    return None
 
 
 def split_kind(kind: type, grad_fn_class: type) -> tuple[str, bool] | None:
@@ -301,8 +190,9 @@ class CompileNode(torch.autograd.Function):
 class InsideNode(torch.autograd.Function):
     """The node of a call whose f runs inside it (Note [f inside the compile node]): `apply`
     takes `(bound, spec, number of arguments, tensor positions, f described, autocast state)`,
-    f, its keyword arguments and its positional ones, and returns f's flattened outputs, then
-    how `rebuilt` rebuilds them."""
+    f, its keyword arguments, the decoration's route question (`_route_question` in
+    `_compile.py`) and f's positional arguments, and returns f's one output, or its flattened
+    outputs, then how `rebuilt` rebuilds them."""
 
     @staticmethod
     def forward(
@@ -310,86 +200,114 @@ class InsideNode(torch.autograd.Function):
         layout: tuple[Any, ...],
         f: Callable[..., Any],
         kwargs: dict[str, Any],
+        question: Callable[..., tuple[str, Any]],
         *args: Any,
-    ) -> tuple[Any, ...]:
+    ) -> Any:
         _, _, n_args, positions, described, _ = layout
         from torch._dynamo.comptime import comptime  # a local import: no guard
 
-        # Note [edits in place under compile] in `_compile_exits.py` (it reads the locals)
+        # Note [edits in place under compile] in `_compile_exits.py` (it reads the locals);
+        # the callbacks are literal lambdas, which Dynamo makes without a guard
         inputs = [args[i] for i in positions]
-        comptime(returned_checks)
+        comptime(lambda c: edits_checked(c))
         out = f(*args, **kwargs)
-        comptime(returned_checks)
-        edited, pair = returned_checks(out.__class__, None)
+        comptime(lambda c: returned_noted(c))
+        noted, checks = question("returned", None)
+        if noted == "returned":
+            edited, kind = checks
+        else:  # Dynamo holds f's result in a form the note does not read: traced
+            edited, pair = returned_checks(out.__class__, None)
+            # `split`'s checks (`__len__`: the builtin `len` costs a guard)
+            pair = pair and out.__len__() == 2
+            kind = returned_checks(out[0].__class__, type(out[1])) if pair else None
         if edited:
             refuse_edited(edited)
-        # `split`'s checks (`__len__`: the builtin `len` costs a guard)
-        pair = pair and out.__len__() == 2
-        kind = returned_checks(out[0].__class__, type(out[1])) if pair else None
         if not kind:
             refuse_split(f, out, described)
         result, grad_fn = out
-        outputs, rebuild, _ = handed_outputs(f, result, inputs, kind)
-        n_outputs = outputs.__len__()  # (the builtin `len` costs a guard)
-        if n_outputs > 1:
-            upstreams_checked(f, grad_fn, n_outputs, [], described)
+        comptime(lambda c: handed_noted(c))
+        handed = question("handed", None)[1]
+        if handed:  # as f made them, grad_fn taking their upstreams: by their paths
+            rebuild, paths = handed
+            outputs = []
+            for path in paths:
+                o = result
+                for key in path:
+                    o = o[key]
+                outputs.append(o)
+            n_outputs = outputs.__len__()  # (the builtin `len` costs a guard)
+        else:
+            outputs, rebuild, _ = handed_outputs(f, result, inputs, kind)
+            n_outputs = outputs.__len__()
+            if n_outputs > 1:
+                upstreams_checked(f, grad_fn, n_outputs, [], described)
         ctx.grad_fn = grad_fn
-        ctx.constants = (f, layout)
+        ctx.constants = (f, layout, n_outputs)
         metas: list[Any] = [None] * n_args  # per argument, a tensor's class and `InputMeta`
         for i in positions:
             t = args[i]
             metas[i] = (t.__class__, t.shape, t.dtype, t.device)
         ctx.metas = metas
-        return (*outputs, rebuild)
+        # One output alone: torch's `autograd.Function` code reads `tuple` (a guard) to hand
+        # several back, which come with their rebuilding last
+        return outputs[0] if rebuild == "one" else (*outputs, rebuild)
 
-    @staticmethod
-    def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
-        f, (bound, spec, n_args, positions, _, autocast) = ctx.constants
-        metas = ctx.metas
-        if not autocast:  # gradients like their inputs, as they are (Note [f inside ...])
-            try:
-                returned = ctx.grad_fn(*upstream[:-1])
-            except Exception as error:
-                _break_at(error)
-                if isinstance(error, TypeError):  # Note [upstreams under compile]
-                    check_upstreams(f, ctx.grad_fn, len(upstream) - 1, [])
-                raise
-            grads = (returned,) if n_args == 1 else returned
-            # (a literal's class and `__len__`: each builtin read costs a guard)
-            if grads.__class__ is ().__class__ and grads.__len__() == n_args:
-                i = 0
-                for meta in metas:
-                    g: Any = grads[i]
-                    if not (g is None if meta is None else like_input(g, meta)):
-                        break
-                    i += 1  # noqa: SIM113 (`enumerate` is a global: a guard)
-                else:
-                    return (None, None, None, *grads)
-        layout = Layout(f, bound, spec, n_args, positions)
-        record = Record(layout, [metas[i][1:] for i in positions], [], autocast)
-        needs = ctx.needs_input_grad
-        needs = [needs[3 + i] for i in positions]
-        if autocast:
-            grads = _refused(record.gradients, ctx.grad_fn, upstream[:-1], needs)
-        else:
-            grads = _refused(record.checked, returned, needs)
-        if len(grads) == n_args:
-            return (None, None, None, *grads)
-        placed: list[torch.Tensor | None] = [None] * n_args
-        for i, grad in zip(positions, grads, strict=True):
-            placed[i] = grad
-        return (None, None, None, *placed)
+    # `backward`: `_INSIDE_BACKWARD`, generated below
 
 
+# `InsideNode.backward`, its test of a gradient rendered from `EXACT_LIKE_INPUT` (one home, in
+# `_record.py`): written out, it reads no global where every gradient is like its input (a
+# global function, or the module, costs a guard: Note [compile guards] in `_compile.py`).
+_INSIDE_BACKWARD = """
+def backward(ctx, *upstream):
+    f, (bound, spec, n_args, positions, _, autocast), n_outputs = ctx.constants
+    upstream = upstream[:n_outputs]  # (not the rebuilding's)
+    metas = ctx.metas
+    if not autocast:  # gradients like their inputs, as they are (Note [f inside ...])
+        try:
+            returned = ctx.grad_fn(*upstream)
+        except Exception as error:
+            _break_at(error)
+            if isinstance(error, TypeError):  # Note [upstreams under compile]
+                check_upstreams(f, ctx.grad_fn, len(upstream), [])
+            raise
+        grads = (returned,) if n_args == 1 else returned
+        # (a literal's class and `__len__`: each builtin read costs a guard)
+        if grads.__class__ is ().__class__ and grads.__len__() == n_args:
+            i = 0
+            for meta in metas:
+                g = grads[i]
+                if not (g is None if meta is None else ({like})):
+                    break
+                i += 1  # (`enumerate` is a global: a guard)
+            else:
+                return (None, None, None, None, *grads)
+    layout = Layout(f, bound, spec, n_args, positions)
+    record = Record(layout, [metas[i][1:] for i in positions], [], autocast)
+    needs = ctx.needs_input_grad
+    needs = [needs[4 + i] for i in positions]
+    if autocast:
+        grads = _refused(record.gradients, ctx.grad_fn, upstream, needs)
+    else:
+        grads = _refused(record.checked, returned, needs)
+    if len(grads) == n_args:
+        return (None, None, None, None, *grads)
+    placed = [None] * n_args
+    for i, grad in zip(positions, grads, strict=True):
+        placed[i] = grad
+    return (None, None, None, None, *placed)
+"""
 Tensor = (
     torch.Tensor
 )  # the name `EXACT_LIKE_INPUT` reads where a gradient is not of its input's class
-like_input: Callable[[Any, tuple[Any, ...]], bool] = eval(
-    "lambda g, meta: "
-    + EXACT_LIKE_INPUT.format(
+_generated: dict[str, Any] = {}
+_source = _INSIDE_BACKWARD.format(
+    like=EXACT_LIKE_INPUT.format(
         g="g", kind="meta[0]", shape="meta[1]", dtype="meta[2]", device="meta[3]"
     )
 )
+exec(compile(_source, "<tf_compat_grad compile backward>", "exec"), globals(), _generated)
+InsideNode.backward = staticmethod(_generated["backward"])  # type: ignore[method-assign]
 
 
 def _gradients(ctx: Any, upstream: Sequence[Any], needs: Sequence[bool]) -> list[Any]:

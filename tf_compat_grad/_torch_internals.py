@@ -201,6 +201,64 @@ def traced_view(ctx: Any, tensors: str, function: str) -> tuple[Any, list[Any], 
     return frame, fakes, code
 
 
+def traced_items(ctx: Any, name: str) -> tuple[type, list[tuple[type, Any]]] | None:
+    """In a `comptime` callback: the class of the frame's local `name` (a tuple, a list or a
+    dict) and, for each of its items (a dict's values), its class and, for a tensor, the fake
+    tensor Dynamo holds (its `requires_grad` and layout are guarded with it), as Dynamo holds
+    them: classes by `python_type`, which Dynamo's own `isinstance` reads (a tensor's class is
+    pinned by its tensor guard, a constant's by its value); read with no guard of their own.
+    None where Dynamo holds something this does not read."""
+    try:
+        local = ctx.get_local(name)
+        held = local._i_will_not_complain_if_bc_breaks_VariableTracker()
+        items = held.items
+        found = []
+        for item in items.values() if type(items) is dict else items:
+            kind = item.python_type()
+            fake = type(local)(item).as_fake() if issubclass(kind, torch.Tensor) else None
+            found.append((kind, fake))
+        return held.python_type(), found
+    except Exception:  # (a tracker of another kind, or Dynamo's internals changed)
+        return None
+
+
+def traced_tree(ctx: Any, name: str) -> Any:
+    """In a `comptime` callback: the frame's local `name` as a tree of plain tuples, lists and
+    dicts (with constant keys) whose leaves are the fake tensors Dynamo holds of plain tensors
+    (of class `Tensor`); None where Dynamo holds anything else in it."""
+    local = ctx.get_local(name)
+    wrap = type(local)
+
+    def tree(held: Any) -> Any:
+        kind = held.python_type()
+        if kind is tuple or kind is list:
+            return kind(tree(item) for item in held.items)
+        if kind is dict:
+            return {key.vt.as_python_constant(): tree(v) for key, v in held.items.items()}
+        if kind is torch.Tensor:
+            return wrap(held).as_fake()
+        raise TypeError(kind)
+
+    try:
+        return tree(local._i_will_not_complain_if_bc_breaks_VariableTracker())
+    except Exception:  # (another kind of value, or Dynamo's internals changed)
+        return None
+
+
+def traced_function(ctx: Any, name: str) -> Any:
+    """In a `comptime` callback: the frame's local `name` where Dynamo holds a function, as
+    the function itself where it was defined outside the traced code, else as `(code, whether
+    defaults are set)`; None where it holds another kind of callable."""
+    from torch._dynamo.variables import functions
+
+    held = ctx.get_local(name)._i_will_not_complain_if_bc_breaks_VariableTracker()
+    if type(held) is functions.UserFunctionVariable:
+        return held.get_function()
+    if type(held) is functions.NestedUserFunctionVariable:
+        return held.get_code(), held.defaults is not None
+    return None
+
+
 def dynamo_tracing() -> bool:
     """Whether Dynamo is tracing a frame now: asked by a function that Dynamo runs as Python
     while it traces (`run_while_tracing`), which is also called as Python where a frame runs

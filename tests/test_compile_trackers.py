@@ -1,0 +1,159 @@
+"""Under `torch.compile`, the route and the inside node's checks are read from what Dynamo holds
+of the call (its trackers, in `comptime` callbacks: Note [compile guards] in `_compile.py`).
+Where that cannot be read (another kind of tracker, or Dynamo's internals changed), the same
+checks are traced instead: the same values, gradients and refusals, at the cost of guards."""
+
+import pytest
+import torch
+
+from tf_compat_grad import _compile, _compile_node, _compile_outputs, custom_gradient
+from tf_compat_grad._errors import PREFIX
+from tf_compat_grad._structure import flatten
+
+pytestmark = pytest.mark.traced_compile
+
+D = torch.float64
+
+
+@custom_gradient
+def _one(x):
+    e = torch.exp(x)
+    return torch.log(1 + e), lambda dy: dy * (1 - 1 / (1 + e))
+
+
+@custom_gradient
+def _two(a, b):
+    return (a * b, a - b), lambda da, db: (da * b + db, da * a - db)
+
+
+@custom_gradient
+def _nested(a, b):  # a tree: rebuilt from its plan, its leaves read by their paths
+    def grad_fn(dp, ds, dd):
+        return dp * b + ds + dd, dp * a + ds - dd
+
+    return {"p": a * b, "q": [a + b, (a - b,)]}, grad_fn
+
+
+@custom_gradient
+def _itself(x):  # an output that is the input: copied, as in eager mode
+    return x, lambda dy: dy * 2
+
+
+@custom_gradient
+def _view(x):  # an output that is a view of the input: copied too
+    return x[1:], lambda dy: torch.cat([dy[:1] * 0, dy * 3])
+
+
+@custom_gradient
+def _not_a_pair(x):
+    return x * 2
+
+
+@custom_gradient
+def _too_few_upstreams(a, b):
+    return (a * b, a - b), lambda da: (da * b, da * a)
+
+
+@custom_gradient
+def _edits(x):
+    x.mul_(2)
+    return x * 1, lambda dy: dy
+
+
+CASES = {
+    "one output": (_one, 1),
+    "two outputs": (_two, 2),
+    "nested outputs": (_nested, 2),
+    "the input itself": (_itself, 1),
+    "a view of the input": (_view, 1),
+}
+
+
+def _unread(monkeypatch):
+    """Dynamo's trackers read as nothing: the traced checks run instead."""
+    for module in (_compile, _compile_node, _compile_outputs):
+        for name in ("traced_items", "traced_tree", "traced_function"):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, lambda ctx, name: None)
+
+
+def _flat(out):
+    return flatten(out)[0]
+
+
+def _inputs(n):
+    return [torch.linspace(-1, 1, 4, dtype=D).add(i).requires_grad_() for i in range(n)]
+
+
+def _run(fn, n):
+    """fn compiled (one graph, no recompile over two calls), its outputs and gradients."""
+    torch._dynamo.reset()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        from torch._dynamo.backends.registry import lookup_backend
+
+        return lookup_backend("aot_eager")(gm, example_inputs)
+
+    compiled = torch.compile(fn, backend=backend, fullgraph=True)
+    for _ in range(2):
+        inputs = _inputs(n)
+        out = compiled(*inputs)
+        outs = _flat(out)
+        assert type(out) is type(fn(*inputs))
+        grads = torch.autograd.grad(sum(o.sum() for o in outs), inputs)
+    assert len(graphs) == 1
+    values = [o.detach().clone() for o in outs]
+    with torch.no_grad():
+        for o in outs:
+            o.add_(100)
+    unchanged = all(torch.equal(t, u) for t, u in zip(inputs, _inputs(n), strict=True))
+    return values, grads, unchanged
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_unread_trackers_give_the_same_outputs_and_gradients(dynamo, monkeypatch, case):
+    fn, n = CASES[case]
+    inputs = _inputs(n)
+    expected = _flat(fn(*inputs))
+    expected_grads = torch.autograd.grad(sum(o.sum() for o in expected), inputs)
+    read = _run(fn, n)
+    _unread(monkeypatch)
+    unread = _run(fn, n)
+    for outs, grads, unchanged in (read, unread):
+        torch.testing.assert_close(outs, [o.detach() for o in expected])
+        torch.testing.assert_close(grads, expected_grads)
+        assert unchanged  # an edit of the output did not reach the input
+
+
+def _guards(fn, n):
+    torch._dynamo.reset()
+    return len(torch._dynamo.explain(fn)(*_inputs(n)).out_guards)
+
+
+def test_read_trackers_spare_guards(dynamo, monkeypatch):
+    read = _guards(_two, 2)
+    _unread(monkeypatch)
+    assert _guards(_two, 2) > read + 5
+
+
+def _refusal(fn, n):
+    """The refusal's message, as Dynamo's error under fullgraph=True shows it."""
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="eager", fullgraph=True)
+    with pytest.raises(Exception) as info:  # (clones: an edit of a leaf is torch's error)
+        compiled(*[t.clone() for t in _inputs(n)])
+    return [line for line in str(info.value).splitlines() if PREFIX in line]
+
+
+@pytest.mark.parametrize(
+    ("fn", "n"),
+    [(_not_a_pair, 1), (_too_few_upstreams, 2), (_edits, 1)],
+    ids=["not a pair", "too few upstreams", "an edit in place"],
+)
+def test_unread_trackers_refuse_as_read_ones(dynamo, monkeypatch, fn, n):
+    read = _refusal(fn, n)
+    assert read
+    _unread(monkeypatch)
+    assert _refusal(fn, n) == read

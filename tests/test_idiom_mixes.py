@@ -365,6 +365,17 @@ def test_an_outer_backward_through_a_transform_reaches_the_parameters_f_reads(tr
     torch.testing.assert_close(found[0], found[1])
 
 
+def test_the_documented_penalty_route_reaches_the_parameters_f_reads():
+    """docs/migrating_from_tensorflow.md's way around the gap above: a gradient penalty by
+    `torch.autograd.grad(..., create_graph=True)` gets every term of the Parameter's gradient."""
+    found = []
+    for fn in (sin_w, lambda x: torch.sin(x * w_read)):
+        x = torch.tensor([0.3, -0.5, 1.1], dtype=D, requires_grad=True)
+        (g,) = torch.autograd.grad(fn(x).pow(2).sum(), x, create_graph=True)
+        found.append(torch.autograd.grad(g.pow(2).sum(), w_read)[0])
+    torch.testing.assert_close(found[0], found[1])
+
+
 # --- views, in-place edits and layouts ------------------------------------------------------
 
 

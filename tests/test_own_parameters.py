@@ -372,3 +372,39 @@ def test_the_watcher_finds_the_parameters_of_each_argument_form_in_order_of_firs
     x = torch.randn(2, 3, dtype=D, requires_grad=True)
     for i, (f, expected) in enumerate(cases):
         assert [id(p) for p in watched(f, x)] == [id(p) for p in expected], i
+
+
+def test_a_watched_plan_called_inside_its_own_f_gives_each_call_its_variables():
+    # The inner call runs on its plan while the outer call's watcher watches: each has a watcher
+    # of its own, and the outer one also sees what the inner f reads (t, then s), as
+    # TensorFlow's tape does.
+    s = torch.nn.Parameter(torch.tensor(1.5, dtype=D))
+    t = torch.nn.Parameter(torch.tensor(0.5, dtype=D))
+
+    @custom_gradient
+    def layer(x, depth):
+        if depth:
+            e = torch.exp(layer(x, depth - 1) * s)  # grad reads e: f runs recorded
+
+            def grad(dy, variables=None):
+                g = dy * e
+                return (g * t * s, None), [(g * x * s).sum(), (g * x * t).sum()]
+
+            return e, grad
+
+        def grad0(dy, variables=None):
+            return (dy * t, None), [(dy * x).sum()]
+
+        return x * t, grad0
+
+    for _ in range(4):  # the inner calls (depth 0) take their plan from the second call on
+        x = torch.randn(3, dtype=D, requires_grad=True)
+        y = layer(x, 1)
+        outer = y.grad_fn.plan[1] if hasattr(y.grad_fn, "plan") else y.grad_fn.record.variables
+        assert [id(v) for v in outer] == [id(t), id(s)]
+        got = grads(y, x, t, s)
+        x2 = x.detach().requires_grad_()
+        want = grads(torch.exp(x2 * t * s), x2, t, s)
+        for g, r in zip(got, want, strict=True):
+            torch.testing.assert_close(g, r)
+    assert "watched plan" in layer._entry.__code__.co_filename

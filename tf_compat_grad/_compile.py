@@ -47,8 +47,8 @@ compares them. So the traced path reads names, never modules (`_structure.leaves
 `_structure` then `leaves`); what depends on classes and constants alone is computed by a
 function that Dynamo runs as Python while tracing, its result a constant of the frame behind
 one guard (`run_while_tracing`: the route question, `_plain_layout`, `returned_checks`,
-`_leaf_classes`, `_tree_number`, `_function_kind`, `autocast_now`, the watcher's
-`_is_metadata`); a tree of outputs is numbered while traced (`_numbered`), and its
+`_leaf_classes`, `_tree_number`, `_function_kind`, `_autocast_now`, the watcher's
+`_op_noted`); a tree of outputs is numbered while traced (`_numbered`), and its
 rebuilding is such a constant (`_tree_number`, `rebuilt`); the compile watcher keeps the
 Parameters f reads by identity and never reads their type; the arguments' classes are read with
 `__class__` (`type()` costs a class guard per tensor and Parameter); grad mode is set directly,
@@ -198,13 +198,13 @@ def call_compiled(
     `custom_gradient(captured=...)`; `unwatched`: the question that decided to run f without
     the watcher (Note [compile unwatched]), else None. Written for few guards (Note [compile
     guards])."""
-    layout = _plain_layout(bound is not UNBOUND, [arg.__class__ for arg in args])
+    layout = _plain_layout(bound is not UNBOUND, [arg.__class__ for arg in args], True)
     if layout is not None and not any(args[i].is_nested for i in layout[3]):
         flat_args: Sequence[Any] = args
         inputs: Sequence[torch.Tensor] = [args[i] for i in layout[3]]
     else:
         flat_args, full, inputs = _run.inputs(f, bound, args)
-        layout = (full.bound, full.spec, full.n_args, full.positions)
+        layout = (full.bound, full.spec, full.n_args, full.positions, _autocast_now())
     watcher = None
     if unwatched is None:
         keywords: Any = ()
@@ -233,7 +233,7 @@ def call_compiled(
     if edited:
         refuse_edited(edited)
     if versions:
-        _run.check_unedited(f, _run.Layout(f, *layout), inputs, versions)
+        _run.check_unedited(f, _run.Layout(f, *layout[:4]), inputs, versions)
     # `watched_result` without its settling (the compile watcher settles nothing).
     # `split`, its checks read from classes where f returned a pair (Note [compile guards]).
     pair = pair and out.__len__() == 2  # `split`'s checks
@@ -411,14 +411,22 @@ _NUMBERS = (bool, int, float, complex, str)
 
 
 @run_while_tracing
-def _plain_layout(bound: bool, kinds: Sequence[type]) -> tuple[Any, ...] | None:
+def _plain_layout(
+    bound: bool, kinds: Sequence[type], autocast: bool = False
+) -> tuple[Any, ...] | None:
     """The `Layout` constants of a call whose positional arguments are of these types, when
-    each is a tensor or a Python number or string (which `_run.inputs` accepts as they are);
-    None otherwise."""
+    each is a tensor or a Python number or string (which `_run.inputs` accepts as they are),
+    with `autocast`: then the autocast state (`CompileNode`'s constants); None otherwise."""
     positions = tuple(i for i, kind in enumerate(kinds) if issubclass(kind, torch.Tensor))
     if len(positions) + sum(kind in _NUMBERS for kind in kinds) != len(kinds):
         return None
-    return bound, _structure.tuple_spec(len(kinds)), len(kinds), positions
+    layout = bound, _structure.tuple_spec(len(kinds)), len(kinds), positions
+    return (*layout, _autocast.current()) if autocast else layout
+
+
+@run_while_tracing
+def _autocast_now() -> Any:
+    return _autocast.current()
 
 
 def decorated_while_tracing(

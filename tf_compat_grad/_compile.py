@@ -149,7 +149,7 @@ import torch
 
 from . import _autocast, _run, _structure
 from ._captures import CapturedRule, lost_under_compile_reason, settle
-from ._compile_exits import outside, refuse_edited, upstreams_checked
+from ._compile_exits import edits_checked, outside, refuse_edited, upstreams_checked
 from ._compile_node import (
     CompileNode,
     InsideNode,
@@ -171,6 +171,7 @@ from ._torch_internals import (
     never_compiled,
     run_while_tracing,
     set_grad_mode,
+    traced_function,
     traced_items,
     transforms_active_while_tracing,
 )
@@ -192,18 +193,19 @@ def call_compiled(
     described: str,
     captured: CapturedRule = "refuse",
     unwatched: Question | None = None,
+    question: Question | None = None,
 ) -> Any:
     """Call f through the compile node (Note [compile]). `described`: f by name, file and
     line, made before Dynamo traces (which misreads f's attributes); `captured`: the rule of
     `custom_gradient(captured=...)`; `unwatched`: the question that decided to run f without
-    the watcher (Note [compile unwatched]), else None. Written for few guards (Note [compile
-    guards])."""
+    the watcher (Note [compile unwatched]), else None; `question`: the decoration's route
+    question, which answers what `returned_noted` noted (else the checks are traced). Written
+    for few guards (Note [compile guards])."""
     layout = _plain_layout(bound is not UNBOUND, [arg.__class__ for arg in args], True)
     if layout is not None and not any(args[i].is_nested for i in layout[3]):
-        flat_args: Sequence[Any] = args
         inputs: Sequence[torch.Tensor] = [args[i] for i in layout[3]]
     else:
-        flat_args, full, inputs = _run.inputs(f, bound, args)
+        _, full, inputs = _run.inputs(f, bound, args)
         layout = (full.bound, full.spec, full.n_args, full.positions, _autocast_now())
     watcher = None
     if unwatched is None:
@@ -211,13 +213,15 @@ def call_compiled(
         if kwargs:  # the watcher looks for the Parameters among them, in any order
             values = [*kwargs.values()]
             keywords = values if _leaf_classes([v.__class__ for v in values]) else leaves(kwargs)
-        watcher = CompiledWatcher(flat_args, keywords)
+        # (`CompiledWatcher(...)`: Dynamo's instantiation reads `type` and `issubclass`)
+        watcher = CompiledWatcher.__new__(CompiledWatcher)
+        watcher.start(inputs, keywords)
     from torch._dynamo.comptime import comptime  # a local import: no guard
 
     # Note [edits in place under compile] in `_compile_exits.py`; `versions` where this frame
-    # runs as Python (a graph break in f, inside this `try`)
+    # runs as Python (a graph break in f, inside this `try`); literal lambdas: no guard
     versions: list[int] = []
-    comptime(returned_checks, lambda: versions.extend([t._version for t in inputs]))
+    comptime(lambda c: edits_checked(c), lambda: versions.extend([t._version for t in inputs]))
     prior = _grad_enabled()
     set_grad_mode(False)
     try:
@@ -228,16 +232,23 @@ def call_compiled(
                 out = f(*args, **kwargs) if bound is UNBOUND else call_f(f, bound, args, kwargs)
     finally:
         set_grad_mode(prior)
-    comptime(returned_checks)
-    edited, pair = returned_checks(out.__class__, None)
+    if question is None:  # (a method's call: the edit check's answer, for the traced checks)
+        comptime(returned_checks)
+        noted, checks = "ask", None
+    else:
+        comptime(lambda c: returned_noted(c))
+        noted, checks = question("returned", None)
+    if noted == "returned":  # read from Dynamo's trackers
+        edited, kind = checks  # type: ignore[misc]
+    else:  # `split`, its checks read from classes where f returned a pair
+        edited, pair = returned_checks(out.__class__, None)
+        pair = pair and out.__len__() == 2  # `split`'s checks
+        kind = returned_checks(out[0].__class__, type(out[1])) if pair else None
     if edited:
         refuse_edited(edited)
     if versions:
         _run.check_unedited(f, _run.Layout(f, *layout[:4]), inputs, versions)
     # `watched_result` without its settling (the compile watcher settles nothing).
-    # `split`, its checks read from classes where f returned a pair (Note [compile guards]).
-    pair = pair and out.__len__() == 2  # `split`'s checks
-    kind = returned_checks(out[0].__class__, type(out[1])) if pair else None
     if not kind:
         refuse_split(f, out, described)
     result, grad_fn = out
@@ -246,11 +257,15 @@ def call_compiled(
         variables: list[torch.nn.Parameter] = []
     else:
         variables = watcher.unpassed()
-        # At call time, as TensorFlow (item 33); read from grad_fn's code while tracing.
-        if variables and not code_accepts_variables(
-            type(grad_fn), getattr(grad_fn, "__code__", None)
-        ):
-            check_accepts(f, bound, grad_fn, variables)
+        # At call time, as TensorFlow (item 33); read from grad_fn's code while tracing, from
+        # Dynamo's tracker where the question answers (`_note_accepts`).
+        if variables:
+            comptime(lambda c: _note_accepts(c))
+            accepts = question is not None and question("accepts", None)[1]
+            if not accepts and not code_accepts_variables(
+                type(grad_fn), getattr(grad_fn, "__code__", None)
+            ):
+                check_accepts(f, bound, grad_fn, variables)
     sources = [*inputs, *variables]
     outputs, rebuild, exporting = handed_outputs(f, result, sources, kind)
     if exporting:  # Note [export] in `_export.py`
@@ -267,9 +282,10 @@ def call_compiled(
             n_outputs = outputs.__len__()  # (the builtin `len` costs a guard)
             if n_outputs > 1:  # Note [upstreams under compile] in `_compile_exits.py`
                 upstreams_checked(f, grad_fn, n_outputs, variables, described)
-            outputs = CompileNode.apply(  # type: ignore[no-untyped-call]
+            handed = CompileNode.apply(  # type: ignore[no-untyped-call]
                 (*layout, variables), f, grad_fn, n_outputs, *outputs, *inputs, *variables
             )
+            outputs = [handed] if n_outputs == 1 else handed  # one alone (`CompileNode.forward`)
     return outputs[0] if rebuild == "one" else rebuilt(rebuild, outputs)  # (a global: a guard)
 
 
@@ -316,7 +332,7 @@ def compiling_call(
         if route == "leave":
             return leave(UNBOUND, args, kwargs)
         unwatched = None if route == "watched" else question
-        return call_compiled(f, UNBOUND, args, kwargs, described, captured, unwatched)
+        return call_compiled(f, UNBOUND, args, kwargs, described, captured, unwatched, question)
 
     return compiling
 
@@ -328,7 +344,8 @@ def compiling_call(
 # `layout` then the node's constants (Note [f inside the compile node] in `_compile_node.py`);
 # asked with `NOTED` ("noted"): with what `_note_classes` noted, which alone lets f run inside
 # the node, or "ask" where nothing was noted (this frame runs as Python: ask with the classes);
-# inside the node, with "returned" and "handed": what `returned_noted` and `handed_noted` noted;
+# inside the node, with "returned" and "handed": what `returned_noted` and `handed_noted` noted
+# (with "returned" in `call_compiled` too, and "accepts": what `_note_accepts` noted);
 # with "plan" and a number: the template of a tree of outputs (`numbered_plan`);
 # asked with None: f's trace came back. A closure per decoration, run while tracing behind one
 # guard (an object of ours would cost its type and identity too).
@@ -346,6 +363,8 @@ def _route_question(reach: ParameterReach, described: str) -> Question:
             return ("ask", None) if checks is None else ("returned", checks)
         if kinds == "plan":  # the template of a tree of outputs, by its number
             return "plan", numbered_plan(keyword_classes)
+        if kinds == "accepts":  # in `call_compiled`, once f's result is split
+            return "accepts", _ACCEPTS.pop() if _ACCEPTS and dynamo_tracing() else None
         if kinds == "handed":  # in `InsideNode.forward`, once f's result is split
             return "handed", handed_noted() if dynamo_tracing() else None
         if kinds == NOTED:  # what `_note_classes` noted as Dynamo traced this call
@@ -391,6 +410,23 @@ def _note_classes(ctx: Any) -> None:
         enters = any(t.requires_grad for t in fakes) and not any(t.is_nested for t in fakes)
         noted = [kind for kind, _ in items], [kind for kind, _ in keywords], enters
     _NOTED_CLASSES[:] = [noted]
+
+
+# Whether grad_fn takes `variables=`: noted by `_note_accepts` (True, or None where its code
+# does not tell or Dynamo holds another kind of callable) for the question asked with
+# "accepts" next.
+_ACCEPTS: list[bool | None] = []
+
+
+def _note_accepts(ctx: Any) -> None:
+    """Given to `comptime` in `call_compiled` once f's result is split: whether the local
+    `grad_fn` takes `variables=`, read from its code as Dynamo holds it (`type()` and `getattr`
+    of grad_fn traced cost a guard each, and `code_accepts_variables` one)."""
+    held = traced_function(ctx, "grad_fn")
+    code = held.__code__ if isinstance(held, types.FunctionType) else None
+    if held.__class__ is tuple:
+        code = held[0]
+    _ACCEPTS[:] = [code_accepts_variables(types.FunctionType, code) or None]
 
 
 # Where the question runs in a frame Dynamo compiled only in part, it and the proof's frames

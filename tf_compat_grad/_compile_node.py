@@ -163,8 +163,12 @@ class CompileNode(torch.autograd.Function):
         grad_fn: Callable[..., Any],
         n_outputs: int,
         *tensors: torch.Tensor,
-    ) -> tuple[torch.Tensor, ...]:
-        return (*[t.detach() for t in tensors[:n_outputs]],)  # (`tuple` costs a guard)
+    ) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        # One output alone: torch's `autograd.Function` code reads `tuple` (a guard) to hand
+        # several back
+        if n_outputs == 1:
+            return tensors[0].detach()
+        return tuple(t.detach() for t in tensors[:n_outputs])
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:

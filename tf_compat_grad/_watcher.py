@@ -211,12 +211,14 @@ class CompiledWatcher(ParameterWatcher):
     given (`seeds`: f runs under `no_grad`, so none of its own making), and follows which
     tensors f computes from them, by identity, which Dynamo folds into constants."""
 
-    def __init__(self, given: Iterable[Any], keywords: Iterable[Any]) -> None:
-        # `ParameterWatcher.__init__` is not called: Dynamo guards `super()` (Note [compile
-        # guards] in `_compile.py`).
+    def start(self, known: Sequence[_Tensor], keywords: Iterable[Any]) -> None:
+        """Set the watcher made with `__new__` (which spares Dynamo's instantiation: Note
+        [compile guards] in `_compile.py`) to watch a call given the tensors `known` and the
+        keyword values `keywords`. `ParameterWatcher.__init__` is not called: Dynamo guards
+        `super()`."""
         self.read: list[Parameter] = []  # what `found` holds, by identity: `id` is a guard
         self.places = None
-        self.known: list[_Tensor] = [t for t in given if isinstance(t, _Tensor)]
+        self.known = known
         self.keywords = [t for t in keywords if isinstance(t, Parameter)]  # not variables
         self.seeds: list[_Tensor] = []  # first reached first
         self.tainted: list[_Tensor] = []

@@ -112,30 +112,18 @@ on), and grad_fn's class read without `type` (its `__class__`, its `__call__`, o
 lambda's class to compare with: Dynamo raised on each). A method, or f that reads
 Parameters, takes the route of Note [compile] (`call_compiled`, f under `CompiledWatcher`,
 `CompileNode`), read from the trackers the same way (MLP with closure Parameters, torch 2.13:
-106 -> 81 guards against the Function's 59): the watcher's scan of each op's positional
-arguments (`_note_scan`, answered by `_op_noted`, which also says whether the op reads metadata:
-a Parameter's class read in the trace cost a TYPE_MATCH per Parameter and one per tensor
-argument of f), `_seed` testing for a known tensor before reading `Parameter`; the
-watcher made with `__new__` and set up by `start` with the call's tensor inputs (Dynamo's
-instantiation of a class reads `type` and `issubclass`, and `isinstance` of each argument
-read `Tensor`); `split`'s checks (`returned_noted`, asked with "returned") and whether grad_fn
-takes `variables=` (`_note_accepts`, asked with "accepts": `type()`, `getattr` and
-`code_accepts_variables` cost a guard each) through the question, which the closure now hands
-to `call_compiled` (a method's call, which has none, traces them); the autocast state
-computed with the layout (`_plain_layout(..., True)`); the node's backward generated like the
-inside node's (`_COMPILE_BACKWARD`: the inputs' and variables' gradients, where each is a
-tensor like its input, go out as they are, and the record is built only where one is not:
-`Record`, `Layout`, `input_meta`, `autocast_now`, `_gradients`, `_refused`, `SlotVariables`,
-`split_variable_grads`, `exact_gradient`, `list` and two modules cost 14), and one output
-handed back alone. These are safe to lose for the reasons above: the trackers read are those
-of values the graph's guards pin (the arguments' tensor guards pin class and `requires_grad`,
-f's result and grad_fn are made in the trace), and the generated backward takes the record's
-checks wherever a gradient is not already what `repair` would hand back. What is left on the
-MLP: per layer, the way in (`_caller`, `is_compiling`, `compiling`, the question, f) where the
-Function has its `apply` and two methods; and once, `call_compiled` and the globals it reads
-(`UNBOUND`, `_plain_layout`, the watcher's class, grad mode's two functions, `handed_outputs`,
-the node's class and methods, `_op_noted` and `Tensor` of `_watcher` (in `reaches`), and
-`Tensor` of `_compile_node`, read where a Parameter's gradient is a plain tensor).
+106 -> 81 guards against the Function's 59): the watcher's scan of each op's arguments
+(`_note_scan`, answered by `_op_noted`: a Parameter's class read in the trace cost a TYPE_MATCH
+per Parameter), `split`'s checks and whether grad_fn takes `variables=` (`returned_noted` and
+`accepts_noted` in `_compile_node.py`, asked with "returned" and "accepts" through the question,
+which the closure hands to `call_compiled`; a method's call, which has none, traces them); the
+watcher made with `__new__` and set up by `start` (Dynamo's instantiation of a class reads
+`type` and `issubclass`); the autocast state computed with the layout; the node's backward
+generated like the inside node's (`_COMPILE_BACKWARD`: the record and its helpers, 14 guards,
+only where a gradient is not like its input); one output handed back alone. Safe to lose for the
+reasons above: the trackers read are those of values the graph's guards pin, and the generated
+backward takes the record's checks wherever a gradient is not what `repair` would hand back.
+What is left is listed in benchmarks/README.md ("Read from Dynamo's trackers").
 benchmarks/README.md ("Compile guards and decorating in forward", "f inside the compile node",
 "The way in, the split and Parameters' gradients", "Builtins, one check function, one closure",
 "Read from Dynamo's trackers") has the counts per case and what they cost.
@@ -178,6 +166,7 @@ from ._compile_exits import edits_checked, outside, refuse_edited, upstreams_che
 from ._compile_node import (
     CompileNode,
     InsideNode,
+    accepts_noted,
     refuse_split,
     returned_checks,
     returned_noted,
@@ -196,7 +185,6 @@ from ._torch_internals import (
     never_compiled,
     run_while_tracing,
     set_grad_mode,
-    traced_function,
     traced_items,
     transforms_active_while_tracing,
 )
@@ -283,9 +271,9 @@ def call_compiled(
     else:
         variables = watcher.unpassed()
         # At call time, as TensorFlow (item 33); read from grad_fn's code while tracing, from
-        # Dynamo's tracker where the question answers (`_note_accepts`).
+        # Dynamo's tracker where the question answers (`accepts_noted`).
         if variables:
-            comptime(lambda c: _note_accepts(c))
+            comptime(lambda c: accepts_noted(c))
             accepts = question is not None and question("accepts", None)[1]
             if not accepts and not code_accepts_variables(
                 type(grad_fn), getattr(grad_fn, "__code__", None)
@@ -370,7 +358,7 @@ def compiling_call(
 # asked with `NOTED` ("noted"): with what `_note_classes` noted, which alone lets f run inside
 # the node, or "ask" where nothing was noted (this frame runs as Python: ask with the classes);
 # inside the node, with "returned" and "handed": what `returned_noted` and `handed_noted` noted
-# (with "returned" in `call_compiled` too, and "accepts": what `_note_accepts` noted);
+# (with "returned" in `call_compiled` too, and "accepts": what `accepts_noted` noted);
 # with "plan" and a number: the template of a tree of outputs (`numbered_plan`);
 # asked with None: f's trace came back. A closure per decoration, run while tracing behind one
 # guard (an object of ours would cost its type and identity too).
@@ -389,7 +377,7 @@ def _route_question(reach: ParameterReach, described: str) -> Question:
         if kinds == "plan":  # the template of a tree of outputs, by its number
             return "plan", numbered_plan(keyword_classes)
         if kinds == "accepts":  # in `call_compiled`, once f's result is split
-            return "accepts", _ACCEPTS.pop() if _ACCEPTS and dynamo_tracing() else None
+            return "accepts", accepts_noted() if dynamo_tracing() else None
         if kinds == "handed":  # in `InsideNode.forward`, once f's result is split
             return "handed", handed_noted() if dynamo_tracing() else None
         if kinds == NOTED:  # what `_note_classes` noted as Dynamo traced this call
@@ -435,23 +423,6 @@ def _note_classes(ctx: Any) -> None:
         enters = any(t.requires_grad for t in fakes) and not any(t.is_nested for t in fakes)
         noted = [kind for kind, _ in items], [kind for kind, _ in keywords], enters
     _NOTED_CLASSES[:] = [noted]
-
-
-# Whether grad_fn takes `variables=`: noted by `_note_accepts` (True, or None where its code
-# does not tell or Dynamo holds another kind of callable) for the question asked with
-# "accepts" next.
-_ACCEPTS: list[bool | None] = []
-
-
-def _note_accepts(ctx: Any) -> None:
-    """Given to `comptime` in `call_compiled` once f's result is split: whether the local
-    `grad_fn` takes `variables=`, read from its code as Dynamo holds it (`type()` and `getattr`
-    of grad_fn traced cost a guard each, and `code_accepts_variables` one)."""
-    held = traced_function(ctx, "grad_fn")
-    code = held.__code__ if isinstance(held, types.FunctionType) else None
-    if held.__class__ is tuple:
-        code = held[0]
-    _ACCEPTS[:] = [code_accepts_variables(types.FunctionType, code) or None]
 
 
 # Where the question runs in a frame Dynamo compiled only in part, it and the proof's frames

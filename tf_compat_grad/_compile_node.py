@@ -45,6 +45,7 @@ watched from then on.
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -61,8 +62,10 @@ from ._torch_internals import (
     is_dynamo_compiling,
     is_exporting,
     run_while_tracing,
+    traced_function,
     traced_items,
 )
+from ._variables import code_accepts_variables
 
 # The call's `Layout`, autocast state and variables as plain constants, the only kind of
 # non-tensor argument Dynamo passes through `apply` on every supported torch (Note [compile]):
@@ -115,6 +118,28 @@ def returned_noted(ctx: Any = None) -> Any:
         items = held[1]
         kind = split_kind(items[0][0], items[1][0]) if len(items) == 2 else None
         _RETURNED.append((edits_checked(), kind))
+    return None
+
+
+_ACCEPTS: list[bool] = []  # what `accepts_noted` noted for the question (one trace at a time)
+
+
+def accepts_noted(ctx: Any = None) -> bool | None:
+    """Given to `comptime` in `call_compiled` once f's result is split: notes whether the local
+    `grad_fn` takes `variables=`, read from its code as Dynamo holds it (`type()` and `getattr`
+    of grad_fn traced, and `code_accepts_variables`, cost a guard each). Asked without a context
+    (by the question): True where it does, else None (its code does not tell, Dynamo holds
+    another kind of callable, or nothing was noted: the check is traced)."""
+    if ctx is None:
+        return _ACCEPTS.pop() if _ACCEPTS else None
+    _ACCEPTS[:] = []
+    try:
+        held = traced_function(ctx, "grad_fn")
+    except Exception:  # (Dynamo's internals changed)
+        return None
+    code = held[0] if held.__class__ is tuple else getattr(held, "__code__", None)
+    if code_accepts_variables(types.FunctionType, code):
+        _ACCEPTS.append(True)
     return None
 
 

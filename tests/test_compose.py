@@ -390,8 +390,8 @@ def _closure_linear(x):
 
 # A call whose f reads Parameters takes the watched route (Note [compile] in `_compile.py`):
 # besides the way in, the watcher's, `call_compiled`'s and the node's globals, read once per
-# frame (Note [compile guards]; torch 2.13: 43 against 23, 2.15: 47 against 24).
-WATCHED_EXTRA_GUARDS = 26
+# frame (Note [compile guards]; torch 2.13: 42 against 23, 2.15: 46 against 24).
+WATCHED_EXTRA_GUARDS = 25
 
 
 @pytest.mark.traced_compile

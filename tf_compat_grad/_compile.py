@@ -112,9 +112,9 @@ on), and grad_fn's class read without `type` (its `__class__`, its `__call__`, o
 lambda's class to compare with: Dynamo raised on each). A method, or f that reads
 Parameters, takes the route of Note [compile] (`call_compiled`, f under `CompiledWatcher`,
 `CompileNode`), read from the trackers the same way (MLP with closure Parameters, torch 2.13:
-106 -> 81 guards against the Function's 59): the watcher's scan of each op's arguments
+106 -> 80 guards against the Function's 59): the watcher's scan of each op's arguments
 (`_note_scan`, answered by `_op_noted`: a Parameter's class read in the trace cost a TYPE_MATCH
-per Parameter), `split`'s checks and whether grad_fn takes `variables=` (`returned_noted` and
+per Parameter), `reaches` told that f's result is one plain tensor (`isinstance` read `Tensor`), `split`'s checks and whether grad_fn takes `variables=` (`returned_noted` and
 `accepts_noted` in `_compile_node.py`, asked with "returned" and "accepts" through the question,
 which the closure hands to `call_compiled`; a method's call, which has none, traces them); the
 watcher made with `__new__` and set up by `start` (Dynamo's instantiation of a class reads
@@ -285,7 +285,7 @@ def call_compiled(
         outputs = exported(described, outputs, sources)
     else:
         # Note [lost gradients under compile] in `_captures.py`
-        if watcher is not None and watcher.reaches(result):
+        if watcher is not None and watcher.reaches(result, rebuild == "one"):
             graph_break(lost_under_compile_reason(described))  # under fullgraph=True, the error
             variables = outside(
                 settle, f, bound, kwargs, watcher.seeds, inputs, variables, (), captured

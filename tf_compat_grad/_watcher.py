@@ -298,12 +298,13 @@ class CompiledWatcher(ParameterWatcher):
                 return True
         return False
 
-    def reaches(self, result: Any) -> bool:
+    def reaches(self, result: Any, one: bool) -> bool:
         """Whether an output of f is a seed (also one f returns as it is) or computed from
-        one."""
-        outputs = [result] if isinstance(result, _Tensor) else leaves(result)
+        one; `one`: result is a plain tensor (read from its class: `isinstance` reads the
+        global `Tensor`, a guard)."""
+        outputs = [result] if one or isinstance(result, _Tensor) else leaves(result)
         for tensor in outputs:
-            if isinstance(tensor, _Tensor) and tensor.requires_grad:
+            if (one or isinstance(tensor, _Tensor)) and tensor.requires_grad:
                 self._seed(tensor)
         if not self.seeds:
             return False

@@ -6,7 +6,7 @@ checks are traced instead: the same values, gradients and refusals, at the cost 
 import pytest
 import torch
 
-from tf_compat_grad import _compile, _compile_node, _compile_outputs, custom_gradient
+from tf_compat_grad import _compile, _compile_node, _compile_outputs, _watcher, custom_gradient
 from tf_compat_grad._errors import PREFIX
 from tf_compat_grad._structure import flatten
 
@@ -71,7 +71,7 @@ CASES = {
 
 def _unread(monkeypatch):
     """Dynamo's trackers read as nothing: the traced checks run instead."""
-    for module in (_compile, _compile_node, _compile_outputs):
+    for module in (_compile, _compile_node, _compile_outputs, _watcher):
         for name in ("traced_items", "traced_tree", "traced_function"):
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, lambda ctx, name: None)
@@ -157,3 +157,68 @@ def test_unread_trackers_refuse_as_read_ones(dynamo, monkeypatch, fn, n):
     assert read
     _unread(monkeypatch)
     assert _refusal(fn, n) == read
+
+
+# A layer reading its Parameters from the closure takes the watched route (Note [compile]):
+# the watcher's scan of each op's arguments is read from the trackers, and the node's backward
+# passes gradients like their inputs on as they are; any other form goes through the record's
+# checks, which repair or refuse as eager does.
+_LW = torch.nn.Parameter(torch.linspace(0.5, 1.5, 12, dtype=D).reshape(4, 3))
+_LB = torch.nn.Parameter(torch.linspace(-0.5, 0.5, 4, dtype=D))
+_FORMS = {
+    "as they are": lambda dy, x: (dy @ _LW, [dy.t() @ x, dy.sum(0)]),
+    "a list pair, a tuple of variables": lambda dy, x: [dy @ _LW, (dy.t() @ x, dy.sum(0))],
+    "cast and None": lambda dy, x: (dy @ _LW, [(dy.t() @ x).float(), None]),
+    "a number": lambda dy, x: (dy @ _LW, [dy.t() @ x, 1.0]),
+}
+
+
+def _closure_layer(form):
+    @custom_gradient
+    def layer(x):
+        return torch.nn.functional.linear(x, _LW, _LB), lambda dy, variables=None: form(dy, x)
+
+    return layer
+
+
+def _layer_grads(fn):
+    x = torch.linspace(-1, 1, 6, dtype=D).reshape(2, 3).requires_grad_()
+    _LW.grad = _LB.grad = None
+    fn(x).pow(2).sum().backward()
+    return [x.grad, _LW.grad, _LB.grad]
+
+
+def _counting(graphs):
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    return backend
+
+
+@pytest.mark.parametrize("form", _FORMS)
+def test_unread_trackers_give_closure_parameters_the_same_gradients(dynamo, monkeypatch, form):
+    layer = _closure_layer(_FORMS[form])
+    expected = _layer_grads(layer)
+    for unread in (False, True):
+        if unread:
+            _unread(monkeypatch)
+        torch._dynamo.reset()
+        graphs: list = []
+        compiled = torch.compile(layer, backend=_counting(graphs), fullgraph=True)
+        for _ in range(2):
+            grads = _layer_grads(compiled)
+            torch.testing.assert_close(grads, expected, msg=f"{form}, unread: {unread}")
+        assert len(graphs) == 1
+        assert (grads[2] is None) == (expected[2] is None)
+
+
+def test_closure_parameters_wrong_count_refused_as_in_eager(dynamo):
+    layer = _closure_layer(lambda dy, x: (dy @ _LW, [dy.t() @ x]))
+    with pytest.raises(Exception) as eager:
+        _layer_grads(layer)
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as compiled:
+        _layer_grads(torch.compile(layer, backend="aot_eager"))
+    assert PREFIX in str(eager.value)
+    assert str(eager.value) in str(compiled.value)

@@ -47,8 +47,8 @@ compares them. So the traced path reads names, never modules (`_structure.leaves
 `_structure` then `leaves`); what depends on classes and constants alone is computed by a
 function that Dynamo runs as Python while tracing, its result a constant of the frame behind
 one guard (`run_while_tracing`: the route question, `_plain_layout`, `returned_checks`,
-`_leaf_classes`, `_tree_number`, `_function_kind`, `autocast_now`, the watcher's
-`_is_metadata`); a tree of outputs is numbered while traced (`_numbered`), and its
+`_leaf_classes`, `_tree_number`, `_function_kind`, `_autocast_now`, the watcher's
+`_op_noted`); a tree of outputs is numbered while traced (`_numbered`), and its
 rebuilding is such a constant (`_tree_number`, `rebuilt`); the compile watcher keeps the
 Parameters f reads by identity and never reads their type; the arguments' classes are read with
 `__class__` (`type()` costs a class guard per tensor and Parameter); grad mode is set directly,
@@ -110,7 +110,20 @@ each (Dynamo raised `NotImplementedError` guarding a function it had no source f
 class a gradient must have as such a constant (a guard that failed on the frame it was made
 on), and grad_fn's class read without `type` (its `__class__`, its `__call__`, or a literal
 lambda's class to compare with: Dynamo raised on each). A method, or f that reads
-Parameters, takes the route of Note [compile] and adds the watcher's (about 12).
+Parameters, takes the route of Note [compile] (`call_compiled`, f under `CompiledWatcher`,
+`CompileNode`), read from the trackers the same way (MLP with closure Parameters, torch 2.13:
+106 -> 80 guards against the Function's 59): the watcher's scan of each op's arguments
+(`_note_scan`, answered by `_op_noted`: a Parameter's class read in the trace cost a TYPE_MATCH
+per Parameter), `reaches` told that f's result is one plain tensor (`isinstance` read `Tensor`), `split`'s checks and whether grad_fn takes `variables=` (`returned_noted` and
+`accepts_noted` in `_compile_node.py`, asked with "returned" and "accepts" through the question,
+which the closure hands to `call_compiled`; a method's call, which has none, traces them); the
+watcher made with `__new__` and set up by `start` (Dynamo's instantiation of a class reads
+`type` and `issubclass`); the autocast state computed with the layout; the node's backward
+generated like the inside node's (`_COMPILE_BACKWARD`: the record and its helpers, 14 guards,
+only where a gradient is not like its input); one output handed back alone. Safe to lose for the
+reasons above: the trackers read are those of values the graph's guards pin, and the generated
+backward takes the record's checks wherever a gradient is not what `repair` would hand back.
+What is left is listed in benchmarks/README.md ("Read from Dynamo's trackers").
 benchmarks/README.md ("Compile guards and decorating in forward", "f inside the compile node",
 "The way in, the split and Parameters' gradients", "Builtins, one check function, one closure",
 "Read from Dynamo's trackers") has the counts per case and what they cost.
@@ -149,10 +162,11 @@ import torch
 
 from . import _autocast, _run, _structure
 from ._captures import CapturedRule, lost_under_compile_reason, settle
-from ._compile_exits import outside, refuse_edited, upstreams_checked
+from ._compile_exits import edits_checked, outside, refuse_edited, upstreams_checked
 from ._compile_node import (
     CompileNode,
     InsideNode,
+    accepts_noted,
     refuse_split,
     returned_checks,
     returned_noted,
@@ -192,32 +206,35 @@ def call_compiled(
     described: str,
     captured: CapturedRule = "refuse",
     unwatched: Question | None = None,
+    question: Question | None = None,
 ) -> Any:
     """Call f through the compile node (Note [compile]). `described`: f by name, file and
     line, made before Dynamo traces (which misreads f's attributes); `captured`: the rule of
     `custom_gradient(captured=...)`; `unwatched`: the question that decided to run f without
-    the watcher (Note [compile unwatched]), else None. Written for few guards (Note [compile
-    guards])."""
-    layout = _plain_layout(bound is not UNBOUND, [arg.__class__ for arg in args])
+    the watcher (Note [compile unwatched]), else None; `question`: the decoration's route
+    question, which answers what `returned_noted` noted (else the checks are traced). Written
+    for few guards (Note [compile guards])."""
+    layout = _plain_layout(bound is not UNBOUND, [arg.__class__ for arg in args], True)
     if layout is not None and not any(args[i].is_nested for i in layout[3]):
-        flat_args: Sequence[Any] = args
         inputs: Sequence[torch.Tensor] = [args[i] for i in layout[3]]
     else:
-        flat_args, full, inputs = _run.inputs(f, bound, args)
-        layout = (full.bound, full.spec, full.n_args, full.positions)
+        _, full, inputs = _run.inputs(f, bound, args)
+        layout = (full.bound, full.spec, full.n_args, full.positions, _autocast_now())
     watcher = None
     if unwatched is None:
         keywords: Any = ()
         if kwargs:  # the watcher looks for the Parameters among them, in any order
             values = [*kwargs.values()]
             keywords = values if _leaf_classes([v.__class__ for v in values]) else leaves(kwargs)
-        watcher = CompiledWatcher(flat_args, keywords)
+        # (`CompiledWatcher(...)`: Dynamo's instantiation reads `type` and `issubclass`)
+        watcher = CompiledWatcher.__new__(CompiledWatcher)
+        watcher.start(inputs, keywords)
     from torch._dynamo.comptime import comptime  # a local import: no guard
 
     # Note [edits in place under compile] in `_compile_exits.py`; `versions` where this frame
-    # runs as Python (a graph break in f, inside this `try`)
+    # runs as Python (a graph break in f, inside this `try`); literal lambdas: no guard
     versions: list[int] = []
-    comptime(returned_checks, lambda: versions.extend([t._version for t in inputs]))
+    comptime(lambda c: edits_checked(c), lambda: versions.extend([t._version for t in inputs]))
     prior = _grad_enabled()
     set_grad_mode(False)
     try:
@@ -228,16 +245,23 @@ def call_compiled(
                 out = f(*args, **kwargs) if bound is UNBOUND else call_f(f, bound, args, kwargs)
     finally:
         set_grad_mode(prior)
-    comptime(returned_checks)
-    edited, pair = returned_checks(out.__class__, None)
+    if question is None:  # (a method's call: the edit check's answer, for the traced checks)
+        comptime(returned_checks)
+        noted, checks = "ask", None
+    else:
+        comptime(lambda c: returned_noted(c))
+        noted, checks = question("returned", None)
+    if noted == "returned":  # read from Dynamo's trackers
+        edited, kind = checks  # type: ignore[misc]
+    else:  # `split`, its checks read from classes where f returned a pair
+        edited, pair = returned_checks(out.__class__, None)
+        pair = pair and out.__len__() == 2  # `split`'s checks
+        kind = returned_checks(out[0].__class__, type(out[1])) if pair else None
     if edited:
         refuse_edited(edited)
     if versions:
-        _run.check_unedited(f, _run.Layout(f, *layout), inputs, versions)
+        _run.check_unedited(f, _run.Layout(f, *layout[:4]), inputs, versions)
     # `watched_result` without its settling (the compile watcher settles nothing).
-    # `split`, its checks read from classes where f returned a pair (Note [compile guards]).
-    pair = pair and out.__len__() == 2  # `split`'s checks
-    kind = returned_checks(out[0].__class__, type(out[1])) if pair else None
     if not kind:
         refuse_split(f, out, described)
     result, grad_fn = out
@@ -246,18 +270,22 @@ def call_compiled(
         variables: list[torch.nn.Parameter] = []
     else:
         variables = watcher.unpassed()
-        # At call time, as TensorFlow (item 33); read from grad_fn's code while tracing.
-        if variables and not code_accepts_variables(
-            type(grad_fn), getattr(grad_fn, "__code__", None)
-        ):
-            check_accepts(f, bound, grad_fn, variables)
+        # At call time, as TensorFlow (item 33); read from grad_fn's code while tracing, from
+        # Dynamo's tracker where the question answers (`accepts_noted`).
+        if variables:
+            comptime(lambda c: accepts_noted(c))
+            accepts = question is not None and question("accepts", None)[1]
+            if not accepts and not code_accepts_variables(
+                type(grad_fn), getattr(grad_fn, "__code__", None)
+            ):
+                check_accepts(f, bound, grad_fn, variables)
     sources = [*inputs, *variables]
     outputs, rebuild, exporting = handed_outputs(f, result, sources, kind)
     if exporting:  # Note [export] in `_export.py`
         outputs = exported(described, outputs, sources)
     else:
         # Note [lost gradients under compile] in `_captures.py`
-        if watcher is not None and watcher.reaches(result):
+        if watcher is not None and watcher.reaches(result, rebuild == "one"):
             graph_break(lost_under_compile_reason(described))  # under fullgraph=True, the error
             variables = outside(
                 settle, f, bound, kwargs, watcher.seeds, inputs, variables, (), captured
@@ -267,9 +295,10 @@ def call_compiled(
             n_outputs = outputs.__len__()  # (the builtin `len` costs a guard)
             if n_outputs > 1:  # Note [upstreams under compile] in `_compile_exits.py`
                 upstreams_checked(f, grad_fn, n_outputs, variables, described)
-            outputs = CompileNode.apply(  # type: ignore[no-untyped-call]
+            handed = CompileNode.apply(  # type: ignore[no-untyped-call]
                 (*layout, variables), f, grad_fn, n_outputs, *outputs, *inputs, *variables
             )
+            outputs = [handed] if n_outputs == 1 else handed  # one alone (`CompileNode.forward`)
     return outputs[0] if rebuild == "one" else rebuilt(rebuild, outputs)  # (a global: a guard)
 
 
@@ -316,7 +345,7 @@ def compiling_call(
         if route == "leave":
             return leave(UNBOUND, args, kwargs)
         unwatched = None if route == "watched" else question
-        return call_compiled(f, UNBOUND, args, kwargs, described, captured, unwatched)
+        return call_compiled(f, UNBOUND, args, kwargs, described, captured, unwatched, question)
 
     return compiling
 
@@ -328,7 +357,8 @@ def compiling_call(
 # `layout` then the node's constants (Note [f inside the compile node] in `_compile_node.py`);
 # asked with `NOTED` ("noted"): with what `_note_classes` noted, which alone lets f run inside
 # the node, or "ask" where nothing was noted (this frame runs as Python: ask with the classes);
-# inside the node, with "returned" and "handed": what `returned_noted` and `handed_noted` noted;
+# inside the node, with "returned" and "handed": what `returned_noted` and `handed_noted` noted
+# (with "returned" in `call_compiled` too, and "accepts": what `accepts_noted` noted);
 # with "plan" and a number: the template of a tree of outputs (`numbered_plan`);
 # asked with None: f's trace came back. A closure per decoration, run while tracing behind one
 # guard (an object of ours would cost its type and identity too).
@@ -346,6 +376,8 @@ def _route_question(reach: ParameterReach, described: str) -> Question:
             return ("ask", None) if checks is None else ("returned", checks)
         if kinds == "plan":  # the template of a tree of outputs, by its number
             return "plan", numbered_plan(keyword_classes)
+        if kinds == "accepts":  # in `call_compiled`, once f's result is split
+            return "accepts", accepts_noted() if dynamo_tracing() else None
         if kinds == "handed":  # in `InsideNode.forward`, once f's result is split
             return "handed", handed_noted() if dynamo_tracing() else None
         if kinds == NOTED:  # what `_note_classes` noted as Dynamo traced this call
@@ -411,14 +443,22 @@ _NUMBERS = (bool, int, float, complex, str)
 
 
 @run_while_tracing
-def _plain_layout(bound: bool, kinds: Sequence[type]) -> tuple[Any, ...] | None:
+def _plain_layout(
+    bound: bool, kinds: Sequence[type], autocast: bool = False
+) -> tuple[Any, ...] | None:
     """The `Layout` constants of a call whose positional arguments are of these types, when
-    each is a tensor or a Python number or string (which `_run.inputs` accepts as they are);
-    None otherwise."""
+    each is a tensor or a Python number or string (which `_run.inputs` accepts as they are),
+    with `autocast`: then the autocast state (`CompileNode`'s constants); None otherwise."""
     positions = tuple(i for i, kind in enumerate(kinds) if issubclass(kind, torch.Tensor))
     if len(positions) + sum(kind in _NUMBERS for kind in kinds) != len(kinds):
         return None
-    return bound, _structure.tuple_spec(len(kinds)), len(kinds), positions
+    layout = bound, _structure.tuple_spec(len(kinds)), len(kinds), positions
+    return (*layout, _autocast.current()) if autocast else layout
+
+
+@run_while_tracing
+def _autocast_now() -> Any:
+    return _autocast.current()
 
 
 def decorated_while_tracing(

@@ -45,6 +45,7 @@ watched from then on.
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -54,28 +55,27 @@ from . import _autocast, _structure
 from ._compile_exits import edits_checked, outside, refuse_edited, upstreams_checked
 from ._compile_outputs import handed_noted, handed_outputs
 from ._errors import PREFIX
-from ._record import EXACT_LIKE_INPUT, Record, check_upstreams, input_meta  # noqa: F401 (the generated backward reads check_upstreams)
-from ._run import Layout, split
+from ._record import EXACT_LIKE_INPUT, Record, check_upstreams  # noqa: F401 (read by the generated backwards)
+from ._run import Layout, split  # noqa: F401 (`Layout`: read by the generated backwards)
 from ._torch_internals import (
     graph_break,
     is_dynamo_compiling,
     is_exporting,
     run_while_tracing,
+    traced_function,
     traced_items,
 )
+from ._variables import code_accepts_variables
 
-# The call's `Layout` and variables as plain constants, the only kind of non-tensor argument
-# Dynamo passes through `apply` on every supported torch (Note [compile]): (bound, spec,
-# number of flattened arguments, tensor positions, variables).
-_Constants = tuple[bool, _structure.Spec, int, Sequence[int], list[torch.nn.Parameter]]
+# The call's `Layout`, autocast state and variables as plain constants, the only kind of
+# non-tensor argument Dynamo passes through `apply` on every supported torch (Note [compile]):
+# (bound, spec, number of flattened arguments, tensor positions, autocast state, variables).
+_Constants = tuple[
+    bool, _structure.Spec, int, Sequence[int], _autocast.State, list[torch.nn.Parameter]
+]
 
 
 # Trace-time constants of the compile path, read from classes (Note [compile guards]).
-
-
-@run_while_tracing
-def autocast_now() -> Any:
-    return _autocast.current()
 
 
 @run_while_tracing
@@ -121,6 +121,28 @@ def returned_noted(ctx: Any = None) -> Any:
     return None
 
 
+_ACCEPTS: list[bool] = []  # what `accepts_noted` noted for the question (one trace at a time)
+
+
+def accepts_noted(ctx: Any = None) -> bool | None:
+    """Given to `comptime` in `call_compiled` once f's result is split: notes whether the local
+    `grad_fn` takes `variables=`, read from its code as Dynamo holds it (`type()` and `getattr`
+    of grad_fn traced, and `code_accepts_variables`, cost a guard each). Asked without a context
+    (by the question): True where it does, else None (its code does not tell, Dynamo holds
+    another kind of callable, or nothing was noted: the check is traced)."""
+    if ctx is None:
+        return _ACCEPTS.pop() if _ACCEPTS else None
+    _ACCEPTS[:] = []
+    try:
+        held = traced_function(ctx, "grad_fn")
+    except Exception:  # (Dynamo's internals changed)
+        return None
+    code = held[0] if held.__class__ is tuple else getattr(held, "__code__", None)
+    if code_accepts_variables(types.FunctionType, code):
+        _ACCEPTS.append(True)
+    return None
+
+
 def split_kind(kind: type, grad_fn_class: type) -> tuple[str, bool] | None:
     """For a pair whose items are of these classes: None where `split` refuses it (the second
     not callable), else how outputs of the first item's class are rebuilt ("one" tensor, a
@@ -156,7 +178,8 @@ def _split_reason(described: str) -> str:
 class CompileNode(torch.autograd.Function):
     """The node of every decorated call while Dynamo traces (Note [compile]): f and grad_fn
     are arguments of `apply`, so one class serves every decorated function, and a decoration
-    made while Dynamo traces needs no class of its own (Note [decorating while compiling])."""
+    made while Dynamo traces needs no class of its own (Note [decorating while compiling]).
+    `constants`: the call's `Layout` constants, the autocast state and the variables."""
 
     @staticmethod
     def forward(
@@ -165,26 +188,25 @@ class CompileNode(torch.autograd.Function):
         grad_fn: Callable[..., Any],
         n_outputs: int,
         *tensors: torch.Tensor,
-    ) -> tuple[torch.Tensor, ...]:
+    ) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        # One output alone: torch's `autograd.Function` code reads `tuple` (a guard) to hand
+        # several back
+        if n_outputs == 1:
+            return tensors[0].detach()
         return tuple(t.detach() for t in tensors[:n_outputs])
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         constants, f, grad_fn, n_outputs, *tensors = inputs
-        bound, spec, n_args, positions, variables = constants
+        variables = constants[5]
         ctx.grad_fn = grad_fn
-        ctx.n_outputs = n_outputs
-        # `Record.of_call`, written out: Dynamo guards each name it reads (Note [compile
-        # guards]), and the autocast state is a constant of the traced call.
-        given = tensors[n_outputs:][: len(positions)]
-        metas = [input_meta(t) for t in (*given, *variables)]
-        layout = Layout(f, bound, spec, n_args, positions)
-        ctx.record = Record(layout, metas, variables, autocast_now())
+        ctx.constants = (f, constants, n_outputs)
+        # `Record.of_call`, written out with each tensor's class (`backward`): Dynamo guards
+        # each name it reads (Note [compile guards])
+        given = tensors[n_outputs:][: constants[3].__len__()]
+        ctx.metas = [(t.__class__, t.shape, t.dtype, t.device) for t in (*given, *variables)]
 
-    @staticmethod
-    def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
-        needs = ctx.needs_input_grad[4 + ctx.n_outputs :]
-        return (*(None,) * (4 + ctx.n_outputs), *_gradients(ctx, upstream, needs))
+    # `backward`: `_COMPILE_BACKWARD`, generated below
 
 
 class InsideNode(torch.autograd.Function):
@@ -255,33 +277,41 @@ class InsideNode(torch.autograd.Function):
     # `backward`: `_INSIDE_BACKWARD`, generated below
 
 
-# `InsideNode.backward`, its test of a gradient rendered from `EXACT_LIKE_INPUT` (one home, in
-# `_record.py`): written out, it reads no global where every gradient is like its input (a
-# global function, or the module, costs a guard: Note [compile guards] in `_compile.py`).
+# The nodes' `backward`s, their test of a gradient rendered from `EXACT_LIKE_INPUT` (one home,
+# in `_record.py`): written out, they read no global where every gradient is like its input (a
+# global function, or the module, costs a guard: Note [compile guards] in `_compile.py`). Where
+# one is not, the call's `Record` is built there and then, and its checks repair or refuse.
+_CALLED = """
+        try:
+            returned = {call}
+        except Exception as error:
+            _break_at(error)
+            if isinstance(error, TypeError):  # Note [upstreams under compile]
+                check_upstreams(f, ctx.grad_fn, len(upstream), {variables})
+            raise
+"""
+_ALL_LIKE = """
+            i = 0
+            for meta in metas:
+                g = grads[i]
+                if not ({like}):
+                    break
+                i += 1  # (`enumerate` is a global: a guard)
+            else:
+                return (*head, *grads)
+"""
 _INSIDE_BACKWARD = """
 def backward(ctx, *upstream):
     f, (bound, spec, n_args, positions, _, autocast), n_outputs = ctx.constants
     upstream = upstream[:n_outputs]  # (not the rebuilding's)
     metas = ctx.metas
+    head = (None, None, None, None)
     if not autocast:  # gradients like their inputs, as they are (Note [f inside ...])
-        try:
-            returned = ctx.grad_fn(*upstream)
-        except Exception as error:
-            _break_at(error)
-            if isinstance(error, TypeError):  # Note [upstreams under compile]
-                check_upstreams(f, ctx.grad_fn, len(upstream), [])
-            raise
+        {called}
         grads = (returned,) if n_args == 1 else returned
         # (a literal's class and `__len__`: each builtin read costs a guard)
         if grads.__class__ is ().__class__ and grads.__len__() == n_args:
-            i = 0
-            for meta in metas:
-                g = grads[i]
-                if not (g is None if meta is None else ({like})):
-                    break
-                i += 1  # (`enumerate` is a global: a guard)
-            else:
-                return (None, None, None, None, *grads)
+            {all_like}
     layout = Layout(f, bound, spec, n_args, positions)
     record = Record(layout, [metas[i][1:] for i in positions], [], autocast)
     needs = ctx.needs_input_grad
@@ -291,28 +321,69 @@ def backward(ctx, *upstream):
     else:
         grads = _refused(record.checked, returned, needs)
     if len(grads) == n_args:
-        return (None, None, None, None, *grads)
+        return (*head, *grads)
     placed = [None] * n_args
     for i, grad in zip(positions, grads, strict=True):
         placed[i] = grad
-    return (None, None, None, None, *placed)
+    return (*head, *placed)
 """
-Tensor = (
-    torch.Tensor
-)  # the name `EXACT_LIKE_INPUT` reads where a gradient is not of its input's class
-_generated: dict[str, Any] = {}
-_source = _INSIDE_BACKWARD.format(
-    like=EXACT_LIKE_INPUT.format(
-        g="g", kind="meta[0]", shape="meta[1]", dtype="meta[2]", device="meta[3]"
-    )
+# `CompileNode.backward`: where f read Parameters, grad_fn returns `(input_grads,
+# variable_grads)` (item 34), taken as they are where the arguments are all tensors, the input
+# gradients one tensor (one argument) or a tuple, the variables' a list or a tuple.
+_COMPILE_BACKWARD = """
+def backward(ctx, *upstream):
+    f, (bound, spec, n_args, positions, autocast, variables), n_outputs = ctx.constants
+    metas = ctx.metas
+    head = (None,) * (4 + n_outputs)
+    if not autocast:  # gradients like their inputs, as they are
+        {called}
+        grads = None
+        if not variables:
+            inputs, of_variables = returned, ()
+        elif returned.__class__ is ().__class__ and returned.__len__() == 2:
+            inputs, of_variables = returned
+        else:  # (the checks of `Record.checked` say why not)
+            inputs, of_variables = (), None
+        if of_variables.__class__ is [].__class__ or of_variables.__class__ is ().__class__:
+            if n_args == 1 and inputs.__class__ is not ().__class__:
+                inputs = (inputs,)
+            if inputs.__class__ is ().__class__ and positions.__len__() == n_args:
+                grads = (*inputs, *of_variables)
+        if grads is not None and grads.__len__() == metas.__len__():
+            {all_like}
+    layout = Layout(f, bound, spec, n_args, positions)
+    record = Record(layout, [meta[1:] for meta in metas], variables, autocast)
+    needs = ctx.needs_input_grad[4 + n_outputs :]
+    if autocast:
+        grads = _refused(record.gradients, ctx.grad_fn, upstream, needs)
+    else:
+        grads = _refused(record.checked, returned, needs)
+    return (*head, *grads)
+"""
+Tensor = torch.Tensor  # the name `EXACT_LIKE_INPUT` reads where a gradient is not of its input's
+_LIKE = EXACT_LIKE_INPUT.format(
+    g="g", kind="meta[0]", shape="meta[1]", dtype="meta[2]", device="meta[3]"
 )
-exec(compile(_source, "<tf_compat_grad compile backward>", "exec"), globals(), _generated)
-InsideNode.backward = staticmethod(_generated["backward"])  # type: ignore[method-assign]
 
 
-def _gradients(ctx: Any, upstream: Sequence[Any], needs: Sequence[bool]) -> list[Any]:
-    """grad_fn's gradients, checked against the call's record (`Record.gradients`)."""
-    return _refused(ctx.record.gradients, ctx.grad_fn, upstream, needs)
+def _generate(template: str, call: str, variables: str, like: str) -> Any:
+    called = _CALLED.format(call=call, variables=variables).strip()
+    all_like = _ALL_LIKE.format(like=like).strip()
+    source = template.format(called=called, all_like=all_like)
+    generated: dict[str, Any] = {}
+    exec(compile(source, "<tf_compat_grad compile backward>", "exec"), globals(), generated)
+    return staticmethod(generated["backward"])
+
+
+InsideNode.backward = _generate(  # type: ignore[method-assign]
+    _INSIDE_BACKWARD, "ctx.grad_fn(*upstream)", "[]", f"g is None if meta is None else ({_LIKE})"
+)
+CompileNode.backward = _generate(  # type: ignore[method-assign]
+    _COMPILE_BACKWARD,
+    "ctx.grad_fn(*upstream, variables=[*variables]) if variables else ctx.grad_fn(*upstream)",
+    "variables",
+    _LIKE,
+)
 
 
 def _refused(check: Callable[..., list[Any]], *args: Any) -> list[Any]:

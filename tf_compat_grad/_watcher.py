@@ -26,7 +26,7 @@ from ._captures import CapturedRule, any_needs_grad, settle
 from ._places import close_cache, open_cache
 from ._run import UNBOUND, call_f, split
 from ._structure import leaves
-from ._torch_internals import run_while_tracing
+from ._torch_internals import dynamo_tracing, run_while_tracing, traced_items
 from ._variables import check_accepts
 
 if TYPE_CHECKING:
@@ -116,10 +116,38 @@ _METADATA: frozenset[Any] = frozenset(
 
 
 @run_while_tracing
-def _is_metadata(func: Any) -> bool:
-    """`func in _METADATA`, decided while Dynamo traces (Note [compile guards] in
-    `_compile.py`)."""
-    return func in _METADATA
+def _op_noted(func: Any) -> tuple[bool, Any]:
+    """Decided while Dynamo traces (Note [compile guards] in `_compile.py`): `func in
+    _METADATA`, and what `_note_scan` noted of the op's positional arguments (None where it
+    noted nothing: they are scanned as traced)."""
+    noted = _SCANNED.pop() if _SCANNED and dynamo_tracing() else None
+    return func in _METADATA, noted
+
+
+# What `_note_scan` noted for `_op_noted` (one trace at a time: Dynamo's compile lock).
+_SCANNED: list[Any] = []
+
+
+def _note_scan(ctx: Any) -> None:
+    """Given to `comptime` in `CompiledWatcher.__torch_function__`: what `_scan` finds among
+    the op's positional arguments, read from Dynamo's trackers (a Parameter's class read in
+    the trace costs a TYPE_MATCH guard per Parameter): `(position, is a Parameter)` for each
+    Parameter and each plain tensor that requires grad; None where an argument is a list or a
+    tuple, or Dynamo holds another kind of value."""
+    held = traced_items(ctx, "args")
+    noted: Any = None
+    if held is not None and held[0] is tuple:
+        noted = []
+        for i, (kind, fake) in enumerate(held[1]):
+            if kind is list or kind is tuple:
+                noted = None
+                break
+            if fake is not None and fake.requires_grad:
+                if issubclass(kind, Parameter):
+                    noted.append((i, True))
+                elif kind is _Tensor:
+                    noted.append((i, False))
+    _SCANNED[:] = [noted]
 
 
 class ParameterWatcher(TorchFunctionMode):
@@ -183,12 +211,14 @@ class CompiledWatcher(ParameterWatcher):
     given (`seeds`: f runs under `no_grad`, so none of its own making), and follows which
     tensors f computes from them, by identity, which Dynamo folds into constants."""
 
-    def __init__(self, given: Iterable[Any], keywords: Iterable[Any]) -> None:
-        # `ParameterWatcher.__init__` is not called: Dynamo guards `super()` (Note [compile
-        # guards] in `_compile.py`).
+    def start(self, known: Sequence[_Tensor], keywords: Iterable[Any]) -> None:
+        """Set the watcher made with `__new__` (which spares Dynamo's instantiation: Note
+        [compile guards] in `_compile.py`) to watch a call given the tensors `known` and the
+        keyword values `keywords`. `ParameterWatcher.__init__` is not called: Dynamo guards
+        `super()`."""
         self.read: list[Parameter] = []  # what `found` holds, by identity: `id` is a guard
         self.places = None
-        self.known: list[_Tensor] = [t for t in given if isinstance(t, _Tensor)]
+        self.known = known
         self.keywords = [t for t in keywords if isinstance(t, Parameter)]  # not variables
         self.seeds: list[_Tensor] = []  # first reached first
         self.tainted: list[_Tensor] = []
@@ -196,11 +226,19 @@ class CompiledWatcher(ParameterWatcher):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         # Per op, while there is no seed: what the Parameter watcher does, and a look at
         # `requires_grad` (Dynamo traces all of it, for each op: the cost is compile time).
+        from torch._dynamo.comptime import comptime  # a local import: no guard
+
         n_seeds = len(self.seeds)
         touched = n_seeds and self._tainted_among([args, kwargs])
-        if _is_metadata(func):
+        comptime(lambda c: _note_scan(c))  # a literal lambda: no guard
+        metadata, noted = _op_noted(func)
+        if metadata:
             return func(*args, **(kwargs or {}))
-        self._scan(args)
+        if noted is None:
+            self._scan(args)
+        else:  # as `_scan` would find them, read from the trackers
+            for i, parameter in noted:
+                self._found(args[i], parameter)
         if kwargs:
             self._scan(kwargs.values())
         out = func(*args, **(kwargs or {}))
@@ -217,17 +255,21 @@ class CompiledWatcher(ParameterWatcher):
         for value in values:
             if isinstance(value, Parameter):
                 if value.requires_grad:
-                    if any(value is t for t in self.keywords):
-                        self._seed(value)
-                    elif not any(value is p for p in self.read):
-                        self.read.append(value)
+                    self._found(value, True)
                 continue
             kind = type(value)
             if kind is _Tensor:
                 if value.requires_grad:  # not, under `no_grad`, what f computed
-                    self._seed(value)
+                    self._found(value, False)
             elif kind is list or kind is tuple:
                 self._scan(value)
+
+    def _found(self, value: _Tensor, parameter: bool) -> None:
+        """Keep value, found by `_scan`: a Parameter or a plain tensor that requires grad."""
+        if not parameter or any(value is t for t in self.keywords):
+            self._seed(value)
+        elif not any(value is p for p in self.read):
+            self.read.append(value)  # type: ignore[arg-type]
 
     def unpassed(self) -> list[Parameter]:
         """The Parameters f read, first use first, less those passed to it (the variables)."""
@@ -235,13 +277,13 @@ class CompiledWatcher(ParameterWatcher):
 
     def _seed(self, value: _Tensor) -> None:
         """Record value, which requires grad, as a seed unless it is known or one already."""
+        known = self.known
+        if any(value is t for t in known):  # (first: `Parameter` read costs a guard)
+            return
         base = value._base  # a view Dynamo made without the mode (`w.T`) is known by its base
         if isinstance(base, Parameter) and not any(base is t for t in self.keywords):
             return  # a view of a variable (`weights[1]`)
-        known = self.known
-        if not any(value is t or base is t for t in known) and not any(
-            value is t for t in self.seeds
-        ):
+        if not any(base is t for t in known) and not any(value is t for t in self.seeds):
             self.seeds.append(value)
 
     def _tainted_among(self, values: Iterable[Any]) -> bool:
@@ -256,12 +298,13 @@ class CompiledWatcher(ParameterWatcher):
                 return True
         return False
 
-    def reaches(self, result: Any) -> bool:
+    def reaches(self, result: Any, one: bool) -> bool:
         """Whether an output of f is a seed (also one f returns as it is) or computed from
-        one."""
-        outputs = [result] if isinstance(result, _Tensor) else leaves(result)
+        one; `one`: result is a plain tensor (read from its class: `isinstance` reads the
+        global `Tensor`, a guard)."""
+        outputs = [result] if one or isinstance(result, _Tensor) else leaves(result)
         for tensor in outputs:
-            if isinstance(tensor, _Tensor) and tensor.requires_grad:
+            if (one or isinstance(tensor, _Tensor)) and tensor.requires_grad:
                 self._seed(tensor)
         if not self.seeds:
             return False

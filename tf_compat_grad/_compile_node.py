@@ -58,6 +58,7 @@ from ._errors import PREFIX
 from ._record import EXACT_LIKE_INPUT, Record, check_upstreams  # noqa: F401 (read by the generated backwards)
 from ._run import Layout, split  # noqa: F401 (`Layout`: read by the generated backwards)
 from ._torch_internals import (
+    Noted,
     graph_break,
     is_dynamo_compiling,
     is_exporting,
@@ -100,7 +101,7 @@ def returned_checks(kind: Any, grad_fn_class: type | None = None) -> Any:
     return split_kind(kind, grad_fn_class)
 
 
-_RETURNED: list[Any] = []  # what `returned_noted` noted for the question (one trace at a time)
+_RETURNED = Noted()  # what `returned_noted` noted for the question
 
 
 def returned_noted(ctx: Any = None) -> Any:
@@ -110,18 +111,18 @@ def returned_noted(ctx: Any = None) -> Any:
     `_route_question` in `_compile.py`): the message of an edit found ("" if none) and
     `split_kind`'s answer (None where `split` refuses `out`), or None where nothing was noted."""
     if ctx is None:
-        return _RETURNED.pop() if _RETURNED else None
+        return _RETURNED.take()
     edits_checked(ctx)
-    _RETURNED[:] = []
+    _RETURNED.clear()
     held = traced_items(ctx, "out")
     if held is not None and issubclass(held[0], (tuple, list)):
         items = held[1]
         kind = split_kind(items[0][0], items[1][0]) if len(items) == 2 else None
-        _RETURNED.append((edits_checked(), kind))
+        _RETURNED.note((edits_checked(), kind))
     return None
 
 
-_ACCEPTS: list[bool] = []  # what `accepts_noted` noted for the question (one trace at a time)
+_ACCEPTS = Noted()  # what `accepts_noted` noted for the question
 
 
 def accepts_noted(ctx: Any = None) -> bool | None:
@@ -131,15 +132,15 @@ def accepts_noted(ctx: Any = None) -> bool | None:
     (by the question): True where it does, else None (its code does not tell, Dynamo holds
     another kind of callable, or nothing was noted: the check is traced)."""
     if ctx is None:
-        return _ACCEPTS.pop() if _ACCEPTS else None
-    _ACCEPTS[:] = []
+        return _ACCEPTS.take()  # type: ignore[no-any-return]
+    _ACCEPTS.clear()
     try:
         held = traced_function(ctx, "grad_fn")
     except Exception:  # (Dynamo's internals changed)
         return None
     code = held[0] if held.__class__ is tuple else getattr(held, "__code__", None)
     if code_accepts_variables(types.FunctionType, code):
-        _ACCEPTS.append(True)
+        _ACCEPTS.note(True)
     return None
 
 

@@ -27,7 +27,13 @@ from ._compile_exits import parameters_of
 from ._record import upstreams_refusal_of_code
 from ._run import as_output
 from ._structure import flatten, unflatten
-from ._torch_internals import run_while_tracing, traced_function, traced_items, traced_tree
+from ._torch_internals import (
+    Noted,
+    run_while_tracing,
+    traced_function,
+    traced_items,
+    traced_tree,
+)
 
 
 def handed_outputs(
@@ -163,7 +169,7 @@ def _all_tensor_classes(kinds: list[type]) -> bool:
     return all(kind is torch.Tensor for kind in kinds)
 
 
-_HANDED: list[Any] = []  # what `handed_noted` noted for the question (one trace at a time)
+_HANDED = Noted()  # what `handed_noted` noted for the question
 
 
 def handed_noted(ctx: Any = None) -> tuple[Any, tuple[tuple[Any, ...], ...]] | None:
@@ -176,8 +182,8 @@ def handed_noted(ctx: Any = None) -> tuple[Any, tuple[tuple[Any, ...], ...]] | N
     rebuilt and the path of keys to each, in order. Asked without a context (by the question,
     `_route_question` in `_compile.py`): that answer, None where nothing was noted."""
     if ctx is None:
-        return _HANDED.pop() if _HANDED else None
-    _HANDED[:] = []
+        return _HANDED.take()  # type: ignore[no-any-return]
+    _HANDED.clear()
     try:
         kind = ctx.get_local("kind").as_python_constant()
         result = traced_tree(ctx, "result")
@@ -195,7 +201,7 @@ def handed_noted(ctx: Any = None) -> tuple[Any, tuple[tuple[Any, ...], ...]] | N
     found = tuple(paths[id(o)][1] for o in handed)
     if kind[0] == "tuple" and all(path.__len__() == 1 for path in found):
         rebuild = "tuple"  # as traced: a fake tensor's class is not `Tensor`
-    _HANDED.append((rebuild, found))
+    _HANDED.note((rebuild, found))
     return None
 
 

@@ -201,6 +201,26 @@ def traced_view(ctx: Any, tensors: str, function: str) -> tuple[Any, list[Any], 
     return frame, fakes, code
 
 
+class Noted:
+    """What a `comptime` callback noted while Dynamo traces, for code run while tracing (the
+    route question) to take once: one trace at a time (Dynamo's compile lock)."""
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held: list[Any] = []
+
+    def note(self, value: Any) -> None:
+        self._held[:] = [value]
+
+    def clear(self) -> None:
+        self._held.clear()
+
+    def take(self) -> Any:
+        """The value noted, once; None where nothing is."""
+        return self._held.pop() if self._held else None
+
+
 def traced_items(ctx: Any, name: str) -> tuple[type, list[tuple[type, Any]]] | None:
     """In a `comptime` callback: the class of the frame's local `name` (a tuple, a list or a
     dict) and, for each of its items (a dict's values), its class and, for a tensor, the fake

@@ -26,7 +26,7 @@ from ._captures import CapturedRule, any_needs_grad, settle
 from ._places import close_cache, open_cache
 from ._run import UNBOUND, call_f, split
 from ._structure import leaves
-from ._torch_internals import dynamo_tracing, run_while_tracing, traced_items
+from ._torch_internals import Noted, dynamo_tracing, run_while_tracing, traced_items
 from ._variables import check_accepts
 
 if TYPE_CHECKING:
@@ -120,12 +120,12 @@ def _op_noted(func: Any) -> tuple[bool, Any]:
     """Decided while Dynamo traces (Note [compile guards] in `_compile.py`): `func in
     _METADATA`, and what `_note_scan` noted of the op's positional arguments (None where it
     noted nothing: they are scanned as traced)."""
-    noted = _SCANNED.pop() if _SCANNED and dynamo_tracing() else None
+    noted = _SCANNED.take() if dynamo_tracing() else None
     return func in _METADATA, noted
 
 
 # What `_note_scan` noted for `_op_noted` (one trace at a time: Dynamo's compile lock).
-_SCANNED: list[Any] = []
+_SCANNED = Noted()
 
 
 def _note_scan(ctx: Any) -> None:
@@ -147,7 +147,7 @@ def _note_scan(ctx: Any) -> None:
                     noted.append((i, True))
                 elif kind is _Tensor:
                     noted.append((i, False))
-    _SCANNED[:] = [noted]
+    _SCANNED.note(noted)
 
 
 class ParameterWatcher(TorchFunctionMode):

@@ -134,10 +134,7 @@ def accepts_noted(ctx: Any = None) -> bool | None:
     if ctx is None:
         return _ACCEPTS.take()  # type: ignore[no-any-return]
     _ACCEPTS.clear()
-    try:
-        held = traced_function(ctx, "grad_fn")
-    except Exception:  # (Dynamo's internals changed)
-        return None
+    held = traced_function(ctx, "grad_fn")
     code = held[0] if held.__class__ is tuple else getattr(held, "__code__", None)
     if code_accepts_variables(types.FunctionType, code):
         _ACCEPTS.note(True)

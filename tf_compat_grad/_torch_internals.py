@@ -268,14 +268,18 @@ def traced_tree(ctx: Any, name: str) -> Any:
 def traced_function(ctx: Any, name: str) -> Any:
     """In a `comptime` callback: the frame's local `name` where Dynamo holds a function, as
     the function itself where it was defined outside the traced code, else as `(code, whether
-    defaults are set)`; None where it holds another kind of callable."""
-    from torch._dynamo.variables import functions
+    defaults are set)`; None where it holds another kind of callable (or where Dynamo's
+    internals changed), as `traced_items` and `traced_tree` answer."""
+    try:
+        from torch._dynamo.variables import functions
 
-    held = ctx.get_local(name)._i_will_not_complain_if_bc_breaks_VariableTracker()
-    if type(held) is functions.UserFunctionVariable:
-        return held.get_function()
-    if type(held) is functions.NestedUserFunctionVariable:
-        return held.get_code(), held.defaults is not None
+        held = ctx.get_local(name)._i_will_not_complain_if_bc_breaks_VariableTracker()
+        if type(held) is functions.UserFunctionVariable:
+            return held.get_function()
+        if type(held) is functions.NestedUserFunctionVariable:
+            return held.get_code(), held.defaults is not None
+    except Exception:  # (Dynamo's internals changed)
+        pass
     return None
 
 

@@ -344,18 +344,9 @@ OUTER = {
     "jvp tangent": lambda fn, x: torch.func.jvp(fn, (x,), (torch.ones_like(x),))[1],
     "jacrev": lambda fn, x: torch.func.jacrev(fn)(x),
 }
-LOST = pytest.mark.xfail(
-    strict=True,
-    reason="under torch.func f runs inside the node's forward and the Parameters it reads "
-    "are not the node's inputs: the outer autograd graph of the output misses them, so their "
-    "gradient through f's output is silently dropped",
-)
 
 
-@pytest.mark.parametrize(
-    "transform",
-    [pytest.param(k, marks=LOST) if k in ("grad", "vmap", "jvp primal") else k for k in OUTER],
-)
+@pytest.mark.parametrize("transform", OUTER)
 def test_an_outer_backward_through_a_transform_reaches_the_parameters_f_reads(transform):
     x = torch.tensor([0.3, -0.5, 1.1], dtype=D)
     found = []

@@ -136,6 +136,11 @@ class _Call:
             check_accepts(f, self.bound, grad_fn, variables)
         return result, grad_fn, variables
 
+    def n_given(self) -> int:
+        """How many of the node's tensors get grad_fn's gradients: the inputs, then the
+        parameter slots' tensors."""
+        return len(self.layout.positions) + self.n_parameters
+
     def n_tensors(self) -> int:
         """How many tensors the node takes: the inputs, then the slots' tensors."""
         return len(self.layout.positions) + len(self.slots)
@@ -178,6 +183,10 @@ def call_under_transform(
             raise CustomGradientNotImplementedError(_parametrized_slot(f, name))
     call = _Call(bound, layout, constants, kwargs, slots, dual, captured)
     *outputs, aux = node.apply(call, *inputs, *placed)  # type: ignore[no-untyped-call]
+    read = aux.variables[call.n_parameters :]
+    if any(v.requires_grad for v in read):
+        link = _Link(call, aux, len(outputs))
+        outputs = _Reads.apply(link, *outputs, *inputs, *placed, *read)  # type: ignore[no-untyped-call]
     if dual and aux.variables and call.grad_enabled:
         raise CustomGradientNotImplementedError(
             f"{PREFIX}{describe(f)} was called with dual tensors of `torch.autograd.forward_ad` "
@@ -227,33 +236,6 @@ def _make_transform_node(named_after: Callable[..., Any]) -> type[torch.autograd
         ctx.save_for_forward(*tensors)
         ctx.outputs = list(map(input_meta, output[:-1]))
 
-    def grad_fn_for(
-        ctx: Any, inputs: Sequence[torch.Tensor], forward_mode: bool = False
-    ) -> Callable[..., Any]:
-        aux: _Aux = ctx.aux
-        f = ctx.call.layout.f
-        further = differentiated_further(inputs)
-        if forward_mode and further == "jvp":
-            raise CustomGradientNotImplementedError(
-                f"{PREFIX}forward mode over forward mode (e.g. `jacfwd(jacfwd(f))`) through "
-                f"{describe(f)} would lose the second-order terms of the tensors "
-                "its grad_fn closes over, so it is refused rather than computed wrong. Use "
-                "`torch.func.hessian` (forward over reverse) or `jacrev(jacrev(f))` instead."
-            )
-        if not forward_mode and any_dual(inputs):
-            further = "jvp"  # forward over reverse: a dual level differentiates backward's result
-        if further:
-            call: _Call = ctx.call
-            state = ctx.record.autocast
-            rerun: tuple[Any, Callable[..., Any], Any] = aux.rng.rerun(
-                lambda: _autocast.call_in(state, call.run_f, f, inputs)
-            )
-            if not rerun[2]:
-                return rerun[1]
-            # grad_fn gets the very tensors its own run of f read (item 34).
-            return functools.partial(_with_variables, rerun[1], rerun[2])
-        return aux.grad_fn
-
     def input_grads(
         ctx: Any,
         grad_fn: Callable[..., Any],
@@ -261,23 +243,18 @@ def _make_transform_node(named_after: Callable[..., Any]) -> type[torch.autograd
         needs: Sequence[bool],
         tensors: Sequence[torch.Tensor],
     ) -> list[torch.Tensor | None]:
-        record: Record = ctx.record
         call: _Call = ctx.call
         # The parameter slots' tensors are the transform's own: their gradients are returned.
-        # Parameters read under a transform are constants of it, and so are the buffers in
-        # slots: their gradients are dropped.
-        given = len(record.layout.positions) + call.n_parameters
-        needs = [*needs[:given], *(False for _ in record.variables[call.n_parameters :])]
-        # The slots' tensors as this level sees them (after the inputs among `tensors`), put
-        # back while grad_fn runs: one that reads `self.weight` then reads the tensor f
-        # computed with, not the Parameter that `functional_call` has put back since.
-        with in_slots(call.slots, tensors[len(record.layout.positions) :]):
-            gradients = record.gradients(grad_fn, upstream, needs)[:given]
+        # The Parameters f read are constants of the transform (`_Reads` gives them their
+        # outer gradient), and so are the buffers in slots: their gradients are dropped.
+        given = call.n_given()
+        needs = [*needs[:given], *(False for _ in ctx.record.variables[call.n_parameters :])]
+        gradients = _gradients(ctx, grad_fn, upstream, needs, tensors)[:given]
         return [*gradients, *(None for _ in range(call.n_tensors() - given))]
 
     def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
         inputs = ctx.saved_tensors[: ctx.call.n_tensors()]
-        grad_fn = grad_fn_for(ctx, inputs)
+        grad_fn = _grad_fn_for(ctx, inputs)
         upstream = upstream[:-1]
         return (None, *input_grads(ctx, grad_fn, upstream, ctx.needs_input_grad[1:], inputs))
 
@@ -286,7 +263,7 @@ def _make_transform_node(named_after: Callable[..., Any]) -> type[torch.autograd
         if ctx.call.dual:  # the rule is applied at the primals, as in forward
             saved = primals(saved)
         inputs = saved[: ctx.call.n_tensors()]
-        grad_fn = grad_fn_for(ctx, inputs, forward_mode=True)
+        grad_fn = _grad_fn_for(ctx, inputs, forward_mode=True)
         needs = [has_tangent_space(x) for x in inputs]
         outputs = ctx.outputs
         varying = [dtype.is_floating_point or dtype.is_complex for _, dtype, _ in outputs]
@@ -339,6 +316,108 @@ def _make_transform_node(named_after: Callable[..., Any]) -> type[torch.autograd
         jvp=staticmethod(jvp),
         generate_vmap_rule=True,
     )
+
+
+def _grad_fn_for(
+    ctx: Any, inputs: Sequence[torch.Tensor], forward_mode: bool = False
+) -> Callable[..., Any]:
+    aux: _Aux = ctx.aux
+    f = ctx.call.layout.f
+    further = differentiated_further(inputs)
+    if forward_mode and further == "jvp":
+        raise CustomGradientNotImplementedError(
+            f"{PREFIX}forward mode over forward mode (e.g. `jacfwd(jacfwd(f))`) through "
+            f"{describe(f)} would lose the second-order terms of the tensors "
+            "its grad_fn closes over, so it is refused rather than computed wrong. Use "
+            "`torch.func.hessian` (forward over reverse) or `jacrev(jacrev(f))` instead."
+        )
+    if not forward_mode and any_dual(inputs):
+        further = "jvp"  # forward over reverse: a dual level differentiates backward's result
+    if further:
+        call: _Call = ctx.call
+        state = ctx.record.autocast
+        rerun: tuple[Any, Callable[..., Any], Any] = aux.rng.rerun(
+            lambda: _autocast.call_in(state, call.run_f, f, inputs)
+        )
+        if not rerun[2]:
+            return rerun[1]
+        # grad_fn gets the very tensors its own run of f read (item 34).
+        return functools.partial(_with_variables, rerun[1], rerun[2])
+    return aux.grad_fn
+
+
+def _gradients(
+    ctx: Any,
+    grad_fn: Callable[..., Any],
+    upstream: Sequence[Any],
+    needs: Sequence[bool],
+    tensors: Sequence[torch.Tensor],
+) -> list[torch.Tensor | None]:
+    """grad_fn's checked gradients, one per input then per variable (`needs` likewise), with
+    the slots' tensors as this level sees them (after the inputs among `tensors`) put back while
+    grad_fn runs: one that reads `self.weight` then reads the tensor f computed with, not the
+    Parameter that `functional_call` has put back since."""
+    record: Record = ctx.record
+    with in_slots(ctx.call.slots, tensors[len(record.layout.positions) :]):
+        return record.gradients(grad_fn, upstream, needs)
+
+
+class _Link:
+    """What `_Reads` is passed of the transform node's call, through `apply`."""
+
+    __slots__ = ("aux", "call", "n_outputs")
+
+    def __init__(self, call: _Call, aux: _Aux, n_outputs: int) -> None:
+        self.call = call
+        self.aux = aux
+        self.n_outputs = n_outputs
+
+
+class _Reads(torch.autograd.Function):
+    """Applied to the transform node's outputs, the node's tensors and the Parameters f read
+    (not in a slot): forward hands the outputs on, backward the upstream gradients, plus grad_fn's
+    gradients of those Parameters at the level that differentiates them (plain autograd outside
+    every transform; to the transforms they are constants). See Note [transforms]."""
+
+    @staticmethod
+    @never_compiled
+    def forward(link: _Link, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(t.detach() for t in tensors[: link.n_outputs])
+
+    @staticmethod
+    @never_compiled
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        link: _Link = inputs[0]
+        call = link.call
+        ctx.call = call
+        ctx.aux = link.aux
+        ctx.n_outputs = link.n_outputs
+        tensors = inputs[1 + link.n_outputs : 1 + link.n_outputs + call.n_tensors()]
+        ctx.record = Record.of_call(
+            call.layout, tensors[: len(call.layout.positions)], link.aux.variables
+        )
+        ctx.save_for_backward(*tensors)
+
+    @staticmethod
+    @never_compiled
+    def backward(ctx: Any, *upstream: Any) -> tuple[Any, ...]:
+        call: _Call = ctx.call
+        skipped = 1 + ctx.n_outputs + call.n_tensors()
+        needs = ctx.needs_input_grad[skipped:]
+        read: list[torch.Tensor | None] = [None] * len(needs)
+        if any(needs):
+            inputs = ctx.saved_tensors
+            grad_fn = _grad_fn_for(ctx, inputs)
+            given = call.n_given()
+            read = _gradients(ctx, grad_fn, upstream, [*(False,) * given, *needs], inputs)[given:]
+        return (None, *upstream, *(None for _ in range(call.n_tensors())), *read)
+
+    @staticmethod
+    @never_compiled
+    def jvp(ctx: Any, *tangents: Any) -> tuple[Any, ...]:
+        return tangents[1 : 1 + ctx.n_outputs]
+
+    generate_vmap_rule = True
 
 
 def _zeros(meta: InputMeta) -> torch.Tensor:

@@ -10,11 +10,13 @@ import pytest
 import torch
 from helpers import D
 from torch import nn
+from torch.autograd import forward_ad as fwAD
 
 from tf_compat_grad import custom_gradient
 
 w = nn.Parameter(torch.tensor([0.7, 1.2, 0.9], dtype=D))
 b = nn.Parameter(torch.tensor([0.1, -0.2, 0.3], dtype=D))
+calls = {"grad_fn": 0}
 
 
 @custom_gradient
@@ -25,6 +27,7 @@ def two(x):
     z = torch.exp(t * 0.5)
 
     def grad_fn(dy, dz, variables=None):
+        calls["grad_fn"] += 1
         c = dy * torch.cos(t) + dz * 0.5 * z
         by_id = {id(w): c * x, id(b): dy * x}
         return c * w + dy * b, [by_id[id(v)] for v in variables]
@@ -141,6 +144,17 @@ def test_input_gradients_without_an_outer_backward_leave_the_parameters_alone():
         assert not torch.func.vmap(critic)(x[None]).requires_grad
 
 
+@pytest.mark.parametrize("x_needs_grad", [False, True], ids=["x constant", "x needs grad"])
+def test_an_outer_backward_calls_grad_fn_once(x_needs_grad):
+    """The Parameters' gradients and the input's come from one call of grad_fn."""
+    x = torch.tensor([0.3, -0.5, 1.1], dtype=D, requires_grad=x_needs_grad)
+    out = torch.func.vmap(lambda x: two(x)[0])(_batch(x))
+    before = calls["grad_fn"]
+    out.sum().backward()
+    assert calls["grad_fn"] == before + 1
+    w.grad = b.grad = None
+
+
 @custom_gradient
 def with_index(x):
     """`sin(x w)` and the index of its largest element: an integer output."""
@@ -161,3 +175,22 @@ def test_an_integer_output_passes_through():
         assert i.tolist() == [2]
         found.append(torch.autograd.grad(y.pow(2).sum(), w)[0])
     torch.testing.assert_close(found[0], found[1])
+
+
+def _dual(fn, x_needs_grad):
+    """Dual tensors of `forward_ad` outside any transform, with grad mode on: the tangent, and
+    first and second gradients of a loss of primal and tangent."""
+    x = torch.tensor([0.3, -0.5, 1.1], dtype=D, requires_grad=x_needs_grad)
+    sources = (w, b, x) if x_needs_grad else (w, b)
+    with fwAD.dual_level():
+        primal, tangent = fwAD.unpack_dual(fn(fwAD.make_dual(x, torch.ones_like(x)))[0])
+        first = torch.autograd.grad(
+            (primal * primal + primal * tangent).sum(), sources, create_graph=True
+        )
+        second = torch.autograd.grad(sum(g.pow(2).sum() for g in first), sources)
+        return [fwAD.unpack_dual(t).primal.detach() for t in (tangent, *first, *second)]
+
+
+@pytest.mark.parametrize("x_needs_grad", [False, True], ids=["x constant", "x needs grad"])
+def test_dual_tensors_with_grad_mode_on_reach_the_parameters(x_needs_grad):
+    torch.testing.assert_close(_dual(two, x_needs_grad), _dual(plain, x_needs_grad))

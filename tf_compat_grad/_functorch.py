@@ -66,7 +66,7 @@ from ._torch_internals import (
     never_compiled,
     primals,
 )
-from ._variables import check_accepts, parameter_names
+from ._variables import check_accepts
 from ._watcher import run_watched
 
 
@@ -187,16 +187,6 @@ def call_under_transform(
     if any(v.requires_grad for v in read):
         link = _Link(call, aux, len(outputs))
         outputs = _Reads.apply(link, *outputs, *inputs, *placed, *read)  # type: ignore[no-untyped-call]
-    if dual and aux.variables and call.grad_enabled:
-        raise CustomGradientNotImplementedError(
-            f"{PREFIX}{describe(f)} was called with dual tensors of `torch.autograd.forward_ad` "
-            f"and reads trainable Parameters that it is not passed "
-            f"({parameter_names(aux.variables, f, bound)}). The tangents follow "
-            "the custom rule, but the Parameters' gradients in a later backward would be lost, "
-            "so this is refused rather than computed wrong. Compute the tangents under "
-            "`torch.no_grad()`, pass the Parameters as positional arguments, or use "
-            "`torch.func.jvp` over `torch.func.functional_call`."
-        )
     return _structure.unflatten(aux.out_spec, outputs)
 
 
@@ -235,6 +225,8 @@ def _make_transform_node(named_after: Callable[..., Any]) -> type[torch.autograd
         ctx.save_for_backward(*tensors)
         ctx.save_for_forward(*tensors)
         ctx.outputs = list(map(input_meta, output[:-1]))
+        # `_Reads` hands backward no upstream where it gave the inputs their gradients.
+        ctx.set_materialize_grads(False)
 
     def input_grads(
         ctx: Any,
@@ -253,10 +245,16 @@ def _make_transform_node(named_after: Callable[..., Any]) -> type[torch.autograd
         return [*gradients, *(None for _ in range(call.n_tensors() - given))]
 
     def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
-        inputs = ctx.saved_tensors[: ctx.call.n_tensors()]
+        n: int = ctx.call.n_tensors()
+        if all(u is None for u in upstream):  # `_Reads` gave the inputs their gradients
+            return (None,) * (1 + n)
+        # Unused outputs' upstreams are zeros, as autograd would have made them (the last
+        # output is the `_Aux`).
+        outputs = zip(upstream[:-1], ctx.outputs, strict=True)
+        given = [_zeros(o) if u is None else u for u, o in outputs]
+        inputs = ctx.saved_tensors[:n]
         grad_fn = _grad_fn_for(ctx, inputs)
-        upstream = upstream[:-1]
-        return (None, *input_grads(ctx, grad_fn, upstream, ctx.needs_input_grad[1:], inputs))
+        return (None, *input_grads(ctx, grad_fn, given, ctx.needs_input_grad[1:], inputs))
 
     def jvp(ctx: Any, *tangents: Any) -> tuple[Any, ...]:
         saved = ctx.saved_tensors
@@ -402,15 +400,26 @@ class _Reads(torch.autograd.Function):
     @never_compiled
     def backward(ctx: Any, *upstream: Any) -> tuple[Any, ...]:
         call: _Call = ctx.call
-        skipped = 1 + ctx.n_outputs + call.n_tensors()
-        needs = ctx.needs_input_grad[skipped:]
-        read: list[torch.Tensor | None] = [None] * len(needs)
-        if any(needs):
-            inputs = ctx.saved_tensors
-            grad_fn = _grad_fn_for(ctx, inputs)
-            given = call.n_given()
-            read = _gradients(ctx, grad_fn, upstream, [*(False,) * given, *needs], inputs)[given:]
-        return (None, *upstream, *(None for _ in range(call.n_tensors())), *read)
+        first = 1 + ctx.n_outputs  # the node's tensors, then the Parameters f read
+        given = call.n_given()
+        needs = ctx.needs_input_grad
+        read = needs[first + call.n_tensors() :]
+        if not any(read):  # a level they are constants of: the transform node's backward
+            return (None, *upstream, *(None for _ in needs[first:]))
+        # One call of grad_fn gives the inputs theirs too; the transform node then gets no
+        # upstream, and gives none.
+        inputs = ctx.saved_tensors
+        grad_fn = _grad_fn_for(ctx, inputs)
+        gradients = _gradients(
+            ctx, grad_fn, upstream, [*needs[first : first + given], *read], inputs
+        )
+        return (
+            None,
+            *(None for _ in upstream),
+            *gradients[:given],
+            *(None for _ in range(call.n_tensors() - given)),
+            *gradients[given:],
+        )
 
     @staticmethod
     @never_compiled

@@ -194,3 +194,38 @@ def _dual(fn, x_needs_grad):
 @pytest.mark.parametrize("x_needs_grad", [False, True], ids=["x constant", "x needs grad"])
 def test_dual_tensors_with_grad_mode_on_reach_the_parameters(x_needs_grad):
     torch.testing.assert_close(_dual(two, x_needs_grad), _dual(plain, x_needs_grad))
+
+
+v = nn.Parameter(torch.tensor([0.2, 0.4, 0.6], dtype=D))
+
+
+@custom_gradient
+def passed_and_read(x, u):
+    """`sin(x u) w + v x`, called with u = w: w is an input, so only v is a variable (as in
+    TensorFlow), and u's gradient is grad_fn's input gradient."""
+    y = torch.sin(x * u) * w + v * x
+
+    def grad_fn(dy, variables=None):
+        c = dy * torch.cos(x * u) * w
+        return (c * u + dy * v, c * x + dy * torch.sin(x * u)), [dy * x for _ in variables]
+
+    return y, grad_fn
+
+
+def _penalty(by_transform, x_needs_grad):
+    x = torch.tensor([0.3, -0.5, 1.1], dtype=D, requires_grad=x_needs_grad)
+    sources = (w, v, x) if x_needs_grad else (w, v)
+    if by_transform:
+        g = torch.func.grad(lambda x: passed_and_read(x, w).pow(2).sum())(x)
+    else:
+        x_ = x if x_needs_grad else x.detach().requires_grad_()
+        (g,) = torch.autograd.grad(passed_and_read(x_, w).pow(2).sum(), x_, create_graph=True)
+    return torch.autograd.grad(g.pow(2).sum(), sources)
+
+
+@pytest.mark.parametrize("x_needs_grad", [False, True], ids=["x constant", "x needs grad"])
+def test_a_parameter_passed_and_read_is_an_input_when_f_runs_again(x_needs_grad):
+    """Where backward runs f again (an enclosing level differentiates x), the argument is that
+    level's wrapper of w and the watcher sees w itself read: still an input, not a variable.
+    The penalty by `torch.func.grad` matches the one by `torch.autograd.grad`."""
+    torch.testing.assert_close(_penalty(True, x_needs_grad), _penalty(False, x_needs_grad))

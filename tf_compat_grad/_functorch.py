@@ -339,8 +339,14 @@ def _grad_fn_for(
         )
         if not rerun[2]:
             return rerun[1]
-        # grad_fn gets the very tensors its own run of f read (item 34).
-        return functools.partial(_with_variables, rerun[1], rerun[2])
+        # grad_fn gets the very tensors its own run of f read (item 34): the slots' tensors as
+        # this level sees them, then the Parameters the first run read. A Parameter passed as
+        # an argument is this level's wrapper of it now, so the watcher also finds the
+        # Parameter itself where f reads it: it is an input, not a variable, as at first.
+        own, found = rerun[2][: call.n_parameters], rerun[2][call.n_parameters :]
+        first = aux.variables[call.n_parameters :]
+        read = [*own, *(v for v in found if any(v is p for p in first))]
+        return functools.partial(_with_variables, rerun[1], read)
     return aux.grad_fn
 
 

@@ -356,9 +356,9 @@ def test_an_outer_backward_through_a_transform_reaches_the_parameters_f_reads(tr
     torch.testing.assert_close(found[0], found[1])
 
 
-def test_the_documented_penalty_route_reaches_the_parameters_f_reads():
-    """docs/migrating_from_tensorflow.md's way around the gap above: a gradient penalty by
-    `torch.autograd.grad(..., create_graph=True)` gets every term of the Parameter's gradient."""
+def test_the_penalty_by_autograd_grad_reaches_the_parameters_f_reads():
+    """The eager way to the same gradient penalty, `torch.autograd.grad(..., create_graph=True)`,
+    gets every term of the Parameter's gradient too."""
     found = []
     for fn in (sin_w, lambda x: torch.sin(x * w_read)):
         x = torch.tensor([0.3, -0.5, 1.1], dtype=D, requires_grad=True)

@@ -17,9 +17,7 @@ in u, so `J v = d/du <grad_fn(u), v>`: one reverse pass of grad_fn at u = 0 (`to
 Integer and bool tensors have no tangents: they are constants of that rule, in and out. Dual
 tensors of `torch.autograd.forward_ad` outside any transform take this node too, since the eager
 node has no jvp; a backward under a dual level runs f again, so that grad_fn's closure tensors
-carry tangents (forward over reverse). There the Parameters f reads would lose their gradients
-(they are constants here), so that combination is refused while grad mode is on. With dual
-tensors, f runs and the rule is applied at the inputs' primals (`primals`): a decorated function
+carry tangents (forward over reverse). With dual tensors, f runs and the rule is applied at the inputs' primals (`primals`): a decorated function
 that grad_fn calls would otherwise see the tangent and apply its own rule to it, and two grad_fns
 that call each other's functions (or one that calls its own) did so without end. Under a
 `torch.func` forward-mode transform inside reverse mode (`jacrev(jacfwd(f))`) the same loop
@@ -30,9 +28,22 @@ the transform that `functional_call` put in a module's parameter and buffer slot
 inputs of the node, after f's own, and sit in their slots as `forward` sees them while f runs;
 the parameter slots' tensors are the call's variables, and get grad_fn's gradients, the buffer
 slots' are constants; a parametrization's original in a slot is refused (the weight f reads is
-computed from it: its gradient would need the parametrization's chain rule). A tensor of a grad level that f captured instead
-has no autograd graph to walk here, so the ops f runs are followed one by one (`Taint`): an
-output computed from it is refused.
+computed from it: its gradient would need the parametrization's chain rule). A tensor of a grad
+level that f captured instead has no autograd graph to walk here, so the ops f runs are followed
+one by one (`Taint`): an output computed from it is refused.
+
+# Note [outer backward]
+The Parameters f reads from its closure or module (not from a slot) are constants of every
+transform, but plain autograd outside them differentiates them: a gradient penalty
+(`torch.func.grad` of a critic, then the penalty's backward), `vmap(f)(x)` then backward, or a
+backward under a dual level of `forward_ad`. They are found only while f runs, inside `forward`,
+so they cannot be the node's inputs; each level's node would miss the term through f's outputs.
+So right after the node, at the same level, `_Reads` takes its outputs, its tensors and those
+Parameters: forward hands the outputs on. Backward, at the level where the Parameters need a
+gradient (plain autograd: at a transform's level they need none), calls grad_fn once for them
+and for the node's tensors, and hands the node no upstream (it then calls nothing); at every
+other level it hands the upstream on. grad_fn is the one `backward` would use there (f runs again where a level
+differentiates further), so the second order is exact too.
 
 `Function.apply` runs `forward` under `no_grad`; f runs in the caller's grad mode instead, so
 that tensors f computes from ones captured from an enclosing eager scope (`torch.cos(y)`, y
@@ -378,10 +389,8 @@ class _Link:
 
 
 class _Reads(torch.autograd.Function):
-    """Applied to the transform node's outputs, the node's tensors and the Parameters f read
-    (not in a slot): forward hands the outputs on, backward the upstream gradients, plus grad_fn's
-    gradients of those Parameters at the level that differentiates them (plain autograd outside
-    every transform; to the transforms they are constants). See Note [transforms]."""
+    """Applied to the transform node's outputs, its tensors and the Parameters f read (not in a
+    slot), so that a backward outside the transforms reaches them (Note [outer backward])."""
 
     @staticmethod
     @never_compiled

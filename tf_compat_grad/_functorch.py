@@ -239,22 +239,6 @@ def _make_transform_node(named_after: Callable[..., Any]) -> type[torch.autograd
         # `_Reads` hands backward no upstream where it gave the inputs their gradients.
         ctx.set_materialize_grads(False)
 
-    def input_grads(
-        ctx: Any,
-        grad_fn: Callable[..., Any],
-        upstream: Sequence[Any],
-        needs: Sequence[bool],
-        tensors: Sequence[torch.Tensor],
-    ) -> list[torch.Tensor | None]:
-        call: _Call = ctx.call
-        # The parameter slots' tensors are the transform's own: their gradients are returned.
-        # The Parameters f read are constants of the transform (`_Reads` gives them their
-        # outer gradient), and so are the buffers in slots: their gradients are dropped.
-        given = call.n_given()
-        needs = [*needs[:given], *(False for _ in ctx.record.variables[call.n_parameters :])]
-        gradients = _gradients(ctx, grad_fn, upstream, needs, tensors)[:given]
-        return [*gradients, *(None for _ in range(call.n_tensors() - given))]
-
     def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
         n: int = ctx.call.n_tensors()
         if all(u is None for u in upstream):  # `_Reads` gave the inputs their gradients
@@ -265,7 +249,7 @@ def _make_transform_node(named_after: Callable[..., Any]) -> type[torch.autograd
         given = [_zeros(o) if u is None else u for u, o in outputs]
         inputs = ctx.saved_tensors[:n]
         grad_fn = _grad_fn_for(ctx, inputs)
-        return (None, *input_grads(ctx, grad_fn, given, ctx.needs_input_grad[1:], inputs))
+        return (None, *_gradients(ctx, grad_fn, given, ctx.needs_input_grad[1:], inputs))
 
     def jvp(ctx: Any, *tangents: Any) -> tuple[Any, ...]:
         saved = ctx.saved_tensors
@@ -285,7 +269,7 @@ def _make_transform_node(named_after: Callable[..., Any]) -> type[torch.autograd
         def vjp(*upstream: torch.Tensor) -> tuple[torch.Tensor, ...]:
             given = iter(upstream)
             full = [next(given) if v else _zeros(o) for o, v in zip(outputs, varying, strict=True)]
-            grads = input_grads(ctx, grad_fn, full, needs, inputs)
+            grads = _gradients(ctx, grad_fn, full, needs, inputs)
             return tuple(
                 torch.zeros_like(x) if g is None else g
                 for g, x, need in zip(grads, inputs, needs, strict=True)
@@ -367,14 +351,25 @@ def _gradients(
     upstream: Sequence[Any],
     needs: Sequence[bool],
     tensors: Sequence[torch.Tensor],
+    read: Sequence[bool] = (),
 ) -> list[torch.Tensor | None]:
-    """grad_fn's checked gradients, one per input then per variable (`needs` likewise), with
-    the slots' tensors as this level sees them (after the inputs among `tensors`) put back while
-    grad_fn runs: one that reads `self.weight` then reads the tensor f computed with, not the
-    Parameter that `functional_call` has put back since."""
+    """grad_fn's checked gradients for the transform node's tensors (`needs`: one per tensor),
+    then, where `read` says so, for the Parameters f read outside a slot.
+
+    The parameter slots' tensors are the transform's own: their gradients are returned. The
+    buffers in slots are constants: None. The Parameters f read are constants of the transform
+    and get their gradient only from `_Reads` (Note [outer backward]). The slots' tensors as this
+    level sees them (after the inputs among `tensors`) are put back while grad_fn runs: one that
+    reads `self.weight` then reads the tensor f computed with, not the Parameter that
+    `functional_call` has put back since."""
+    call: _Call = ctx.call
     record: Record = ctx.record
-    with in_slots(ctx.call.slots, tensors[len(record.layout.positions) :]):
-        return record.gradients(grad_fn, upstream, needs)
+    given = call.n_given()
+    wanted = [*needs[:given], *(read or (False for _ in record.variables[call.n_parameters :]))]
+    with in_slots(call.slots, tensors[len(record.layout.positions) :]):
+        found = record.gradients(grad_fn, upstream, wanted)
+    constants = (None for _ in range(call.n_tensors() - given))
+    return [*found[:given], *constants, *(found[given:] if read else ())]
 
 
 class _Link:
@@ -414,27 +409,18 @@ class _Reads(torch.autograd.Function):
     @staticmethod
     @never_compiled
     def backward(ctx: Any, *upstream: Any) -> tuple[Any, ...]:
-        call: _Call = ctx.call
         first = 1 + ctx.n_outputs  # the node's tensors, then the Parameters f read
-        given = call.n_given()
+        last = first + ctx.call.n_tensors()
         needs = ctx.needs_input_grad
-        read = needs[first + call.n_tensors() :]
+        read = needs[last:]
         if not any(read):  # a level they are constants of: the transform node's backward
             return (None, *upstream, *(None for _ in needs[first:]))
-        # One call of grad_fn gives the inputs theirs too; the transform node then gets no
-        # upstream, and gives none.
+        # One call of grad_fn gives the node's tensors theirs too; the transform node then gets
+        # no upstream, and gives none.
         inputs = ctx.saved_tensors
         grad_fn = _grad_fn_for(ctx, inputs)
-        gradients = _gradients(
-            ctx, grad_fn, upstream, [*needs[first : first + given], *read], inputs
-        )
-        return (
-            None,
-            *(None for _ in upstream),
-            *gradients[:given],
-            *(None for _ in range(call.n_tensors() - given)),
-            *gradients[given:],
-        )
+        gradients = _gradients(ctx, grad_fn, upstream, needs[first:last], inputs, read)
+        return (None, *(None for _ in upstream), *gradients)
 
     @staticmethod
     @never_compiled

@@ -229,3 +229,13 @@ def test_a_parameter_passed_and_read_is_an_input_when_f_runs_again(x_needs_grad)
     level's wrapper of w and the watcher sees w itself read: still an input, not a variable.
     The penalty by `torch.func.grad` matches the one by `torch.autograd.grad`."""
     torch.testing.assert_close(_penalty(True, x_needs_grad), _penalty(False, x_needs_grad))
+
+
+def test_under_torch_compile_the_outer_backward_reaches_them():
+    """The call runs outside the compiled graph (Note [compile under torch.func] in
+    `_compile.py`), and so does `_Reads`."""
+    x = torch.tensor([0.3, -0.5, 1.1], dtype=D)
+    step = torch.compile(lambda x: torch.func.grad(_loss(two))(x), backend="aot_eager")
+    got = torch.autograd.grad(step(x).pow(2).sum(), (w, b))
+    want = torch.autograd.grad(torch.func.grad(_loss(plain))(x).pow(2).sum(), (w, b))
+    torch.testing.assert_close(got, want)

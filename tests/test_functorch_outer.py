@@ -239,3 +239,22 @@ def test_under_torch_compile_the_outer_backward_reaches_them():
     got = torch.autograd.grad(step(x).pow(2).sum(), (w, b))
     want = torch.autograd.grad(torch.func.grad(_loss(plain))(x).pow(2).sum(), (w, b))
     torch.testing.assert_close(got, want)
+
+
+def _vmapped_functional_call(critic):
+    """`functional_call` under `vmap` alone, `a` not batched: a plain tensor in its slot."""
+    x = torch.tensor([0.3, -0.5, 1.1], dtype=D, requires_grad=True)
+    a = critic.a.detach().clone().requires_grad_()
+
+    def call(a, x):
+        return torch.func.functional_call(critic, {"a": a}, (x,))
+
+    out = torch.func.vmap(call, in_dims=(None, 0))(a, torch.stack([x, 2 * x]))
+    first = torch.autograd.grad(out.pow(2).sum(), (a, critic.b, x), create_graph=True)
+    return [*first, *torch.autograd.grad(sum(g.pow(2).sum() for g in first), (a, critic.b, x))]
+
+
+def test_a_plain_tensor_that_functional_call_puts_in_a_slot_under_vmap_gets_its_gradient():
+    """Not wrapped by any transform, it is still the call's variable (as eagerly), not lost."""
+    want = _vmapped_functional_call(PlainCritic())
+    torch.testing.assert_close(_vmapped_functional_call(Critic()), want)

@@ -24,8 +24,8 @@ that call each other's functions (or one that calls its own) did so without end.
 arises through the transform's levels; a jvp that reaches its own jvp again is refused by name.
 
 What f reaches outside its arguments (Note [lost gradients] in `_captures.py`): the tensors of
-the transform that `functional_call` put in a module's parameter and buffer slots are more
-inputs of the node, after f's own, and sit in their slots as `forward` sees them while f runs;
+the transform that `functional_call` put in a module's parameter and buffer slots (and a plain
+tensor in a parameter slot: one `vmap` does not batch) are more inputs of the node, after f's own, and sit in their slots as `forward` sees them while f runs;
 the parameter slots' tensors are the call's variables, and get grad_fn's gradients, the buffer
 slots' are constants; a parametrization's original in a slot is refused (the weight f reads is
 computed from it: its gradient would need the parametrization's chain rule). A tensor of a grad

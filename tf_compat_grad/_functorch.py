@@ -12,37 +12,39 @@ recording the underlying tensor); only then it runs f again on the inputs as bac
 with the random-number state of the first run, and calls the fresh grad_fn, whose closure tensors
 now carry that level's derivatives. At first order f runs once.
 
-Forward mode follows the custom rule: grad_fn is a vector-Jacobian product `u -> J^T u`, linear
-in u, so `J v = d/du <grad_fn(u), v>`: one reverse pass of grad_fn at u = 0 (`torch.func.vjp`).
-Integer and bool tensors have no tangents: they are constants of that rule, in and out. Dual
-tensors of `torch.autograd.forward_ad` outside any transform take this node too, since the eager
-node has no jvp; a backward under a dual level runs f again, so that grad_fn's closure tensors
-carry tangents (forward over reverse). With dual tensors, f runs and the rule is applied at the inputs' primals (`primals`): a decorated function
-that grad_fn calls would otherwise see the tangent and apply its own rule to it, and two grad_fns
-that call each other's functions (or one that calls its own) did so without end. Under a
-`torch.func` forward-mode transform inside reverse mode (`jacrev(jacfwd(f))`) the same loop
-arises through the transform's levels; a jvp that reaches its own jvp again is refused by name.
+Forward mode follows the custom rule: grad_fn is a vector-Jacobian product `u -> J^T u`, linear in
+u, so `J v = d/du <grad_fn(u), v>`: one reverse pass of grad_fn at u = 0 (`torch.func.vjp`). Integer
+and bool tensors have no tangents: they are constants of that rule, in and out. Dual tensors of
+`torch.autograd.forward_ad` outside any transform take this node too, since the eager node has no
+jvp; a backward under a dual level runs f again, so that grad_fn's closure tensors carry tangents
+(forward over reverse). With dual tensors, f runs and the rule is applied at the inputs' primals
+(`primals`): a decorated function that grad_fn calls would otherwise see the tangent and apply its
+own rule to it, and two grad_fns that call each other's functions (or one that calls its own) did so
+without end. Under a `torch.func` forward-mode transform inside reverse mode (`jacrev(jacfwd(f))`)
+the same loop arises through the transform's levels; a jvp that reaches its own jvp again is refused
+by name.
 
-What f reaches outside its arguments (Note [lost gradients] in `_captures.py`): the tensors of
-the transform that `functional_call` put in a module's parameter and buffer slots (and a plain
-tensor in a parameter slot: one `vmap` does not batch) are more inputs of the node, after f's own, and sit in their slots as `forward` sees them while f runs;
-the parameter slots' tensors are the call's variables, and get grad_fn's gradients, the buffer
-slots' are constants; a parametrization's original in a slot is refused (the weight f reads is
-computed from it: its gradient would need the parametrization's chain rule). A tensor of a grad
-level that f captured instead has no autograd graph to walk here, so the ops f runs are followed
-one by one (`Taint`): an output computed from it is refused.
+What f reaches outside its arguments (Note [lost gradients] in `_captures.py`): the tensors of the
+transform that `functional_call` put in a module's parameter and buffer slots (and a plain tensor in
+a parameter slot: one `vmap` does not batch) are more inputs of the node, after f's own, and sit in
+their slots as `forward` sees them while f runs; the parameter slots' tensors are the call's
+variables, and get grad_fn's gradients, the buffer slots' are constants; a parametrization's
+original in a slot is refused (the weight f reads is computed from it: its gradient would need the
+parametrization's chain rule). A tensor of a grad level that f captured instead has no autograd
+graph to walk here, so the ops f runs are followed one by one (`Taint`): an output computed from it
+is refused.
 
 # Note [outer backward]
 The Parameters f reads from its closure or module (not from a slot) are constants of every
 transform, but plain autograd outside them differentiates them: a gradient penalty
 (`torch.func.grad` of a critic, then the penalty's backward), `vmap(f)(x)` then backward, or a
-backward under a dual level of `forward_ad`. They are found only while f runs, inside `forward`,
-so they cannot be the node's inputs; each level's node would miss the term through f's outputs.
-So right after the node, at the same level, `_Reads` takes its outputs, its tensors and those
+backward under a dual level of `forward_ad`. They are found only while f runs, inside `forward`, so
+they cannot be the node's inputs; each level's node would miss the term through f's outputs. So
+right after the node, at the same level, `_Reads` takes its outputs, its tensors and those
 Parameters: forward hands the outputs on. Backward, at the level where the Parameters need a
-gradient (plain autograd: at a transform's level they need none), calls grad_fn once for them
-and for the node's tensors, and hands the node no upstream (it then calls nothing); at every
-other level it hands the upstream on. grad_fn is the one `backward` would use there (f runs again where a level
+gradient (plain autograd: at a transform's level they need none), calls grad_fn once for them and
+for the node's tensors, and hands the node no upstream (it then calls nothing); at every other level
+it hands the upstream on. grad_fn is the one `backward` would use there (f runs again where a level
 differentiates further), so the second order is exact too.
 
 `Function.apply` runs `forward` under `no_grad`; f runs in the caller's grad mode instead, so
@@ -195,9 +197,11 @@ def call_under_transform(
     call = _Call(bound, layout, constants, kwargs, slots, dual, captured)
     *outputs, aux = node.apply(call, *inputs, *placed)  # type: ignore[no-untyped-call]
     read = aux.variables[call.n_parameters :]
-    if any(v.requires_grad for v in read):
+    if any(v.requires_grad for v in read):  # Note [outer backward]
         link = _Link(call, aux, len(outputs))
-        outputs = _Reads.apply(link, *outputs, *inputs, *placed, *read)  # type: ignore[no-untyped-call]
+        outputs = _Reads.apply(  # type: ignore[no-untyped-call]
+            link, *outputs, *inputs, *placed, *read
+        )
     return _structure.unflatten(aux.out_spec, outputs)
 
 
@@ -314,6 +318,9 @@ def _make_transform_node(named_after: Callable[..., Any]) -> type[torch.autograd
 def _grad_fn_for(
     ctx: Any, inputs: Sequence[torch.Tensor], forward_mode: bool = False
 ) -> Callable[..., Any]:
+    """The grad_fn to apply at this level: the first run's, or a fresh one from f run again on
+    `inputs` as this backward (or jvp) sees them where a level differentiates further (Note
+    [transforms])."""
     aux: _Aux = ctx.aux
     f = ctx.call.layout.f
     further = differentiated_further(inputs)

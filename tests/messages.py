@@ -352,17 +352,6 @@ def exported_backward(f: Callable[..., Any]) -> str:
     )
 
 
-def dual_with_variables(f: Callable[..., Any], names: str) -> str:
-    return (
-        f"{PREFIX}{where(f)} was called with dual tensors of `torch.autograd.forward_ad` and "
-        f"reads trainable Parameters that it is not passed ({names}). The tangents follow the "
-        "custom rule, but the Parameters' gradients in a later backward would be lost, so this "
-        "is refused rather than computed wrong. Compute the tangents under `torch.no_grad()`, "
-        "pass the Parameters as positional arguments, or use `torch.func.jvp` over "
-        "`torch.func.functional_call`."
-    )
-
-
 def jvp_reentered(f: Callable[..., Any]) -> str:
     """f's rule in jvp reached f's jvp again (a grad_fn calling decorated functions)."""
     return (

@@ -172,11 +172,16 @@ class Scale(nn.Module):
         return w * x, grad_fn
 
 
-def test_dual_with_variables_is_refused_while_grad_mode_is_on():
+def test_dual_with_variables_gets_grad_fns_gradient_in_a_later_backward():
+    """The tangent follows the rule, and the Parameter's gradient through the output is
+    grad_fn's (`dy * x`), also through the tangent (`3 * dy * TA`)."""
     scale = Scale()
-    message = messages.dual_with_variables(Scale.forward, "`self.weight`")
-    with pytest.raises(CustomGradientNotImplementedError, match=exactly(message)):
-        dual_call(scale, (A,), (TA,))
+    w = scale.weight
+    with fwAD.dual_level():
+        primal, tangent = fwAD.unpack_dual(scale(fwAD.make_dual(A, TA)))
+        (g,) = torch.autograd.grad((primal + tangent).sum(), w)
+    torch.testing.assert_close(tangent, 3 * w.detach() * TA)
+    torch.testing.assert_close(g, A + 3 * TA)
 
 
 def test_dual_with_variables_under_no_grad_follows_the_custom_rule():

@@ -344,18 +344,9 @@ OUTER = {
     "jvp tangent": lambda fn, x: torch.func.jvp(fn, (x,), (torch.ones_like(x),))[1],
     "jacrev": lambda fn, x: torch.func.jacrev(fn)(x),
 }
-LOST = pytest.mark.xfail(
-    strict=True,
-    reason="under torch.func f runs inside the node's forward and the Parameters it reads "
-    "are not the node's inputs: the outer autograd graph of the output misses them, so their "
-    "gradient through f's output is silently dropped",
-)
 
 
-@pytest.mark.parametrize(
-    "transform",
-    [pytest.param(k, marks=LOST) if k in ("grad", "vmap", "jvp primal") else k for k in OUTER],
-)
+@pytest.mark.parametrize("transform", OUTER)
 def test_an_outer_backward_through_a_transform_reaches_the_parameters_f_reads(transform):
     x = torch.tensor([0.3, -0.5, 1.1], dtype=D)
     found = []
@@ -365,9 +356,9 @@ def test_an_outer_backward_through_a_transform_reaches_the_parameters_f_reads(tr
     torch.testing.assert_close(found[0], found[1])
 
 
-def test_the_documented_penalty_route_reaches_the_parameters_f_reads():
-    """docs/migrating_from_tensorflow.md's way around the gap above: a gradient penalty by
-    `torch.autograd.grad(..., create_graph=True)` gets every term of the Parameter's gradient."""
+def test_the_penalty_by_autograd_grad_reaches_the_parameters_f_reads():
+    """The eager way to the same gradient penalty, `torch.autograd.grad(..., create_graph=True)`,
+    gets every term of the Parameter's gradient too."""
     found = []
     for fn in (sin_w, lambda x: torch.sin(x * w_read)):
         x = torch.tensor([0.3, -0.5, 1.1], dtype=D, requires_grad=True)

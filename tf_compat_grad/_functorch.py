@@ -12,27 +12,40 @@ recording the underlying tensor); only then it runs f again on the inputs as bac
 with the random-number state of the first run, and calls the fresh grad_fn, whose closure tensors
 now carry that level's derivatives. At first order f runs once.
 
-Forward mode follows the custom rule: grad_fn is a vector-Jacobian product `u -> J^T u`, linear
-in u, so `J v = d/du <grad_fn(u), v>`: one reverse pass of grad_fn at u = 0 (`torch.func.vjp`).
-Integer and bool tensors have no tangents: they are constants of that rule, in and out. Dual
-tensors of `torch.autograd.forward_ad` outside any transform take this node too, since the eager
-node has no jvp; a backward under a dual level runs f again, so that grad_fn's closure tensors
-carry tangents (forward over reverse). There the Parameters f reads would lose their gradients
-(they are constants here), so that combination is refused while grad mode is on. With dual
-tensors, f runs and the rule is applied at the inputs' primals (`primals`): a decorated function
-that grad_fn calls would otherwise see the tangent and apply its own rule to it, and two grad_fns
-that call each other's functions (or one that calls its own) did so without end. Under a
-`torch.func` forward-mode transform inside reverse mode (`jacrev(jacfwd(f))`) the same loop
-arises through the transform's levels; a jvp that reaches its own jvp again is refused by name.
+Forward mode follows the custom rule: grad_fn is a vector-Jacobian product `u -> J^T u`, linear in
+u, so `J v = d/du <grad_fn(u), v>`: one reverse pass of grad_fn at u = 0 (`torch.func.vjp`). Integer
+and bool tensors have no tangents: they are constants of that rule, in and out. Dual tensors of
+`torch.autograd.forward_ad` outside any transform take this node too, since the eager node has no
+jvp; a backward under a dual level runs f again, so that grad_fn's closure tensors carry tangents
+(forward over reverse). With dual tensors, f runs and the rule is applied at the inputs' primals
+(`primals`): a decorated function that grad_fn calls would otherwise see the tangent and apply its
+own rule to it, and two grad_fns that call each other's functions (or one that calls its own) did so
+without end. Under a `torch.func` forward-mode transform inside reverse mode (`jacrev(jacfwd(f))`)
+the same loop arises through the transform's levels; a jvp that reaches its own jvp again is refused
+by name.
 
-What f reaches outside its arguments (Note [lost gradients] in `_captures.py`): the tensors of
-the transform that `functional_call` put in a module's parameter and buffer slots are more
-inputs of the node, after f's own, and sit in their slots as `forward` sees them while f runs;
-the parameter slots' tensors are the call's variables, and get grad_fn's gradients, the buffer
-slots' are constants; a parametrization's original in a slot is refused (the weight f reads is
-computed from it: its gradient would need the parametrization's chain rule). A tensor of a grad level that f captured instead
-has no autograd graph to walk here, so the ops f runs are followed one by one (`Taint`): an
-output computed from it is refused.
+What f reaches outside its arguments (Note [lost gradients] in `_captures.py`): the tensors of the
+transform that `functional_call` put in a module's parameter and buffer slots (and a plain tensor in
+a parameter slot: one `vmap` does not batch) are more inputs of the node, after f's own, and sit in
+their slots as `forward` sees them while f runs; the parameter slots' tensors are the call's
+variables, and get grad_fn's gradients, the buffer slots' are constants; a parametrization's
+original in a slot is refused (the weight f reads is computed from it: its gradient would need the
+parametrization's chain rule). A tensor of a grad level that f captured instead has no autograd
+graph to walk here, so the ops f runs are followed one by one (`Taint`): an output computed from it
+is refused.
+
+# Note [outer backward]
+The Parameters f reads from its closure or module (not from a slot) are constants of every
+transform, but plain autograd outside them differentiates them: a gradient penalty
+(`torch.func.grad` of a critic, then the penalty's backward), `vmap(f)(x)` then backward, or a
+backward under a dual level of `forward_ad`. They are found only while f runs, inside `forward`, so
+they cannot be the node's inputs; each level's node would miss the term through f's outputs. So
+right after the node, at the same level, `_Reads` takes its outputs, its tensors and those
+Parameters: forward hands the outputs on. Backward, at the level where the Parameters need a
+gradient (plain autograd: at a transform's level they need none), calls grad_fn once for them and
+for the node's tensors, and hands the node no upstream (it then calls nothing); at every other level
+it hands the upstream on. grad_fn is the one `backward` would use there (f runs again where a level
+differentiates further), so the second order is exact too.
 
 `Function.apply` runs `forward` under `no_grad`; f runs in the caller's grad mode instead, so
 that tensors f computes from ones captured from an enclosing eager scope (`torch.cos(y)`, y
@@ -66,7 +79,7 @@ from ._torch_internals import (
     never_compiled,
     primals,
 )
-from ._variables import check_accepts, parameter_names
+from ._variables import check_accepts
 from ._watcher import run_watched
 
 
@@ -136,6 +149,11 @@ class _Call:
             check_accepts(f, self.bound, grad_fn, variables)
         return result, grad_fn, variables
 
+    def n_given(self) -> int:
+        """How many of the node's tensors get grad_fn's gradients: the inputs, then the
+        parameter slots' tensors."""
+        return len(self.layout.positions) + self.n_parameters
+
     def n_tensors(self) -> int:
         """How many tensors the node takes: the inputs, then the slots' tensors."""
         return len(self.layout.positions) + len(self.slots)
@@ -178,15 +196,11 @@ def call_under_transform(
             raise CustomGradientNotImplementedError(_parametrized_slot(f, name))
     call = _Call(bound, layout, constants, kwargs, slots, dual, captured)
     *outputs, aux = node.apply(call, *inputs, *placed)  # type: ignore[no-untyped-call]
-    if dual and aux.variables and call.grad_enabled:
-        raise CustomGradientNotImplementedError(
-            f"{PREFIX}{describe(f)} was called with dual tensors of `torch.autograd.forward_ad` "
-            f"and reads trainable Parameters that it is not passed "
-            f"({parameter_names(aux.variables, f, bound)}). The tangents follow "
-            "the custom rule, but the Parameters' gradients in a later backward would be lost, "
-            "so this is refused rather than computed wrong. Compute the tangents under "
-            "`torch.no_grad()`, pass the Parameters as positional arguments, or use "
-            "`torch.func.jvp` over `torch.func.functional_call`."
+    read = aux.variables[call.n_parameters :]
+    if any(v.requires_grad for v in read):  # Note [outer backward]
+        link = _Link(call, aux, len(outputs))
+        outputs = _Reads.apply(  # type: ignore[no-untyped-call]
+            link, *outputs, *inputs, *placed, *read
         )
     return _structure.unflatten(aux.out_spec, outputs)
 
@@ -226,67 +240,27 @@ def _make_transform_node(named_after: Callable[..., Any]) -> type[torch.autograd
         ctx.save_for_backward(*tensors)
         ctx.save_for_forward(*tensors)
         ctx.outputs = list(map(input_meta, output[:-1]))
-
-    def grad_fn_for(
-        ctx: Any, inputs: Sequence[torch.Tensor], forward_mode: bool = False
-    ) -> Callable[..., Any]:
-        aux: _Aux = ctx.aux
-        f = ctx.call.layout.f
-        further = differentiated_further(inputs)
-        if forward_mode and further == "jvp":
-            raise CustomGradientNotImplementedError(
-                f"{PREFIX}forward mode over forward mode (e.g. `jacfwd(jacfwd(f))`) through "
-                f"{describe(f)} would lose the second-order terms of the tensors "
-                "its grad_fn closes over, so it is refused rather than computed wrong. Use "
-                "`torch.func.hessian` (forward over reverse) or `jacrev(jacrev(f))` instead."
-            )
-        if not forward_mode and any_dual(inputs):
-            further = "jvp"  # forward over reverse: a dual level differentiates backward's result
-        if further:
-            call: _Call = ctx.call
-            state = ctx.record.autocast
-            rerun: tuple[Any, Callable[..., Any], Any] = aux.rng.rerun(
-                lambda: _autocast.call_in(state, call.run_f, f, inputs)
-            )
-            if not rerun[2]:
-                return rerun[1]
-            # grad_fn gets the very tensors its own run of f read (item 34).
-            return functools.partial(_with_variables, rerun[1], rerun[2])
-        return aux.grad_fn
-
-    def input_grads(
-        ctx: Any,
-        grad_fn: Callable[..., Any],
-        upstream: Sequence[Any],
-        needs: Sequence[bool],
-        tensors: Sequence[torch.Tensor],
-    ) -> list[torch.Tensor | None]:
-        record: Record = ctx.record
-        call: _Call = ctx.call
-        # The parameter slots' tensors are the transform's own: their gradients are returned.
-        # Parameters read under a transform are constants of it, and so are the buffers in
-        # slots: their gradients are dropped.
-        given = len(record.layout.positions) + call.n_parameters
-        needs = [*needs[:given], *(False for _ in record.variables[call.n_parameters :])]
-        # The slots' tensors as this level sees them (after the inputs among `tensors`), put
-        # back while grad_fn runs: one that reads `self.weight` then reads the tensor f
-        # computed with, not the Parameter that `functional_call` has put back since.
-        with in_slots(call.slots, tensors[len(record.layout.positions) :]):
-            gradients = record.gradients(grad_fn, upstream, needs)[:given]
-        return [*gradients, *(None for _ in range(call.n_tensors() - given))]
+        # `_Reads` hands backward no upstream where it gave the inputs their gradients.
+        ctx.set_materialize_grads(False)
 
     def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
-        inputs = ctx.saved_tensors[: ctx.call.n_tensors()]
-        grad_fn = grad_fn_for(ctx, inputs)
-        upstream = upstream[:-1]
-        return (None, *input_grads(ctx, grad_fn, upstream, ctx.needs_input_grad[1:], inputs))
+        n: int = ctx.call.n_tensors()
+        if all(u is None for u in upstream):  # `_Reads` gave the inputs their gradients
+            return (None,) * (1 + n)
+        # Unused outputs' upstreams are zeros, as autograd would have made them (the last
+        # output is the `_Aux`).
+        outputs = zip(upstream[:-1], ctx.outputs, strict=True)
+        given = [_zeros(o) if u is None else u for u, o in outputs]
+        inputs = ctx.saved_tensors[:n]
+        grad_fn = _grad_fn_for(ctx, inputs)
+        return (None, *_gradients(ctx, grad_fn, given, ctx.needs_input_grad[1:], inputs))
 
     def jvp(ctx: Any, *tangents: Any) -> tuple[Any, ...]:
         saved = ctx.saved_tensors
         if ctx.call.dual:  # the rule is applied at the primals, as in forward
             saved = primals(saved)
         inputs = saved[: ctx.call.n_tensors()]
-        grad_fn = grad_fn_for(ctx, inputs, forward_mode=True)
+        grad_fn = _grad_fn_for(ctx, inputs, forward_mode=True)
         needs = [has_tangent_space(x) for x in inputs]
         outputs = ctx.outputs
         varying = [dtype.is_floating_point or dtype.is_complex for _, dtype, _ in outputs]
@@ -299,7 +273,7 @@ def _make_transform_node(named_after: Callable[..., Any]) -> type[torch.autograd
         def vjp(*upstream: torch.Tensor) -> tuple[torch.Tensor, ...]:
             given = iter(upstream)
             full = [next(given) if v else _zeros(o) for o, v in zip(outputs, varying, strict=True)]
-            grads = input_grads(ctx, grad_fn, full, needs, inputs)
+            grads = _gradients(ctx, grad_fn, full, needs, inputs)
             return tuple(
                 torch.zeros_like(x) if g is None else g
                 for g, x, need in zip(grads, inputs, needs, strict=True)
@@ -339,6 +313,128 @@ def _make_transform_node(named_after: Callable[..., Any]) -> type[torch.autograd
         jvp=staticmethod(jvp),
         generate_vmap_rule=True,
     )
+
+
+def _grad_fn_for(
+    ctx: Any, inputs: Sequence[torch.Tensor], forward_mode: bool = False
+) -> Callable[..., Any]:
+    """The grad_fn to apply at this level: the first run's, or a fresh one from f run again on
+    `inputs` as this backward (or jvp) sees them where a level differentiates further (Note
+    [transforms])."""
+    aux: _Aux = ctx.aux
+    f = ctx.call.layout.f
+    further = differentiated_further(inputs)
+    if forward_mode and further == "jvp":
+        raise CustomGradientNotImplementedError(
+            f"{PREFIX}forward mode over forward mode (e.g. `jacfwd(jacfwd(f))`) through "
+            f"{describe(f)} would lose the second-order terms of the tensors "
+            "its grad_fn closes over, so it is refused rather than computed wrong. Use "
+            "`torch.func.hessian` (forward over reverse) or `jacrev(jacrev(f))` instead."
+        )
+    if not forward_mode and any_dual(inputs):
+        further = "jvp"  # forward over reverse: a dual level differentiates backward's result
+    if further:
+        call: _Call = ctx.call
+        state = ctx.record.autocast
+        rerun: tuple[Any, Callable[..., Any], Any] = aux.rng.rerun(
+            lambda: _autocast.call_in(state, call.run_f, f, inputs)
+        )
+        if not rerun[2]:
+            return rerun[1]
+        # grad_fn gets the very tensors its own run of f read (item 34): the slots' tensors as
+        # this level sees them, then the Parameters the first run read. A Parameter passed as
+        # an argument is this level's wrapper of it now, so the watcher also finds the
+        # Parameter itself where f reads it: it is an input, not a variable, as at first.
+        own, found = rerun[2][: call.n_parameters], rerun[2][call.n_parameters :]
+        first = aux.variables[call.n_parameters :]
+        read = [*own, *(v for v in found if any(v is p for p in first))]
+        return functools.partial(_with_variables, rerun[1], read)
+    return aux.grad_fn
+
+
+def _gradients(
+    ctx: Any,
+    grad_fn: Callable[..., Any],
+    upstream: Sequence[Any],
+    needs: Sequence[bool],
+    tensors: Sequence[torch.Tensor],
+    read: Sequence[bool] = (),
+) -> list[torch.Tensor | None]:
+    """grad_fn's checked gradients for the transform node's tensors (`needs`: one per tensor),
+    then, where `read` says so, for the Parameters f read outside a slot.
+
+    The parameter slots' tensors are the transform's own: their gradients are returned. The
+    buffers in slots are constants: None. The Parameters f read are constants of the transform
+    and get their gradient only from `_Reads` (Note [outer backward]). The slots' tensors as this
+    level sees them (after the inputs among `tensors`) are put back while grad_fn runs: one that
+    reads `self.weight` then reads the tensor f computed with, not the Parameter that
+    `functional_call` has put back since."""
+    call: _Call = ctx.call
+    record: Record = ctx.record
+    given = call.n_given()
+    wanted = [*needs[:given], *(read or (False for _ in record.variables[call.n_parameters :]))]
+    with in_slots(call.slots, tensors[len(record.layout.positions) :]):
+        found = record.gradients(grad_fn, upstream, wanted)
+    constants = (None for _ in range(call.n_tensors() - given))
+    return [*found[:given], *constants, *(found[given:] if read else ())]
+
+
+class _Link:
+    """What `_Reads` is passed of the transform node's call, through `apply`."""
+
+    __slots__ = ("aux", "call", "n_outputs")
+
+    def __init__(self, call: _Call, aux: _Aux, n_outputs: int) -> None:
+        self.call = call
+        self.aux = aux
+        self.n_outputs = n_outputs
+
+
+class _Reads(torch.autograd.Function):
+    """Applied to the transform node's outputs, its tensors and the Parameters f read (not in a
+    slot), so that a backward outside the transforms reaches them (Note [outer backward])."""
+
+    @staticmethod
+    @never_compiled
+    def forward(link: _Link, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(t.detach() for t in tensors[: link.n_outputs])
+
+    @staticmethod
+    @never_compiled
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        link: _Link = inputs[0]
+        call = link.call
+        ctx.call = call
+        ctx.aux = link.aux
+        ctx.n_outputs = link.n_outputs
+        tensors = inputs[1 + link.n_outputs : 1 + link.n_outputs + call.n_tensors()]
+        ctx.record = Record.of_call(
+            call.layout, tensors[: len(call.layout.positions)], link.aux.variables
+        )
+        ctx.save_for_backward(*tensors)
+
+    @staticmethod
+    @never_compiled
+    def backward(ctx: Any, *upstream: Any) -> tuple[Any, ...]:
+        first = 1 + ctx.n_outputs  # the node's tensors, then the Parameters f read
+        last = first + ctx.call.n_tensors()
+        needs = ctx.needs_input_grad
+        read = needs[last:]
+        if not any(read):  # a level they are constants of: the transform node's backward
+            return (None, *upstream, *(None for _ in needs[first:]))
+        # One call of grad_fn gives the node's tensors theirs too; the transform node then gets
+        # no upstream, and gives none.
+        inputs = ctx.saved_tensors
+        grad_fn = _grad_fn_for(ctx, inputs)
+        gradients = _gradients(ctx, grad_fn, upstream, needs[first:last], inputs, read)
+        return (None, *(None for _ in upstream), *gradients)
+
+    @staticmethod
+    @never_compiled
+    def jvp(ctx: Any, *tangents: Any) -> tuple[Any, ...]:
+        return tangents[1 : 1 + ctx.n_outputs]
+
+    generate_vmap_rule = True
 
 
 def _zeros(meta: InputMeta) -> torch.Tensor:

@@ -63,12 +63,16 @@ class SlotVariables(list[Any]):
 
 def transformed_slots(f: Callable[..., Any], bound: Any) -> tuple[list[Slot], list[_Tensor]]:
     """The parameter slots, then the buffer slots, of the modules f can reach that hold a
-    tensor of an active `torch.func` transform (`functional_call` put it there), and those
-    tensors."""
+    tensor of an active `torch.func` transform, or a parameter slot holding a plain tensor
+    (`functional_call` put them there: under `vmap` alone, a tensor it does not batch is not
+    wrapped), and those tensors."""
     slots: list[Slot] = []
     tensors: list[_Tensor] = []
     for slot, tensor in _filled_slots(f, bound, ("_parameters", "_buffers")):
-        if is_functorch_wrapped(tensor) and not among(tensor, tensors):
+        placed = is_functorch_wrapped(tensor) or (
+            slot[1] == "_parameters" and not isinstance(tensor, Parameter)
+        )
+        if placed and not among(tensor, tensors):
             slots.append(slot)
             tensors.append(tensor)
     return slots, tensors

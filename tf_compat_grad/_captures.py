@@ -60,10 +60,7 @@ such a tensor, whether its gradient would be lost depends on its own graph (`x +
 from the input, loses nothing): the graph breaks there, and `settle` runs outside Dynamo on those
 tensors, as in eager mode: it refuses with eager's message, or makes a tensor in a Parameter's
 slot a variable, or lets the call go on. Under `fullgraph=True` the break is the error, which
-names f and the two fixes.
-
-Item numbers refer to docs/tensorflow_semantics.md.
-"""
+names f and the two fixes."""
 
 from __future__ import annotations
 

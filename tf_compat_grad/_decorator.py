@@ -1,7 +1,4 @@
-"""`custom_gradient`: the decorator, the wrapper object, and binding for methods.
-
-Item numbers refer to docs/tensorflow_semantics.md.
-"""
+"""`custom_gradient`: the decorator, the wrapper object, and binding for methods."""
 
 from __future__ import annotations
 

@@ -35,8 +35,6 @@ wrapper weakly; the route out of a compiled graph holds the path; the attributes
 shares with the function `custom_gradient` returns name it weakly (`_decoration.wrapper_of`).
 So a decoration is freed by reference counting, and decorating on every call leaves the cyclic
 garbage collector nothing to find (a decorated method is still a cycle, with its class's function).
-
-Item numbers refer to docs/tensorflow_semantics.md.
 """
 
 from __future__ import annotations

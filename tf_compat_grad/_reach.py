@@ -35,10 +35,7 @@ with the walk skipped it bought too little to keep (benchmarks/README.md, "Known
 
 Not seen, on purpose: a Parameter stored as a Python attribute of a plain tensor, put into
 `builtins`, or set as a new attribute of torch or of a standard-library module. Those modules
-and tensors are trusted as they come.
-
-Item numbers refer to docs/tensorflow_semantics.md.
-"""
+and tensors are trusted as they come."""
 
 from __future__ import annotations
 

@@ -29,8 +29,8 @@ is reached otherwise would lose a gradient (`W = base * 2` in a closure reaches 
 line sits exactly where a gradient is lost, not wider: a captured tensor that only grad_fn uses
 (a residual, an outer variable of a higher-order derivative) is not on the outputs' graph, and
 one computed from an input (`x + u`, whose gradient grad_fn replaces) reaches the input's edge
-and stops there. When no input needs a gradient, f's own autodiff used to take over (item 39):
-a captured tensor then got f's gradient and grad_fn was never called, two rules for one
+and stops there. When no input needs a gradient, f's own autodiff would take over (item 39):
+a captured tensor would get f's gradient and grad_fn never be called, two rules for one
 function; that is refused too.
 
 `custom_gradient(captured="constant")` asks for TensorFlow's behaviour instead: the walk still

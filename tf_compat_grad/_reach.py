@@ -30,8 +30,7 @@ which of them it read. But nothing else f can name holds a Parameter, and the pe
 the only tensors that require grad and that f's outputs can depend on outside its arguments
 are then those Parameters, which reach the outputs only through torch ops the watcher sees.
 No gradient can be lost, and the plan skips the walk of Note [lost gradients] (in
-`_captures.py`). An earlier version read the Parameters off f's bytecode instead of watching;
-with the walk skipped it bought too little to keep (benchmarks/README.md, "Known plans").
+`_captures.py`).
 
 Not seen, on purpose: a Parameter stored as a Python attribute of a plain tensor, put into
 `builtins`, or set as a new attribute of torch or of a standard-library module. Those modules

@@ -270,18 +270,14 @@ class EagerPath:
         possible = reach.possible(())
         watched = learned.watched or possible
         # Note [f unrecorded]: the same question as `_runs_unrecorded`'s.
-        unrecorded = (
-            not learned.shape.bound
-            and all(a in ("t", "n") for a in learned.shape.args)
-            and reach.unrecorded
-        )
+        flat = not learned.shape.bound and all(a in ("t", "n") for a in learned.shape.args)
+        unrecorded = flat and reach.unrecorded
         if watched:
             own = reach.proof == "own" and unrecorded
             kind, holds = ("unrecorded watched" if own else "watched"), reach.reads_own
         elif unrecorded:
             kind, holds = "unrecorded", reach.reads_none
         else:
-            flat = not learned.shape.bound and all(a in ("t", "n") for a in learned.shape.args)
             kind = "rerun" if flat and reach.rerun else "none"  # Note [f run again]
             holds = reach.reads_none
         made = learned.made.get(kind)

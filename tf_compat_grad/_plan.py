@@ -237,19 +237,9 @@ def _call_maker(
         add(1, "if variables:")
         add(2, "if not (grad_fn.__code__ is accepted[0] or accepts(grad_fn, accepted)):")
         add(3, f"return unplanned({rest})")
-        add(1, f"elif not ({' or '.join(f'{a}.requires_grad' for a in inputs)}):")
-        add(
-            2,
-            f"return {unflatten_source(shape.outputs, fresh, src)}  # nothing to record (item 39)",
-        )
-        variables, more_inputs = "variables", ", *variables"
-    else:
-        add(1, f"if not ({' or '.join(f'{a}.requires_grad' for a in inputs)}):")
-        add(
-            2,
-            f"return {unflatten_source(shape.outputs, fresh, src)}  # nothing to record (item 39)",
-        )
-        variables, more_inputs = "None", ""
+    add(1, f"{'elif' if watched else 'if'} not ({' or '.join(f'{a}.requires_grad' for a in inputs)}):")  # fmt: skip
+    add(2, f"return {unflatten_source(shape.outputs, fresh, src)}  # nothing to record (item 39)")
+    variables, more_inputs = ("variables", ", *variables") if watched else ("None", "")
     # Note [outputs that alias an input] (`_run.py`): such outputs take the general code.
     alias = [f"{r}._base is not None" for r in outs]
     alias += [f"{r} is {a}" for r in outs for a in inputs]

@@ -175,11 +175,8 @@ def _names_maker(node: ast.expr) -> bool:
 def program_name() -> str:
     """`tf-compat-grad` when run as the installed script, else `python -m tf_compat_grad`."""
     script = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
-    return (
-        "tf-compat-grad"
-        if script.removesuffix(".exe") == "tf-compat-grad"
-        else ("python -m tf_compat_grad")
-    )
+    tool = "tf-compat-grad"
+    return tool if script.removesuffix(".exe") == tool else "python -m tf_compat_grad"
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:

@@ -123,8 +123,8 @@ def _backward(shape: Shape, watched: bool, rerun: bool) -> Callable[..., Any]:
     metas = [(f"s{i}", f"d{i}", f"v{i}") for i in range(len(positions))]
     src = Source()
     add = src.add
-    one = type(shape.outputs) is str  # one output: one upstream
-    add(0, f"def backward(ctx, {'upstream' if one else '*upstream'}):")
+    upstream = "upstream" if type(shape.outputs) is str else "*upstream"  # one per output
+    add(0, f"def backward(ctx, {upstream}):")
     add(1, f"{', '.join(name for name, _ in fields)}, = ctx.plan")
     indent = 1
     if rerun:  # Note [f run again] in `_rerun.py`: a backward with `create_graph=True`
@@ -141,7 +141,6 @@ def _backward(shape: Shape, watched: bool, rerun: bool) -> Callable[..., Any]:
         closure = closure_source(shape.cells) if shape.cells else "None"
         for line in rebuild_source(closure, "dict(kwd)" if shape.kwdefaults else None):
             add(indent, line)
-    upstream = "upstream" if one else "*upstream"
     grads = [f"g{i}" for i in range(len(positions))]
     exact = " and ".join(
         NOTED_EXACT_GRADIENT.format(g=g, shape=s, dtype=d, device=v)

@@ -15,26 +15,24 @@ call and is the one fallback: before f runs the whole call (`general`), after f 
 returned (`unplanned`, and `unplanned_fresh` without grad), so that f still runs once. Both
 give the results the general code gives; the plan only skips what the shape makes unnecessary.
 
-A plan's guard first asks the mode of Note [call modes] (`_torch_internals.py`), rendered into
-it, then the arguments' shape. Without grad (`torch.no_grad()`) f runs with no node. Under
-grad mode and no autocast it is of one of four kinds, chosen by the reach proof (Note [watching
-only when needed] in `_reach.py`): "none" when f provably reads no Parameter, f then called
-directly while the proof's per-call check holds; "unrecorded" when, besides, the arguments are
-tensors and numbers and grad_fn can read nothing f computes, f then called with grad mode off
-and its outputs handed over as they are (Note [f unrecorded] in `_unrecorded.py`); "rerun"
-when instead f's code is pure: a call whose tensors are leaves that require grad runs as an
-unrecorded one and hands the node what runs f again for a second derivative, any other call
-runs as in a plan of kind "none" (Note [f run again] in `_rerun.py`); "watched"
-otherwise, f running under the
-Parameter watcher, pushed and popped without `TorchFunctionMode`'s Python frames, the Parameters
-it read, less those passed to it, being the call's variables (none: the node calls grad_fn
-without `variables=`, as the general code does). While the check of Note
-[Parameters of f's own] holds (never for a method: the instance can hold more), no gradient can
-be lost and the walk of Note [lost gradients] is skipped; a watched plan of kind "unrecorded
-watched" then also calls f with grad mode off, where grad_fn can read nothing f computes. Tensor-valued keyword arguments,
-anything the flattening of `tf.nest` treats as a container other than lists, tuples,
-namedtuples and dicts with string keys, and grad_fns that are not plain functions take the
-general code every time.
+A plan's guard first asks the mode of Note [call modes] (`_torch_internals.py`), rendered into it,
+then the arguments' shape. Without grad (`torch.no_grad()`) f runs with no node. Under grad mode and
+no autocast it is of one of four kinds, chosen by the reach proof (Note [watching only when needed]
+in `_reach.py`): "none" when f provably reads no Parameter, f then called directly while the proof's
+per-call check holds; "unrecorded" when, besides, the arguments are tensors and numbers and grad_fn
+can read nothing f computes, f then called with grad mode off and its outputs handed over as they
+are (Note [f unrecorded] in `_unrecorded.py`); "rerun" when instead f's code is pure: a call whose
+tensors are leaves that require grad runs as an unrecorded one and hands the node what runs f again
+for a second derivative, any other call runs as in a plan of kind "none" (Note [f run again] in
+`_rerun.py`); "watched" otherwise, f running under the Parameter watcher, pushed and popped without
+`TorchFunctionMode`'s Python frames, the Parameters it read, less those passed to it, being the
+call's variables (none: the node calls grad_fn without `variables=`, as the general code does).
+While the check of Note [Parameters of f's own] holds (never for a method: the instance can hold
+more), no gradient can be lost and the walk of Note [lost gradients] is skipped; a watched plan of
+kind "unrecorded watched" then also calls f with grad mode off, where grad_fn can read nothing f
+computes. Tensor-valued keyword arguments, anything the flattening of `tf.nest` treats as a
+container other than lists, tuples, namedtuples and dicts with string keys, and grad_fns that are
+not plain functions take the general code every time.
 """
 
 from __future__ import annotations

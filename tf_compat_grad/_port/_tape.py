@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ._syntax import parameters
+from ._syntax import Binder, parameters
 
 
 @dataclass
@@ -110,7 +110,7 @@ class _Variables(cst.CSTVisitor):
         return False
 
 
-class _Names(_Variables):
+class _Names(_Variables, Binder):
     """Names read and names bound in a piece of code (not attribute names or keywords)."""
 
     def __init__(self) -> None:
@@ -155,34 +155,25 @@ class _Names(_Variables):
         return False
 
     def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
-        self._bind(node.target)
+        self.bind(node.target)
         return False
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._bind(node.target)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._bind(node.target)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._bind(node.target)
+        self.bind(node.target)
 
     def visit_AsName(self, node: cst.AsName) -> bool:
-        self._bind(node.name)
+        self.bind(node.name)
         return False
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self._bind(node.target)
 
     def visit_Name(self, node: cst.Name) -> None:
         self.read.add(node.value)
 
-    def _bind(self, target: cst.BaseExpression) -> None:
+    def bind(self, target: cst.BaseExpression) -> None:
         if isinstance(target, cst.Name):
             self.bound.add(target.value)
         elif isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
-                self._bind(element.value)
+                self.bind(element.value)
         else:  # x[i] = ..., x.a = ...: reads x
             target.visit(self)
 

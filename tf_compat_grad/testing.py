@@ -45,10 +45,10 @@ def check(
 ) -> Report:
     """Check a custom gradient on example inputs; one row per check of `CHECKS`.
 
-    With no example arguments, the example attached with `custom_gradient(example=...)` is
-    used. (To pass fn keyword arguments named `strict` or `surrogate`, give the example as an
-    `Example` to `run_checks`.) Floating-point inputs are cast to float64 for the numerical checks (and to float32
-    for autocast); the arguments given are never modified.
+    With no example arguments, the example attached with `custom_gradient(example=...)` is used. (To
+    pass fn keyword arguments named `strict` or `surrogate`, give the example as an `Example` to
+    `run_checks`.) Floating-point inputs are cast to float64 for the numerical checks (and to
+    float32 for autocast); the arguments given are never modified.
 
     The checks call `torch._dynamo.reset()` before compiling (Dynamo's caches are per code
     object, and every decorated function shares the wrapper's), so run `check` apart from

@@ -475,6 +475,28 @@ def test_tapes_outside_the_pattern_are_flagged_with_why() -> None:
     assert "grad_outputs=y, create_graph=True, allow_unused=True)[0]" in code
 
 
+# Each tape outside the translated pattern, as the body of `def f(x)`, and a piece of why.
+_TAPE_REFUSALS = [
+    ("with tf.GradientTape() as tape, tf.GradientTape() as t2:\n    y = x * x", "alone in its"),
+    ("with tf.GradientTape():\n    y = x * x", "without `as NAME`"),
+    ("with tf.GradientTape() as tape:\n    y = x * x\n    tape.watch(x)", "after other"),
+    ("with tf.GradientTape() as tape:\n    tape.watch(x)\n    y = (lambda: x)()", "a def, class"),
+    ("with tf.GradientTape() as tape:\n    tape.watch(x)\n    x = x * 2", "a watched name"),
+    ("with tf.GradientTape() as tape:\n    tape.watch(x)\n    y = tape", "tape used inside"),
+    ("with tf.GradientTape() as tape:\n    tape.watch(x)\n    y = x * x\ng = tape.gradient(*[y, x])", "starred"),
+    ("with tf.GradientTape() as tape:\n    tape.watch(x)\n    y = x * x\ng = tape.gradient(y, x, unconnected_gradients=0)", "unconnected_gradients=)"),
+    ("with tf.GradientTape() as tape:\n    tape.watch(x)\n    y = x * x\ng = tape.gradient(y)", "a target and sources"),
+    ("with tf.GradientTape() as tape:\n    tape.watch(x)\n    y = x * x\ng = tape.gradient(y, x[0])", "must be names"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("body", "why"), _TAPE_REFUSALS, ids=[w for _, w in _TAPE_REFUSALS])
+def test_each_tape_outside_the_pattern_is_flagged_with_its_reason(body: str, why: str) -> None:
+    source = "import tensorflow as tf\n\n\ndef f(x):\n" + textwrap.indent(body, "    ") + "\n"
+    flagged = [e.why for e in port_source(source).flagged if e.tf == "tf.GradientTape"]
+    assert why in flagged[0]  # the first tape of the block
+
+
 def test_a_translated_tape_gives_tf_gradients_differentiably() -> None:
     result = port_source(TAPES, "tapes.py")
     namespace: dict[str, Any] = {"tf": None}  # only the flagged functions, not called, use it

@@ -29,8 +29,8 @@ is reached otherwise would lose a gradient (`W = base * 2` in a closure reaches 
 line sits exactly where a gradient is lost, not wider: a captured tensor that only grad_fn uses
 (a residual, an outer variable of a higher-order derivative) is not on the outputs' graph, and
 one computed from an input (`x + u`, whose gradient grad_fn replaces) reaches the input's edge
-and stops there. When no input needs a gradient, f's own autodiff used to take over (item 39):
-a captured tensor then got f's gradient and grad_fn was never called, two rules for one
+and stops there. When no input needs a gradient, f's own autodiff would take over (item 39):
+a captured tensor would get f's gradient and grad_fn never be called, two rules for one
 function; that is refused too.
 
 `custom_gradient(captured="constant")` asks for TensorFlow's behaviour instead: the walk still
@@ -60,10 +60,7 @@ such a tensor, whether its gradient would be lost depends on its own graph (`x +
 from the input, loses nothing): the graph breaks there, and `settle` runs outside Dynamo on those
 tensors, as in eager mode: it refuses with eager's message, or makes a tensor in a Parameter's
 slot a variable, or lets the call go on. Under `fullgraph=True` the break is the error, which
-names f and the two fixes.
-
-Item numbers refer to docs/tensorflow_semantics.md.
-"""
+names f and the two fixes."""
 
 from __future__ import annotations
 

@@ -1,16 +1,7 @@
 """`python -m tf_compat_grad check [TARGET ...]` (`tf-compat-grad check`): find the decorated
 functions of modules and check each one on its example inputs, or on inputs built from its
-signature where it has none.
-
-Exit status (`ExitStatus`): 0 when no check fails, 1 when one does (or, with `--strict`, warns),
-2 when a TARGET cannot be imported, names nothing decorated, `--only` names nothing known, or an
-output path cannot be written, 3 when nothing could be checked (no function has example inputs
-and none could be built).
-
-`python -m tf_compat_grad port ...` (`_port/cli.py`): translate TensorFlow files with
-`tf_compat_grad.port`. Exit status: 0 when everything was translated, 1 when
-something was left untranslated (flagged), 2 when INPUT cannot be read or parsed, or libcst is
-missing.
+signature where it has none; the exit statuses (`ExitStatus`) are the `check` parser's epilog.
+`python -m tf_compat_grad port ...` is `_port/cli.py`'s.
 """
 
 from __future__ import annotations
@@ -184,11 +175,8 @@ def _names_maker(node: ast.expr) -> bool:
 def program_name() -> str:
     """`tf-compat-grad` when run as the installed script, else `python -m tf_compat_grad`."""
     script = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
-    return (
-        "tf-compat-grad"
-        if script.removesuffix(".exe") == "tf-compat-grad"
-        else ("python -m tf_compat_grad")
-    )
+    tool = "tf-compat-grad"
+    return tool if script.removesuffix(".exe") == tool else "python -m tf_compat_grad"
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:

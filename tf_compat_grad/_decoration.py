@@ -2,19 +2,18 @@
 is: its attributes copied from f (`wrap`, `copy_assigned`) and its code placed in f's file.
 
 Note [a decorated function is a function]
-`inspect.getfile` and `getsourcefile` (and tools built on them: debuggers, documentation
-generators, IPython's `??`) take a function, a method, a class, a module or code, and test
-that with `isinstance`, which no wrapper object passes. So for a plain function the decorator
-returns a function (`Decoration.function`): its code is placed in f's file, it calls its
-`CustomGradient`, and it shares that wrapper's attributes (`__tf_compat_grad__` names it,
-weakly: `wrapper_of`).
-Being a function, it is also what Python makes of a function: bound when a class holds it,
-atomic for `copy`, pickled by reference (by the name f has where it is defined, so
-`g = custom_gradient(f)` cannot be pickled, as with any decorator). So the wrapper object
-stays what is returned where f will be a method, whose instance it binds without making it
-an input (item 4): f defined in a class body (its `__qualname__` is `Class.name`) or taking
-`self` or `cls` first (`Class.method = custom_gradient(f)`), and where f is not a function
-(an `nn.Module`, a partial, a callable object), which `deepcopy` copies with its state.
+`inspect.getfile` and `getsourcefile` (and tools built on them: debuggers, documentation generators,
+IPython's `??`) take a function, a method, a class, a module or code, and test that with
+`isinstance`, which no wrapper object passes. So for a plain function the decorator returns a
+function (`Decoration.function`): its code is placed in f's file, it calls its `CustomGradient`, and
+it shares that wrapper's attributes (`__tf_compat_grad__` names it, weakly: `wrapper_of`). Being a
+function, it is also what Python makes of a function: bound when a class holds it, atomic for
+`copy`, pickled by reference (by the name f has where it is defined, so `g = custom_gradient(f)`
+cannot be pickled, as with any decorator). So the wrapper object stays what is returned where f will
+be a method, whose instance it binds without making it an input (item 4): f defined in a class body
+(its `__qualname__` is `Class.name`) or taking `self` or `cls` first (`Class.method =
+custom_gradient(f)`), and where f is not a function (an `nn.Module`, a partial, a callable object),
+which `deepcopy` copies with its state.
 """
 
 from __future__ import annotations

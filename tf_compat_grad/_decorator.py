@@ -1,7 +1,4 @@
-"""`custom_gradient`: the decorator, the wrapper object, and binding for methods.
-
-Item numbers refer to docs/tensorflow_semantics.md.
-"""
+"""`custom_gradient`: the decorator, the wrapper object, and binding for methods."""
 
 from __future__ import annotations
 
@@ -139,9 +136,8 @@ class CustomGradient(Generic[P, R]):
         decorated function is a function]): `__call__` as a closure, made per function and kept
         only by it (a wrapper holding it would be a cycle: Note [decorated again] in
         `_eager.py`). Dynamo, inlining it, guards the code of each function it reads from a cell
-        (it, `is_compiling`, the compile closure), where `__call__` cost six guards (the
-        wrapper's type, its `__call__`, its instance dict without one, `_decorator`,
-        `_is_compiling`, `_compiling`): Note [compile guards] in `_compile.py`."""
+        (it, `is_compiling`, the compile closure): half what the wrapper's `__call__` costs
+        (Note [compile guards] in `_compile.py`)."""
         wrapper, compiling, is_compiling = self, self._compiling, _is_compiling
 
         def call(*args: Any, **kwargs: Any) -> Any:

@@ -35,8 +35,6 @@ wrapper weakly; the route out of a compiled graph holds the path; the attributes
 shares with the function `custom_gradient` returns name it weakly (`_decoration.wrapper_of`).
 So a decoration is freed by reference counting, and decorating on every call leaves the cyclic
 garbage collector nothing to find (a decorated method is still a cycle, with its class's function).
-
-Item numbers refer to docs/tensorflow_semantics.md.
 """
 
 from __future__ import annotations
@@ -272,18 +270,14 @@ class EagerPath:
         possible = reach.possible(())
         watched = learned.watched or possible
         # Note [f unrecorded]: the same question as `_runs_unrecorded`'s.
-        unrecorded = (
-            not learned.shape.bound
-            and all(a in ("t", "n") for a in learned.shape.args)
-            and reach.unrecorded
-        )
+        flat = not learned.shape.bound and all(a in ("t", "n") for a in learned.shape.args)
+        unrecorded = flat and reach.unrecorded
         if watched:
             own = reach.proof == "own" and unrecorded
             kind, holds = ("unrecorded watched" if own else "watched"), reach.reads_own
         elif unrecorded:
             kind, holds = "unrecorded", reach.reads_none
         else:
-            flat = not learned.shape.bound and all(a in ("t", "n") for a in learned.shape.args)
             kind = "rerun" if flat and reach.rerun else "none"  # Note [f run again]
             holds = reach.reads_none
         made = learned.made.get(kind)

@@ -18,7 +18,3 @@ class ExitStatus(enum.IntEnum):
     FAILED = 1  # a check fails, or `port` left something untranslated
     USAGE = 2  # a target, input or output cannot be used, or the arguments do not fit together
     NOTHING_CHECKED = 3  # `check` found nothing it could check
-
-
-# The names `_port/cli.py` uses.
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = ExitStatus.OK, ExitStatus.FAILED, ExitStatus.USAGE

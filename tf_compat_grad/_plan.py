@@ -3,38 +3,36 @@ call shape.
 
 # Note [plans]
 Calls of one decorated function mostly repeat one shape: the same kinds of positional arguments
-(tensors, Python numbers, in the same lists, tuples and dicts), the same keyword arguments
-holding numbers or strings, bound to an instance or not, and an f that returns the same
-structure of tensors with a grad_fn whose closure cells hold tensors and plain values in the
-same places. The general code (`EagerPath.call`) learns that shape from a call it handled
-(`_plan_shape.shape_of`) and generates, once per shape, a function that does that call's work
-with every argument, output and cell unrolled into locals (`make_call`), and a node whose
-backward is generated in the same spirit (`_plan_node.py`). A plan serves the calls it fits; it hands the
-others to the newest plan before it, the last of which is the general code, which handles every
-call and is the one fallback: before f runs the whole call (`general`), after f ran what f
-returned (`unplanned`, and `unplanned_fresh` without grad), so that f still runs once. Both
-give the results the general code gives; the plan only skips what the shape makes unnecessary.
+(tensors, Python numbers, in the same lists, tuples and dicts), the same keyword arguments holding
+numbers or strings, bound to an instance or not, and an f that returns the same structure of tensors
+with a grad_fn whose closure cells hold tensors and plain values in the same places. The general
+code (`EagerPath.call`) learns that shape from a call it handled (`_plan_shape.shape_of`) and
+generates, once per shape, a function that does that call's work with every argument, output and
+cell unrolled into locals (`make_call`), and a node whose backward is generated in the same spirit
+(`_plan_node.py`). A plan serves the calls it fits; it hands the others to the newest plan before
+it, the last of which is the general code, which handles every call and is the one fallback: before
+f runs the whole call (`general`), after f ran what f returned (`unplanned`, and `unplanned_fresh`
+without grad), so that f still runs once. Both give the results the general code gives; the plan
+only skips what the shape makes unnecessary.
 
-A plan's guard first asks the mode of Note [call modes] (`_torch_internals.py`), rendered into
-it, then the arguments' shape. Without grad (`torch.no_grad()`) f runs with no node. Under
-grad mode and no autocast it is of one of four kinds, chosen by the reach proof (Note [watching
-only when needed] in `_reach.py`): "none" when f provably reads no Parameter, f then called
-directly while the proof's per-call check holds; "unrecorded" when, besides, the arguments are
-tensors and numbers and grad_fn can read nothing f computes, f then called with grad mode off
-and its outputs handed over as they are (Note [f unrecorded] in `_unrecorded.py`); "rerun"
-when instead f's code is pure: a call whose tensors are leaves that require grad runs as an
-unrecorded one and hands the node what runs f again for a second derivative, any other call
-runs as in a plan of kind "none" (Note [f run again] in `_rerun.py`); "watched"
-otherwise, f running under the
-Parameter watcher, pushed and popped without `TorchFunctionMode`'s Python frames, the Parameters
-it read, less those passed to it, being the call's variables (none: the node calls grad_fn
-without `variables=`, as the general code does). While the check of Note
-[Parameters of f's own] holds (never for a method: the instance can hold more), no gradient can
-be lost and the walk of Note [lost gradients] is skipped; a watched plan of kind "unrecorded
-watched" then also calls f with grad mode off, where grad_fn can read nothing f computes. Tensor-valued keyword arguments,
-anything the flattening of `tf.nest` treats as a container other than lists, tuples,
-namedtuples and dicts with string keys, and grad_fns that are not plain functions take the
-general code every time.
+A plan's guard first asks the mode of Note [call modes] (`_torch_internals.py`), rendered into it,
+then the arguments' shape. Without grad (`torch.no_grad()`) f runs with no node. Under grad mode and
+no autocast it is of one of four kinds, chosen by the reach proof (Note [watching only when needed]
+in `_reach.py`): "none" when f provably reads no Parameter, f then called directly while the proof's
+per-call check holds; "unrecorded" when, besides, the arguments are tensors and numbers and grad_fn
+can read nothing f computes, f then called with grad mode off and its outputs handed over as they
+are (Note [f unrecorded] in `_unrecorded.py`); "rerun" when instead f's code is pure: a call whose
+tensors are leaves that require grad runs as an unrecorded one and hands the node what runs f again
+for a second derivative, any other call runs as in a plan of kind "none" (Note [f run again] in
+`_rerun.py`); "watched" otherwise, f running under the Parameter watcher, pushed and popped without
+`TorchFunctionMode`'s Python frames, the Parameters it read, less those passed to it, being the
+call's variables (none: the node calls grad_fn without `variables=`, as the general code does).
+While the check of Note [Parameters of f's own] holds (never for a method: the instance can hold
+more), no gradient can be lost and the walk of Note [lost gradients] is skipped; a watched plan of
+kind "unrecorded watched" then also calls f with grad mode off, where grad_fn can read nothing f
+computes. Tensor-valued keyword arguments, anything the flattening of `tf.nest` treats as a
+container other than lists, tuples, namedtuples and dicts with string keys, and grad_fns that are
+not plain functions take the general code every time.
 """
 
 from __future__ import annotations
@@ -237,19 +235,9 @@ def _call_maker(
         add(1, "if variables:")
         add(2, "if not (grad_fn.__code__ is accepted[0] or accepts(grad_fn, accepted)):")
         add(3, f"return unplanned({rest})")
-        add(1, f"elif not ({' or '.join(f'{a}.requires_grad' for a in inputs)}):")
-        add(
-            2,
-            f"return {unflatten_source(shape.outputs, fresh, src)}  # nothing to record (item 39)",
-        )
-        variables, more_inputs = "variables", ", *variables"
-    else:
-        add(1, f"if not ({' or '.join(f'{a}.requires_grad' for a in inputs)}):")
-        add(
-            2,
-            f"return {unflatten_source(shape.outputs, fresh, src)}  # nothing to record (item 39)",
-        )
-        variables, more_inputs = "None", ""
+    add(1, f"{'elif' if watched else 'if'} not ({' or '.join(f'{a}.requires_grad' for a in inputs)}):")  # fmt: skip
+    add(2, f"return {unflatten_source(shape.outputs, fresh, src)}  # nothing to record (item 39)")
+    variables, more_inputs = ("variables", ", *variables") if watched else ("None", "")
     # Note [outputs that alias an input] (`_run.py`): such outputs take the general code.
     alias = [f"{r}._base is not None" for r in outs]
     alias += [f"{r} is {a}" for r in outs for a in inputs]

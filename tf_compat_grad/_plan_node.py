@@ -2,19 +2,18 @@
 
 # Note [plan nodes]
 The node's forward hands over f's outputs and saves the tensors grad_fn closes over, with
-`ctx.save_for_backward`'s own assignment (none when there are none). Its context holds the
-plan (`plan_fields`): the general checks (`checked`, which name this decoration's f), what
-runs f again (a plan of kind "rerun", None for a call that recorded: Note [f run again] in
-`_rerun.py`), the variables (a watched plan), then grad_fn as it is when it closes over no tensor and has no
-default values (Note [saved closures]), else its code, globals, name, qualified name,
-defaults, keyword defaults and the cells that hold no tensor (shared as they are, as
-`_closure.capture` shares them), then each input's shape, dtype and device (True for the
-CPU, Note [exact gradients] in `_record.py`), flat. The
-backward makes grad_fn again from those around the saved tensors (`_closure.rebuild_source`),
-or, under grad mode with f to run again, takes the grad_fn of that run, calls it, and returns its gradients when each is exact (Note [exact gradients] in
-`_record.py`, rendered here); a variable's gradient is compared with its Parameter as it is
-then (a Parameter outlives the call). Anything else goes to the general checks (`checked`),
-which repair or reject it.
+`ctx.save_for_backward`'s own assignment (none when there are none). Its context holds the plan
+(`plan_fields`): the general checks (`checked`, which name this decoration's f), what runs f again
+(a plan of kind "rerun", None for a call that recorded: Note [f run again] in `_rerun.py`), the
+variables (a watched plan), then grad_fn as it is when it closes over no tensor and has no default
+values (Note [saved closures]), else its code, globals, name, qualified name, defaults, keyword
+defaults and the cells that hold no tensor (shared as they are, as `_closure.capture` shares them),
+then each input's shape, dtype and device (True for the CPU, Note [exact gradients] in
+`_record.py`), flat. The backward makes grad_fn again from those around the saved tensors
+(`_closure.rebuild_source`), or, under grad mode with f to run again, takes the grad_fn of that run,
+calls it, and returns its gradients when each is exact (Note [exact gradients] in `_record.py`,
+rendered here); a variable's gradient is compared with its Parameter as it is then (a Parameter
+outlives the call). Anything else goes to the general checks (`checked`), which repair or reject it.
 """
 
 from __future__ import annotations
@@ -123,8 +122,8 @@ def _backward(shape: Shape, watched: bool, rerun: bool) -> Callable[..., Any]:
     metas = [(f"s{i}", f"d{i}", f"v{i}") for i in range(len(positions))]
     src = Source()
     add = src.add
-    one = type(shape.outputs) is str  # one output: one upstream
-    add(0, f"def backward(ctx, {'upstream' if one else '*upstream'}):")
+    upstream = "upstream" if type(shape.outputs) is str else "*upstream"  # one per output
+    add(0, f"def backward(ctx, {upstream}):")
     add(1, f"{', '.join(name for name, _ in fields)}, = ctx.plan")
     indent = 1
     if rerun:  # Note [f run again] in `_rerun.py`: a backward with `create_graph=True`
@@ -141,7 +140,6 @@ def _backward(shape: Shape, watched: bool, rerun: bool) -> Callable[..., Any]:
         closure = closure_source(shape.cells) if shape.cells else "None"
         for line in rebuild_source(closure, "dict(kwd)" if shape.kwdefaults else None):
             add(indent, line)
-    upstream = "upstream" if one else "*upstream"
     grads = [f"g{i}" for i in range(len(positions))]
     exact = " and ".join(
         NOTED_EXACT_GRADIENT.format(g=g, shape=s, dtype=d, device=v)

@@ -6,6 +6,7 @@ with string keys).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import types
 from collections.abc import Callable, Iterable, Iterator
@@ -25,28 +26,18 @@ KEYWORD_VALUES = frozenset(PLAIN_TYPES)
 Tree = Any  # "t" (a tensor), "n" (a number), or (kind, what, children): see `_tree`
 
 
+@dataclasses.dataclass(eq=False, repr=False, slots=True)
 class Shape:
     """The shape of a call that a plan is generated for (Note [plans])."""
 
-    __slots__ = ("args", "bound", "cells", "defaults", "keywords", "kwdefaults", "outputs")
-
-    def __init__(
-        self,
-        bound: bool,
-        args: tuple[Tree, ...],
-        keywords: tuple[str, ...],
-        outputs: Tree,
-        cells: str | None,
-        defaults: int | None,
-        kwdefaults: bool,
-    ) -> None:
-        self.bound = bound  # a method call
-        self.args = args  # one tree per positional argument
-        self.keywords = keywords  # the keyword arguments' names
-        self.outputs = outputs  # the tree of f's outputs
-        self.cells = cells  # per closure cell of grad_fn: "t" a tensor, "p" a Parameter, "s" shared; None: none
-        self.defaults = defaults  # how many default values grad_fn has, None for none
-        self.kwdefaults = kwdefaults  # grad_fn has keyword-only defaults
+    bound: bool  # a method call
+    args: tuple[Tree, ...]  # one tree per positional argument
+    keywords: tuple[str, ...]  # the keyword arguments' names
+    outputs: Tree  # the tree of f's outputs
+    # Per closure cell of grad_fn: "t" a tensor, "p" a Parameter, "s" shared; None: no closure.
+    cells: str | None
+    defaults: int | None  # how many default values grad_fn has, None for none
+    kwdefaults: bool  # grad_fn has keyword-only defaults
 
     def fields(self) -> tuple[Any, ...]:
         """All of the shape, to key what is generated for it."""

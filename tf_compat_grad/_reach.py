@@ -24,21 +24,16 @@ be lost (Note [lost gradients] in `_captures.py`), which only the general code c
 
 # Note [Parameters of f's own]
 When the proof fails only because f's own closure cells or globals hold Parameters (a layer
-`F.linear(x, w, b)` with w and b in its closure), f still runs under the watcher, which says
-which of them it read. But nothing else f can name holds a Parameter, and the per-call check
-(`ParameterReach.reads_own`) tells that none of the plain tensors it can name requires grad:
-the only tensors that require grad and that f's outputs can depend on outside its arguments
-are then those Parameters, which reach the outputs only through torch ops the watcher sees.
-No gradient can be lost, and the plan skips the walk of Note [lost gradients] (in
-`_captures.py`). An earlier version read the Parameters off f's bytecode instead of watching;
-with the walk skipped it bought too little to keep (benchmarks/README.md, "Known plans").
+`F.linear(x, w, b)` with w and b in its closure), f still runs under the watcher, which says which
+of them it read. But nothing else f can name holds a Parameter, and the per-call check
+(`ParameterReach.reads_own`) tells that none of the plain tensors it can name requires grad: the
+only tensors that require grad and that f's outputs can depend on outside its arguments are then
+those Parameters, which reach the outputs only through torch ops the watcher sees. No gradient can
+be lost, and the plan skips the walk of Note [lost gradients] (in `_captures.py`).
 
 Not seen, on purpose: a Parameter stored as a Python attribute of a plain tensor, put into
 `builtins`, or set as a new attribute of torch or of a standard-library module. Those modules
-and tensors are trusted as they come.
-
-Item numbers refer to docs/tensorflow_semantics.md.
-"""
+and tensors are trusted as they come."""
 
 from __future__ import annotations
 

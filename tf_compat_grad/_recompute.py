@@ -1,8 +1,5 @@
 """`recompute_grad` and `grad_pass_through`, built on `custom_gradient` as TensorFlow builds them
-(items 48-60).
-
-Item numbers refer to docs/tensorflow_semantics.md.
-"""
+(items 48-60)."""
 
 from __future__ import annotations
 

@@ -6,10 +6,7 @@ TensorFlow passes whatever grad_fn returns straight through; torch's engine reje
 numbers, gradients on another device and shapes it cannot sum down. Here a gradient becomes a
 tensor on its input's device, in its input's dtype, and of its input's shape when it is a broadcast
 of it (summed down, as torch's engine does) or a single value (a number or 0-d tensor, expanded);
-anything else, a smaller gradient with dimensions included, is an error that names the argument.
-
-Item numbers refer to docs/tensorflow_semantics.md.
-"""
+anything else, a smaller gradient with dimensions included, is an error that names the argument."""
 
 from __future__ import annotations
 

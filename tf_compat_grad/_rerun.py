@@ -1,14 +1,15 @@
 """f run again, recorded, for a second derivative.
 
 # Note [f run again]
-Where grad_fn reads what f computed (`e = exp(x)` in `log1pexp`, sigmoid's own output), f runs
-with grad recording on (Note [where f runs] in `_eager.py`) only so that a backward with
-`create_graph=True` differentiates grad_fn's ops through that work. Recording costs about a
-tenth of the call, and most backwards are first-order. So where the history can be made again
-exactly, f runs with grad mode off, as a hand-written `Function.forward` does, and a backward
-under grad mode (`create_graph=True`: docs/torch_facts.md, "Grad mode in backward") calls f again, recorded, on the same arguments, and uses the grad_fn of that run: its
-ops then see exactly the history recording would have kept. A first-order backward uses grad_fn
-as saved (Note [saved closures] in `_closure.py`). Two conditions make the run again exact:
+Where grad_fn reads what f computed (`e = exp(x)` in `log1pexp`, sigmoid's own output), f runs with
+grad recording on (Note [where f runs] in `_eager.py`) only so that a backward with
+`create_graph=True` differentiates grad_fn's ops through that work. Recording costs about a tenth of
+the call, and most backwards are first-order. So where the history can be made again exactly, f runs
+with grad mode off, as a hand-written `Function.forward` does, and a backward under grad mode
+(`create_graph=True`: docs/torch_facts.md, "Grad mode in backward") calls f again, recorded, on the
+same arguments, and uses the grad_fn of that run: its ops then see exactly the history recording
+would have kept. A first-order backward uses grad_fn as saved (Note [saved closures] in
+`_closure.py`). Two conditions make the run again exact:
 
 - f is pure and deterministic, read from its code (`_unrecorded.rerunnable`, whose rule ends
   Note [f unrecorded]). Anything in doubt records: recording is always right.
@@ -24,16 +25,17 @@ as saved (Note [saved closures] in `_closure.py`). Two conditions make the run a
   here as it does for every tensor a hand-written Function saves: `.data` is autograd's
   unchecked way around its own history.
 
-The run again happens with autocast off, as the call it repeats ran (a call under autocast
-records). Unlike the runs again of `torch.func` and `recompute_grad`, which restore the random
-state (docs/torch_facts.md, "Random state when f runs again"), this one is for f that draws
-nothing, so that nothing but the arguments needs keeping. For the same reason the run again
-first asks the reach proof's per-call check (`_reach_check.checks_maker`) whether f's code, its
-defaults and the globals and functions it names are still those of the call, and refuses by
-name when one was rebound. (An attribute of an imported module, `torch.sigmoid` patched between
-the call and the backward, is not among them: the proofs take modules' functions as fixed.) The plans of kind "rerun" (`_plan.py`, their node's backward in `_plan_node.py`) and
-the general code (`Rerun`, the captured grad_fn its node rebuilds) take the same route, so that
-a call under non-reentrant `torch.utils.checkpoint` saves the same tensors when recomputed.
+The run again happens with autocast off, as the call it repeats ran (a call under autocast records).
+Unlike the runs again of `torch.func` and `recompute_grad`, which restore the random state
+(docs/torch_facts.md, "Random state when f runs again"), this one is for f that draws nothing, so
+that nothing but the arguments needs keeping. For the same reason the run again first asks the reach
+proof's per-call check (`_reach_check.checks_maker`) whether f's code, its defaults and the globals
+and functions it names are still those of the call, and refuses by name when one was rebound. (An
+attribute of an imported module, `torch.sigmoid` patched between the call and the backward, is not
+among them: the proofs take modules' functions as fixed.) The plans of kind "rerun" (`_plan.py`,
+their node's backward in `_plan_node.py`) and the general code (`Rerun`, the captured grad_fn its
+node rebuilds) take the same route, so that a call under non-reentrant `torch.utils.checkpoint`
+saves the same tensors when recomputed.
 """
 
 from __future__ import annotations

@@ -3,10 +3,7 @@ outputs and grad_fn (items 5-7, 10-13). Running it watched for the Parameters it
 `_watcher.run_watched`.
 
 Everything here takes the user's function itself, not the decorator object, so the nodes that
-`torch.func` and `torch.compile` trace reach only plain functions and constants.
-
-Item numbers refer to docs/tensorflow_semantics.md.
-"""
+`torch.func` and `torch.compile` trace reach only plain functions and constants."""
 
 from __future__ import annotations
 

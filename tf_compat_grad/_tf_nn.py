@@ -284,11 +284,9 @@ def avg_pool2d(
     """
     kernel, stride = _spatial(ksize, data_format), _spatial(strides, data_format)
     x = _nchw(input, data_format)
-    total = F.avg_pool2d(
-        _padded(x, padding, kernel, stride, [1, 1]), kernel, stride, divisor_override=1
-    )
-    ones = torch.ones_like(x[:1, :1])
-    count = F.avg_pool2d(
-        _padded(ones, padding, kernel, stride, [1, 1]), kernel, stride, divisor_override=1
-    )
-    return _back(total / count, data_format)
+
+    def summed(t: torch.Tensor) -> torch.Tensor:  # each window's sum over the input's elements
+        padded = _padded(t, padding, kernel, stride, [1, 1])
+        return F.avg_pool2d(padded, kernel, stride, divisor_override=1)
+
+    return _back(summed(x) / summed(torch.ones_like(x[:1, :1])), data_format)

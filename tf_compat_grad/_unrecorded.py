@@ -1,14 +1,13 @@
 """Whether a decorated function's own ops need recording: the unrecorded proof.
 
 # Note [f unrecorded]
-f runs with grad recording on (Note [where f runs] in `_eager.py`) so that what grad_fn reads
-of f's work keeps its history, for second derivatives. When grad_fn can read nothing f
-computed, there is nothing to keep: f then runs with grad mode off, as a hand-written
-`Function.forward` does, its outputs need no detaching, and a second derivative is still exact,
-since grad_fn reads only the arguments, which have their own history. `unrecorded(f)` says so
-for an unbound call whose arguments are tensors and Python numbers, from f's code and its
-globals (the same globals the reach proof reads, whose per-call check, `calm`, keeps the
-answer valid):
+f runs with grad recording on (Note [where f runs] in `_eager.py`) so that what grad_fn reads of f's
+work keeps its history, for second derivatives. When grad_fn can read nothing f computed, there is
+nothing to keep: f then runs with grad mode off, as a hand-written `Function.forward` does, its
+outputs need no detaching, and a second derivative is still exact, since grad_fn reads only the
+arguments, which have their own history. `unrecorded(f)` says so for an unbound call whose arguments
+are tensors and Python numbers, from f's code and its globals (the same globals the reach proof
+reads, whose per-call check, `calm`, keeps the answer valid):
 
 - f is a plain function whose own default values are numbers or strings, whose closure cells
   hold numbers, strings, tensors or Parameters (read only: f stores none of them, below), and
@@ -29,10 +28,9 @@ answer valid):
   of a tensor is read without being called (`return y, e.mul` would carry e away).
 
 So every tensor f computes is local to the call but for its outputs, which the node's history
-replaces anyway; grad_fn, whatever f returns, can hold only arguments, constants and what
-f's cells hold, none of it computed by f. An opcode
-this module does not list (a new Python release) answers "recorded", as anything in doubt
-does: recording is always right, only slower.
+replaces anyway; grad_fn, whatever f returns, can hold only arguments, constants and what f's cells
+hold, none of it computed by f. An opcode this module does not list (a new Python release) answers
+"recorded", as anything in doubt does: recording is always right, only slower.
 
 `rerunnable(f)` reads the same code for Note [f run again] (`_rerun.py`): f may run unrecorded
 and be run again, recorded, for a second derivative, when it does all of the above but that a

@@ -1,8 +1,5 @@
 """grad_fn's `variables` parameter, and the Parameters f read as the user's code names them
-(items 32-37).
-
-Item numbers refer to docs/tensorflow_semantics.md.
-"""
+(items 32-37)."""
 
 from __future__ import annotations
 

@@ -8,10 +8,7 @@ analogue is a `TorchFunctionMode` that sees every torch call made inside f and k
 graph walk would miss a Parameter that is read but does not reach the output.
 
 Torch keeps the mode stack per thread, so two threads running decorated functions at once never
-see each other's Parameters.
-
-Item numbers refer to docs/tensorflow_semantics.md.
-"""
+see each other's Parameters."""
 
 from __future__ import annotations
 

@@ -1,13 +1,12 @@
 """Keras's layer protocol on `nn.Module`, for the code `python -m tf_compat_grad port` writes
 from a `tf.keras.layers.Layer` or `tf.Module` subclass.
 
-`Layer` builds on the first call as Keras does (`build(input_shape)` then `call`, here
-`forward`), `add_weight` creates Parameters (buffers for `trainable=False`) with Keras's
-initialisers (a `regularizer=`'s penalty is in `layer.losses`, as in Keras), and floating inputs
-are cast to the layer's dtype as Keras casts them. `Dense`, `Conv2D` (channels-last by default,
-as in Keras), `BatchNormalization`, `Dropout`, `Flatten` and the activation layers
-(`Activation`, `ReLU`, `LeakyReLU`, `Softmax`) keep Keras's weight layouts, defaults and
-formulas.
+`Layer` builds on the first call as Keras does (`build(input_shape)` then `call`, here `forward`),
+`add_weight` creates Parameters (buffers for `trainable=False`) with Keras's initialisers (a
+`regularizer=`'s penalty is in `layer.losses`, as in Keras), and floating inputs are cast to the
+layer's dtype as Keras casts them. `Dense`, `Conv2D` (channels-last by default, as in Keras),
+`BatchNormalization`, `Dropout`, `Flatten` and the activation layers (`Activation`, `ReLU`,
+`LeakyReLU`, `Softmax`) keep Keras's weight layouts, defaults and formulas.
 
 >>> import torch
 >>> from tf_compat_grad import custom_gradient, layers

@@ -1,9 +1,8 @@
 """`port_source`: translate TensorFlow custom-gradient code into PyTorch code that uses this
 library, with a report of what was translated and what was left for a person, and why.
 
-Needs libcst (`pip install "tf-compat-grad[port]"`); `import tf_compat_grad` does not import it.
-The translation table is `tf_compat_grad._port._table`, rendered in
-docs/migrating_from_tensorflow.md.
+Needs libcst (`pip install "tf-compat-grad[port]"`); `import tf_compat_grad` does not import it. The
+translation table is `tf_compat_grad._port._table`, rendered in docs/migrating_from_tensorflow.md.
 """
 
 from __future__ import annotations

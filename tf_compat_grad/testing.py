@@ -1,10 +1,9 @@
 """Checking a ported custom gradient: `check(fn, *example_args)` and what it returns.
 
 `check` runs a decorated function on example inputs and reports, one row per check, whether its
-gradient is right and whether it survives what training code does to it: loss scaling and
-gradient accumulation, `torch.func`, `torch.compile`, autocast, `torch.no_grad()`, in-place edits
-and freeing memory. `python -m tf_compat_grad check` runs it on every decorated function of a
-module.
+gradient is right and whether it survives what training code does to it: loss scaling and gradient
+accumulation, `torch.func`, `torch.compile`, autocast, `torch.no_grad()`, in-place edits and freeing
+memory. `python -m tf_compat_grad check` runs it on every decorated function of a module.
 
 Statuses: FAIL means broken in plain use or silently wrong somewhere (a gradient that is not the
 true derivative, unless declared a surrogate; an error in eager mode, a wrong gradient count, NaN
@@ -46,10 +45,10 @@ def check(
 ) -> Report:
     """Check a custom gradient on example inputs; one row per check of `CHECKS`.
 
-    With no example arguments, the example attached with `custom_gradient(example=...)` is
-    used. (To pass fn keyword arguments named `strict` or `surrogate`, give the example as an
-    `Example` to `run_checks`.) Floating-point inputs are cast to float64 for the numerical checks (and to float32
-    for autocast); the arguments given are never modified.
+    With no example arguments, the example attached with `custom_gradient(example=...)` is used. (To
+    pass fn keyword arguments named `strict` or `surrogate`, give the example as an `Example` to
+    `run_checks`.) Floating-point inputs are cast to float64 for the numerical checks (and to
+    float32 for autocast); the arguments given are never modified.
 
     The checks call `torch._dynamo.reset()` before compiling (Dynamo's caches are per code
     object, and every decorated function shares the wrapper's), so run `check` apart from

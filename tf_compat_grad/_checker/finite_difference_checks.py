@@ -5,15 +5,14 @@
 
 # Note [surrogates]
 A custom gradient that differs from the true derivative is either a bug or a surrogate (a
-straight-through estimator, gradient reversal, a clipped gradient), and only its author knows
-which: `custom_gradient(surrogate="why")` (or `check(..., surrogate=)`) says so, and
-`grad_pass_through` is one by definition. A declared difference is reported with the reason and
-passes. An undeclared one fails where the true derivative is known: away from kinks, where the
-finite differences and autodiff of f's own ops (ignoring its grad_fn) agree, or from finite
-differences alone where f's ops cannot be differentiated (round, numpy, no_grad). Where the two
-disagree (an ill-conditioned point, an op whose torch gradient is no derivative) the true
-derivative is uncertain, and a difference is a WARN. The word "deliberately" is kept for the
-declared ones.
+straight-through estimator, gradient reversal, a clipped gradient), and only its author knows which:
+`custom_gradient(surrogate="why")` (or `check(..., surrogate=)`) says so, and `grad_pass_through` is
+one by definition. A declared difference is reported with the reason and passes. An undeclared one
+fails where the true derivative is known: away from kinks, where the finite differences and autodiff
+of f's own ops (ignoring its grad_fn) agree, or from finite differences alone where f's ops cannot
+be differentiated (round, numpy, no_grad). Where the two disagree (an ill-conditioned point, an op
+whose torch gradient is no derivative) the true derivative is uncertain, and a difference is a WARN.
+The word "deliberately" is kept for the declared ones.
 """
 
 from __future__ import annotations

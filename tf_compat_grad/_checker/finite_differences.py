@@ -21,17 +21,16 @@ class _Numerical:
     Elements where finite differences are no derivative are set apart (Note [kinks]).
 
     # Note [kinks]
-    A central difference across a kink (relu at 0) or a jump (a piecewise gradient at its
-    boundary, in the second-order check) is no derivative: relu's is 0.5 at 0, and a jump gives
-    jump / (2 EPS). So the one-sided differences are taken too, `(f(x+h) - f(x)) / h` and
-    `(f(x) - f(x-h)) / h`, from the same evaluations plus one at x. On a smooth stretch they
-    differ by about `h |f''|`, a millionth of the curvature; across a kink by the change of
-    slope, across a jump by the jump over h. Where they differ by more than KINK_RTOL of the
-    larger slope and of the analytic scale (at least 1), plus the rounding error, the element
-    is on a kink: its value is not compared (a non-finite analytic value still is, NaN being
-    wrong on either side), and the checks name it. A smooth element looks like a kink only
-    where |f''| exceeds about 1000 times its slope and the analytic scale, so a wrong rule is
-    still caught at every smooth element.
+    A central difference across a kink (relu at 0) or a jump (a piecewise gradient at its boundary,
+    in the second-order check) is no derivative: relu's is 0.5 at 0, and a jump gives jump / (2
+    EPS). So the one-sided differences are taken too, `(f(x+h) - f(x)) / h` and `(f(x) - f(x-h)) /
+    h`, from the same evaluations plus one at x. On a smooth stretch they differ by about `h |f''|`,
+    a millionth of the curvature; across a kink by the change of slope, across a jump by the jump
+    over h. Where they differ by more than KINK_RTOL of the larger slope and of the analytic scale
+    (at least 1), plus the rounding error, the element is on a kink: its value is not compared (a
+    non-finite analytic value still is, NaN being wrong on either side), and the checks name it. A
+    smooth element looks like a kink only where |f''| exceeds about 1000 times its slope and the
+    analytic scale, so a wrong rule is still caught at every smooth element.
     """
 
     def __init__(

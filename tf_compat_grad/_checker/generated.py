@@ -1,11 +1,10 @@
 """Example inputs built from a function's signature, for a decorated function without
 `example=`, so that `python -m tf_compat_grad check` checks it anyway.
 
-Each parameter without a default gets a value by its annotation: a float64 tensor for one
-annotated as a tensor or not annotated, a Python float for `float`, the int 1 for `int`.
-Parameters with a default keep it, and `*args` and `**kwargs` stay empty. The tensors share a
-shape, tried in the order of SHAPES, each with values of both signs and then positive ones
-(for log, sqrt).
+Each parameter without a default gets a value by its annotation: a float64 tensor for one annotated
+as a tensor or not annotated, a Python float for `float`, the int 1 for `int`. Parameters with a
+default keep it, and `*args` and `**kwargs` stay empty. The tensors share a shape, tried in the
+order of SHAPES, each with values of both signs and then positive ones (for log, sqrt).
 
 The values come from a fixed seed, so a run is reproducible, and keep at least 0.1 from every
 multiple of 0.5: kinks and jumps sit at 0 and at integers (relu, round, floors), and a point

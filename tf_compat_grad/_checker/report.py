@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import io
 from collections.abc import Iterator
@@ -69,29 +70,19 @@ class Status(str, enum.Enum):
     SKIP = "SKIP"
 
 
+@dataclasses.dataclass(eq=False, repr=False, slots=True)
 class Row:
     """One check's outcome: its name, status, a one-line reason and the measured figure.
 
     `value` is the figure as a number (a maximum difference, a count) when there is one.
     """
 
-    __slots__ = ("check", "figure", "reason", "seconds", "status", "value")
-
-    def __init__(
-        self,
-        check: str,
-        status: Status,
-        reason: str,
-        figure: str = "",
-        value: float | None = None,
-        seconds: float = 0.0,
-    ) -> None:
-        self.check = check
-        self.status = status
-        self.reason = reason
-        self.figure = figure
-        self.value = value
-        self.seconds = seconds
+    check: str
+    status: Status
+    reason: str
+    figure: str = ""
+    value: float | None = None
+    seconds: float = 0.0
 
     def __repr__(self) -> str:
         return f"Row({self.check!r}, {self.status.value}, {self.reason!r}, {self.figure!r})"
@@ -111,27 +102,19 @@ class Row:
         }
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class Report:
     """What `check` found for one function: one `Row` per check, in the order of `CHECKS`.
 
     Print it for a table; `report["linearity"]` is one row; `to_dict()` is JSON-ready.
     """
 
-    def __init__(
-        self,
-        function: str,
-        location: str,
-        example: str,
-        rows: list[Row],
-        surrogate: str | None = None,
-        strict: bool = False,
-    ) -> None:
-        self.function = function
-        self.location = location
-        self.example = example
-        self.rows = rows
-        self.surrogate = surrogate  # why the gradient differs on purpose, where declared
-        self.strict = strict  # whether WARN was turned into FAIL
+    function: str
+    location: str
+    example: str
+    rows: list[Row]
+    surrogate: str | None = None  # why the gradient differs on purpose, where declared
+    strict: bool = False  # whether WARN was turned into FAIL
 
     def __getitem__(self, check: str) -> Row:
         for row in self.rows:

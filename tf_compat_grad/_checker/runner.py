@@ -1,9 +1,9 @@
 """The individual checks behind `tf_compat_grad.testing.check`.
 
-Each check takes a `_Subject` (`subject.py`: the function, its example, what the forward found) and returns a
-`Row`. Every check makes its own fresh copies of the example inputs, so no check sees another's
-gradients or in-place edits, and runs with the random-number state forked and seeded, so a random
-f draws the same numbers each time and the caller's state is left alone.
+Each check takes a `_Subject` (`subject.py`: the function, its example, what the forward found) and
+returns a `Row`. Every check makes its own fresh copies of the example inputs, so no check sees
+another's gradients or in-place edits, and runs with the random-number state forked and seeded, so a
+random f draws the same numbers each time and the caller's state is left alone.
 
 # Note [statuses]
 FAIL is kept for what breaks plain training or is silently wrong: a gradient that is not the

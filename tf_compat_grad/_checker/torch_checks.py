@@ -30,7 +30,7 @@ from .numerics import (
     _Tensor,
     _vjp,
 )
-from .report import Row
+from .report import Row, Status
 from .subject import _forward_f64, _Inputs, _Subject
 
 
@@ -64,48 +64,35 @@ def _check_compile(s: _Subject) -> Row:
         if not reasons and isinstance(result, BaseException):
             reasons = [_first_line(result)]
         why = f" ({'; '.join(reasons)})" if reasons else ""
+
+        def row(status: Status, reason: str) -> Row:
+            return Row("compile", status, reason, figure, breaks)
+
         if isinstance(result, BaseException):
             fallback = _compiled_run(s, forward, upstreams, fullgraph=False)
             if isinstance(fallback, BaseException):
-                return Row(
-                    "compile", FAIL, f"torch.compile raises {_first_line(fallback)}", figure, breaks
-                )
+                return row(FAIL, f"torch.compile raises {_first_line(fallback)}")
             fallback_diff = _compare_compiled(fallback, eager_outputs, eager_grads)
             if fallback_diff is not None:
-                return Row(
-                    "compile",
-                    FAIL,
-                    f"torch.compile (with graph breaks) {fallback_diff}",
-                    figure,
-                    breaks,
-                )
+                return row(FAIL, f"torch.compile (with graph breaks) {fallback_diff}")
             if breaks > 0:
-                return Row(
-                    "compile",
+                return row(
                     WARN,
                     f"fullgraph=True raises: {breaks} graph break(s){why}; "
                     "plain torch.compile runs it in pieces and gets it right",
-                    figure,
-                    breaks,
                 )
-            return Row(
-                "compile",
+            return row(
                 WARN,
                 f"fullgraph=True raises {_first_line(result)}; plain torch.compile gets it right",
-                figure,
-                breaks,
             )
         problem = _compare_compiled(result, eager_outputs, eager_grads)
         if problem is not None:
-            return Row("compile", FAIL, f"torch.compile(fullgraph=True) {problem}", figure, breaks)
+            return row(FAIL, f"torch.compile(fullgraph=True) {problem}")
         if breaks > 0:
-            return Row(
-                "compile",
+            return row(
                 WARN,
-                f"compiles with fullgraph=True, but plain torch.compile splits "
-                f"it: {breaks} graph break(s){why}",
-                figure,
-                breaks,
+                f"compiles with fullgraph=True, but plain torch.compile splits it: {breaks} "
+                f"graph break(s){why}",
             )
         return Row(
             "compile",

@@ -59,30 +59,39 @@ def _comments(node: cst.CSTNode) -> list[str]:
     return found
 
 
+class Binder(cst.CSTVisitor):
+    """A visitor that hands `bind` the target of each annotated, `for`, `as` and walrus
+    binding (assignments are each subclass's own)."""
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self.bind(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self.bind(node.target)
+
+    def visit_AsName(self, node: cst.AsName) -> bool | None:
+        self.bind(node.name)
+        return None
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self.bind(node.target)
+
+    def bind(self, target: cst.BaseExpression) -> None:
+        raise NotImplementedError
+
+
 def _bound_once(body: cst.CSTNode) -> set[str]:
     """The names a function body binds exactly once (an int there stays an int: no loop or
     later statement rebinds it)."""
     counts: dict[str, int] = {}
 
-    class Counter(cst.CSTVisitor):
+    class Counter(Binder):
         def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
             self.bind(node.target)
 
         def visit_AugAssign(self, node: cst.AugAssign) -> None:
             self.bind(node.target)
             self.bind(node.target)  # never once
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            self.bind(node.target)
-
-        def visit_For(self, node: cst.For) -> None:
-            self.bind(node.target)
-
-        def visit_AsName(self, node: cst.AsName) -> None:
-            self.bind(node.name)
-
-        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-            self.bind(node.target)
 
         def bind(self, target: cst.BaseExpression) -> None:
             if isinstance(target, cst.Name):
@@ -104,36 +113,25 @@ def _assigned_values(function: cst.FunctionDef, name: str) -> list[cst.BaseExpre
     values: list[cst.BaseExpression] = []
     other = False
 
-    class Finder(cst.CSTVisitor):
+    class Finder(Binder):
         def visit_Assign(self, node: cst.Assign) -> None:
-            nonlocal other
             for target in node.targets:
                 if isinstance(target.target, cst.Name) and target.target.value == name:
                     values.append(node.value)
-                elif name in _names(target.target):
-                    other = True
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            self.other(node.target)
-
-        def visit_For(self, node: cst.For) -> None:
-            self.other(node.target)
-
-        def visit_AsName(self, node: cst.AsName) -> None:
-            self.other(node.name)
-
-        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-            self.other(node.target)
+                else:
+                    self.bind(target.target)
 
         def visit_Global(self, node: cst.Global) -> None:
-            self.other(*(n.name for n in node.names))
+            for n in node.names:
+                self.bind(n.name)
 
         def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
-            self.other(*(n.name for n in node.names))
+            for n in node.names:
+                self.bind(n.name)
 
-        def other(self, *targets: cst.BaseExpression) -> None:
+        def bind(self, target: cst.BaseExpression) -> None:
             nonlocal other
-            other = other or any(name in _names(t) for t in targets)
+            other = other or name in _names(target)
 
     function.body.visit(Finder())
     return None if other else values

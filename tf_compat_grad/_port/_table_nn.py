@@ -4,30 +4,26 @@ from __future__ import annotations
 
 from ._rule import Rule, _activation, _v
 
+
+def _softmax(name: str) -> Rule:
+    """`tf.nn.softmax` and `tf.nn.log_softmax` (and their `tf.math` names)."""
+    return Rule(
+        (f"nn.{name}", f"math.{name}"),
+        ("logits", "axis", "name"),
+        (
+            _v(f"torch.{name}({{logits}}, dim={{axis}})", "axis:axis"),
+            _v(f"torch.{name}({{logits}}, dim=-1)"),
+            _v(f"tf_ops.{name}({{logits}}, {{axis}})"),
+        ),
+        note="No axis: the last, in both; an axis known at run time only (None is the last) "
+        f"goes to `tf_ops.{name}`.",
+    )
+
+
 NN_RULES: tuple[Rule, ...] = (
     # --- activations ---------------------------------------------------------------------------
-    Rule(
-        ("nn.softmax", "math.softmax"),
-        ("logits", "axis", "name"),
-        (
-            _v("torch.softmax({logits}, dim={axis})", "axis:axis"),
-            _v("torch.softmax({logits}, dim=-1)"),
-            _v("tf_ops.softmax({logits}, {axis})"),
-        ),
-        note="No axis: the last, in both; an axis known at run time only (None is the last) "
-        "goes to `tf_ops.softmax`.",
-    ),
-    Rule(
-        ("nn.log_softmax", "math.log_softmax"),
-        ("logits", "axis", "name"),
-        (
-            _v("torch.log_softmax({logits}, dim={axis})", "axis:axis"),
-            _v("torch.log_softmax({logits}, dim=-1)"),
-            _v("tf_ops.log_softmax({logits}, {axis})"),
-        ),
-        note="No axis: the last, in both; an axis known at run time only (None is the last) "
-        "goes to `tf_ops.log_softmax`.",
-    ),
+    _softmax("softmax"),
+    _softmax("log_softmax"),
     _activation(("nn.elu",), "torch.nn.functional.elu", "The gradient at 0 is 1, in both."),
     Rule(
         ("nn.selu",),

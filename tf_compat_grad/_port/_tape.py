@@ -6,22 +6,21 @@ whose gradients are taken after the block.
         y = g(x)                       ->        y = g(x_watched)
     dx = tape.gradient(y, x)                 dx = torch.autograd.grad(y, [x_watched], grad_outputs=torch.ones_like(y), create_graph=True, allow_unused=True)[0]
 
-It is exact when the block reads no tensor that depends on a watched one through ops outside
-the block (TF's tape did not record those; torch's graph has them): the block may read only the
-watched names, names it assigns, parameters of the enclosing functions and names no enclosing
-function assigns (module-level names; at module level, functions, classes, imports and
-`tf.Variable`s). The sources of `tape.gradient` must be watched names, names the block assigns,
-or module-level `tf.Variable`s (nn.Parameters after the port, watched by TF when read): TF gives
-any other source no gradient. `create_graph=True` keeps the gradient differentiable, as
-TF's is under an outer tape; `allow_unused=True` gives None for an unconnected source, as TF.
-`tape = tf.GradientTape(...)` followed by `with tape:` is read as `with tf.GradientTape(...) as
-tape:` (`as_with`). A watched `*args` parameter becomes a tuple of watched tensors; sources that
-are a nested tuple or list of names (`(args, variables)`), or name such a tuple, go to
-`tf_ops.tape_gradient`, which keeps their structure. In a custom gradient's grad_fn, its
-`variables` parameter may be a source: the Parameters f read, which torch's graph reaches only
-through the block's ops, as TF's tape watched them.
-Anything else about the tape (another method, `watch_accessed_variables=`,
-`unconnected_gradients=`, a list of targets, the tape used elsewhere) leaves it untranslated.
+It is exact when the block reads no tensor that depends on a watched one through ops outside the
+block (TF's tape did not record those; torch's graph has them): the block may read only the watched
+names, names it assigns, parameters of the enclosing functions and names no enclosing function
+assigns (module-level names; at module level, functions, classes, imports and `tf.Variable`s). The
+sources of `tape.gradient` must be watched names, names the block assigns, or module-level
+`tf.Variable`s (nn.Parameters after the port, watched by TF when read): TF gives any other source no
+gradient. `create_graph=True` keeps the gradient differentiable, as TF's is under an outer tape;
+`allow_unused=True` gives None for an unconnected source, as TF. `tape = tf.GradientTape(...)`
+followed by `with tape:` is read as `with tf.GradientTape(...) as tape:` (`as_with`). A watched
+`*args` parameter becomes a tuple of watched tensors; sources that are a nested tuple or list of
+names (`(args, variables)`), or name such a tuple, go to `tf_ops.tape_gradient`, which keeps their
+structure. In a custom gradient's grad_fn, its `variables` parameter may be a source: the Parameters
+f read, which torch's graph reaches only through the block's ops, as TF's tape watched them.
+Anything else about the tape (another method, `watch_accessed_variables=`, `unconnected_gradients=`,
+a list of targets, the tape used elsewhere) leaves it untranslated.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ._syntax import parameters
+from ._syntax import Binder, parameters
 
 
 @dataclass
@@ -111,7 +110,7 @@ class _Variables(cst.CSTVisitor):
         return False
 
 
-class _Names(_Variables):
+class _Names(_Variables, Binder):
     """Names read and names bound in a piece of code (not attribute names or keywords)."""
 
     def __init__(self) -> None:
@@ -156,34 +155,25 @@ class _Names(_Variables):
         return False
 
     def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
-        self._bind(node.target)
+        self.bind(node.target)
         return False
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._bind(node.target)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._bind(node.target)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._bind(node.target)
+        self.bind(node.target)
 
     def visit_AsName(self, node: cst.AsName) -> bool:
-        self._bind(node.name)
+        self.bind(node.name)
         return False
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self._bind(node.target)
 
     def visit_Name(self, node: cst.Name) -> None:
         self.read.add(node.value)
 
-    def _bind(self, target: cst.BaseExpression) -> None:
+    def bind(self, target: cst.BaseExpression) -> None:
         if isinstance(target, cst.Name):
             self.bound.add(target.value)
         elif isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
-                self._bind(element.value)
+                self.bind(element.value)
         else:  # x[i] = ..., x.a = ...: reads x
             target.visit(self)
 

@@ -12,9 +12,8 @@ The transformer is `_Porter` here (names, calls, `@tf.function`, tensor methods)
 `_statements._Statements` (`tf.GradientTape` blocks, statements removed whole),
 `_captures._Captures` (`captured="constant"`), `_classes._Classes` (Keras and `tf.Module`
 subclasses), `_imports._Imports` (the tensorflow imports and the names they bind) and
-`_state._PorterState` (its state and bookkeeping); a
-call's arguments are matched to a rule by `_arguments` and put into its template by
-`_template`.
+`_state._PorterState` (its state and bookkeeping); a call's arguments are matched to a rule by
+`_arguments` and put into its template by `_template`.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from .._exit_status import ExitStatus
 from ._report import PortResult
 
 # The decorators whose translation makes an output file worth checking.
@@ -113,23 +113,23 @@ def run(args: argparse.Namespace, check: Callable[[list[str]], int]) -> int:
     problem = _arguments_problem(args, tree)
     if problem:
         print(f"tf_compat_grad port: error: {problem}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitStatus.USAGE
     jobs = _tree_jobs(args) if tree else [_single_job(args)]
     done = _translate(jobs, args.jobs, progress=len(jobs) > 1)
-    status = EXIT_OK
+    status = ExitStatus.OK
     for item in done:
         if item.result is None:
             print(f"tf_compat_grad port: error: {item.error}", file=sys.stderr)
-            status = EXIT_USAGE
+            status = ExitStatus.USAGE
         elif item.result.flagged:
-            status = max(status, EXIT_FAILED)
+            status = max(status, ExitStatus.FAILED)
     written = _write_outputs(args, done)
     _write_report(args, [d for d in done if d.result is not None], tree)
-    if args.check and status != EXIT_USAGE:
+    if args.check and status != ExitStatus.USAGE:
         checked = [out for out, r in written if _defines_custom_gradients(r)]
         if checked:
             print(f"\ntf_compat_grad port: checking {len(checked)} translated file(s)")
-            status = max(status, EXIT_FAILED if check(checked) else EXIT_OK)
+            status = max(status, ExitStatus.FAILED if check(checked) else ExitStatus.OK)
     return status
 
 

@@ -179,7 +179,7 @@ class EagerPath:
             )
         if not _grad_enabled():
             return self._call_without_grad(bound, args, kwargs, flat_args, layout)
-        versions = [tensor._version for tensor in inputs]
+        versions = _run.versions(inputs)
         # `Function.apply` first unwraps tensors left over from a finished transform.
         wrapped = any(map(is_functorch_wrapped, inputs))
         again: Again | None = None

@@ -185,7 +185,11 @@ def _call_maker(
     add(2, f"return {back}")
     # The inputs' version counters before f runs: f may not edit one in place (`_run.py`).
     versions = [f"e{i}" for i in range(len(inputs))]
-    add(1, "; ".join(f"{e} = {a}._version" for e, a in zip(versions, inputs, strict=True)))
+    # (A tensor made under `torch.inference_mode` has none: the general code takes it.)
+    add(1, "try:")
+    add(2, "; ".join(f"{e} = {a}._version" for e, a in zip(versions, inputs, strict=True)))
+    add(1, "except RuntimeError:")
+    add(2, f"return {back}")
     if watched:
         add(1, "watcher = Watcher()")
         add(1, "own = False" if shape.bound else "own = holds()  # Note [Parameters of f's own]")

@@ -46,7 +46,7 @@ import torch
 from . import _autocast
 from ._closure import Captured
 from ._errors import PREFIX, CustomGradientValueError, describe
-from ._run import UNBOUND, inputs, split
+from ._run import UNBOUND, edited, inputs, split
 
 # What the run again takes: f, the call's positional and keyword arguments, the version of
 # each tensor among the positional arguments at the call, and the reach proof's check that what
@@ -70,7 +70,7 @@ def grad_fn_again(again: Again) -> Callable[..., Any]:
         )
     _, layout, tensors = inputs(f, UNBOUND, args)
     for i, (tensor, version) in enumerate(zip(tensors, versions, strict=True)):
-        if tensor._version != version:
+        if edited(tensor, version):
             path = layout.paths()[layout.positions[i]]
             raise CustomGradientValueError(
                 f"{PREFIX}a second derivative of {describe(f)} runs it again on its arguments "

@@ -1,0 +1,92 @@
+"""Differential tests of state that changes between calls of one decorated function, where the
+eager path keeps what it learned (its plans per call shape, Note [plans]; the reach proof's
+answer, Note [Parameters of f's own]): tensors made under `torch.inference_mode` passed after
+ordinary ones. Each call is compared with plain autograd of the same math, or must be refused
+by a library error that names f. `tests/test_idiom_mixes.py` covers the idioms around one
+call."""
+
+import pytest
+import torch
+from helpers import D
+from torch import nn
+
+from tf_compat_grad import custom_gradient
+
+
+def _inference(tensor, requires_grad=False):
+    """A copy of tensor made under `torch.inference_mode` (it has no version counter)."""
+    with torch.inference_mode():
+        return tensor.detach().clone().requires_grad_(requires_grad)
+
+
+@custom_gradient
+def scaled(x, k):  # runs unrecorded: grad_fn reads only the arguments
+    def grad(dy):
+        return dy * k, None
+
+    return x * k, grad
+
+
+@custom_gradient
+def softplus(x):  # runs unrecorded and again for a second derivative: grad_fn reads e
+    e = torch.exp(x)
+
+    def grad(dy):
+        return dy * e / (1 + e)
+
+    return torch.log1p(e), grad
+
+
+class Shift(nn.Module):
+    """`x + w` with a Parameter read by f: watched, w among the variables."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.tensor([0.5, -1.0], dtype=D))
+
+    @custom_gradient
+    def forward(self, x):
+        def grad(dy, variables=None):
+            return dy, [dy for _ in variables]
+
+        return x + self.w, grad
+
+
+SHIFT = Shift()
+
+# (the decorated call, the same math for plain autograd, the Parameters it reads)
+CALLS = {
+    "unrecorded": (lambda x: scaled(x, 1.5), lambda x: x * 1.5, ()),
+    "run again": (softplus, lambda x: torch.log1p(torch.exp(x)), ()),
+    "watched method": (SHIFT, lambda x: x + SHIFT.w, (SHIFT.w,)),
+}
+
+
+@pytest.mark.parametrize("name", CALLS)
+@pytest.mark.parametrize("grad_mode", [True, False])
+def test_an_inference_mode_argument_after_ordinary_ones_matches_plain_autograd(name, grad_mode):
+    # An inference tensor has no version counter, which a call reads to refuse an edit in
+    # place of an argument: the general code and the plans (learned from the ordinary calls
+    # first) must take it as torch does, a constant outside inference mode.
+    decorated, plain, parameters = CALLS[name]
+    x = torch.tensor([0.3, -0.7], dtype=D)
+    for given in (x.requires_grad_(), x.detach(), _inference(x), x.detach(), _inference(x)):
+        with torch.set_grad_enabled(grad_mode):
+            out = decorated(given)
+            expected = plain(given)
+        torch.testing.assert_close(out, expected)
+        assert out.requires_grad == expected.requires_grad
+        if expected.requires_grad:
+            found = torch.autograd.grad(out.sum(), parameters or given)
+            torch.testing.assert_close(
+                found, torch.autograd.grad(expected.sum(), parameters or given)
+            )
+
+
+def test_an_inference_mode_leaf_that_requires_grad_gets_grad_fns_gradient():
+    # Outside inference mode torch records no op of such a leaf but a Function's, as here;
+    # the gradient with `create_graph=True` runs f again (Note [f run again]) on it.
+    x = torch.tensor([0.3, -0.7], dtype=D, requires_grad=True)
+    for given in (x, _inference(x, True), x, _inference(x, True)):
+        (found,) = torch.autograd.grad(softplus(given).sum(), given, create_graph=True)
+        torch.testing.assert_close(found, torch.sigmoid(x.detach()))

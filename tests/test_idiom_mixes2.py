@@ -5,10 +5,13 @@ ordinary ones. Each call is compared with plain autograd of the same math, or mu
 by a library error that names f. `tests/test_idiom_mixes.py` covers the idioms around one
 call."""
 
+import threading
+
 import pytest
 import torch
 from helpers import D
 from torch import nn
+from torch.nn.utils import parametrize
 
 from tf_compat_grad import custom_gradient
 
@@ -90,3 +93,62 @@ def test_an_inference_mode_leaf_that_requires_grad_gets_grad_fns_gradient():
     for given in (x, _inference(x, True), x, _inference(x, True)):
         (found,) = torch.autograd.grad(softplus(given).sum(), given, create_graph=True)
         torch.testing.assert_close(found, torch.sigmoid(x.detach()))
+
+
+class Symmetric(nn.Module):
+    def forward(self, m):
+        return m + m.T
+
+
+class Layer(nn.Module):
+    """`x @ (w + w.T)` with w parametrized (Symmetric); `meanwhile` runs while f runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.tensor([[1.0, 2.0], [0.5, -1.0]], dtype=D))
+        parametrize.register_parametrization(self, "weight", Symmetric())
+        self.meanwhile = lambda: None
+
+    @custom_gradient
+    def forward(self, x):
+        self.meanwhile()
+        w = self.weight
+
+        def grad(dy, variables=()):
+            return dy @ w.T, [x.T @ dy if v is w else None for v in variables]
+
+        return x @ w, grad
+
+
+def _in_another_thread(work):
+    """Run `work` in a thread of its own, to its end; what it returned."""
+    out = []
+    thread = threading.Thread(target=lambda: out.append(work()))
+    thread.start()
+    thread.join()
+    return out[0]
+
+
+@pytest.mark.parametrize("grad_mode", [False, True])
+def test_a_parametrized_weight_read_by_another_thread_while_f_runs_is_neither_threads(grad_mode):
+    # A watched call turns parametrize's cache on to find the weight f read (Note [lost
+    # gradients]); torch has one cache for all threads. A weight another thread computes
+    # meanwhile (without grad: no history to the originals) must not be the one f reads, nor
+    # f's the one that thread gets.
+    layer = Layer()
+    original = layer.parametrizations.weight.original
+    x = torch.tensor([[1.0, 2.0], [-0.5, 0.25]], dtype=D, requires_grad=True)
+    w = original.detach().clone().requires_grad_()
+    expected = torch.autograd.grad((x @ (w + w.T)).pow(2).sum(), (x, w))
+    seen = []
+
+    def read():
+        with torch.set_grad_enabled(grad_mode):
+            return layer.weight
+
+    layer.meanwhile = lambda: seen.append(_in_another_thread(read))
+    for _ in range(3):  # the general code, then the plan
+        found = torch.autograd.grad(layer(x).pow(2).sum(), (x, original))
+        torch.testing.assert_close(found, expected)
+        assert seen.pop().requires_grad == grad_mode
+        assert parametrize._cache == {} and not parametrize._cache_enabled

@@ -250,7 +250,7 @@ class EagerPath:
         key = _plan_shape.input_key(bound, args, kwargs)
         if key is None or key in self._planned:
             return
-        shape = _plan_shape.shape_of(key, result, grad_fn)
+        shape = _plan_shape.shape_of(key, result, grad_fn, self._f)
         if shape is None:
             return
         learned = _Learned(shape, shape.bound or self.reach.possible(kwargs.values()), layout)
@@ -369,7 +369,7 @@ class EagerPath:
         record = Record.of_call(layout, inputs, variables)
         sources = (*inputs, *variables)
         captured: Captured | Rerun
-        captured, saved = capture(grad_fn, self._inside)
+        captured, saved = capture(grad_fn, self._inside, f)
         if again is not None:
             captured = Rerun(captured, again)
         if type(result) is _Tensor:  # one output: the node returns it as it is

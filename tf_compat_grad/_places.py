@@ -4,9 +4,9 @@ plain tensor (`torch.func.functional_call` and `stack_module_state` put their te
 `SlotVariables` remembers the slots, and grad_fn runs with their tensors put back (`in_slots`);
 under a `torch.func` transform the slots' tensors are found by `transformed_slots`. A
 parametrized weight: parametrize's cache, on for its thread while watched f runs
-(`open_cache`, `close_cache`, `_ThreadCache`), keeps the weight f read, which takes the place of the originals it is computed
-from (`in_place_of_originals`). The modules looked at are those f's code can name
-(`reachable`).
+(`open_cache`, `close_cache`, `_ThreadCache`), keeps the weight f read, which takes the place
+of the originals it is computed from (`in_place_of_originals`). The modules looked at are those
+f's code can name (`reachable`).
 """
 
 from __future__ import annotations

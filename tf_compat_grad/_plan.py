@@ -49,7 +49,7 @@ from typing import Any
 import torch
 
 from ._captures import CapturedRule, settle
-from ._closure import EXACT_TENSOR_TYPES, PLAIN_TYPES, UNSHARED, plain
+from ._closure import EXACT_TENSOR_TYPES, PLAIN_TYPES, UNSHARED, UNSHARED_OWN, plain
 from ._places import close_cache, open_cache
 from ._plan_node import plan_fields, saves
 from ._plan_shape import KEYWORD_VALUES, NUMBERS, Shape, Source, tree_leaves, unflatten_source
@@ -293,9 +293,9 @@ def _call_maker(
         cell_checks = [f"type({v}) is not {exact[k]}" for v, k in zip(values, cells, strict=True) if k in "tp"]  # fmt: skip
         cell_checks += [f"{a} is {b}" for i, a in enumerate(saved) for b in saved[i + 1 :]]
         cell_checks += [
-            f"(type({v}) not in PLAIN and isinstance({v}, UNSHARED))"
+            f"(type({v}) not in PLAIN and isinstance({v}, {'UNSHARED' if k == 's' else 'UNSHARED_OWN'}))"
             for v, k in zip(values, cells, strict=True)
-            if k == "s"
+            if k in "so"
         ]
         if cell_checks:
             add(1, f"if {' or '.join(cell_checks)}:")
@@ -382,7 +382,7 @@ def _upstreams_check(
 _CALL_NAMES: dict[str, Any] = {
     **MODE_NAMES, "UNBOUND": UNBOUND, "MISSING": _MISSING, "KEYWORD": KEYWORD_VALUES,
     "NUMBERS": NUMBERS, "EXACT": EXACT_TENSOR_TYPES, "PLAIN": PLAIN_TYPES,
-    "UNSHARED": UNSHARED, "Tensor": _Tensor, "Parameter": torch.nn.Parameter,
+    "UNSHARED": UNSHARED, "UNSHARED_OWN": UNSHARED_OWN, "Tensor": _Tensor, "Parameter": torch.nn.Parameter,
     "FunctionType": types.FunctionType,
     "plain": plain, "is_wrapped": is_functorch_wrapped, "grad_enabled": torch.is_grad_enabled,
     "any_autocast": any_autocast_enabled, "Watcher": ParameterWatcher,

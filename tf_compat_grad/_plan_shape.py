@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from ._closure import EXACT_TENSOR_TYPES, PLAIN_TYPES, flat_cells, plain
+from ._closure import EXACT_TENSOR_TYPES, PLAIN_TYPES, flat_cells, own_cells, plain
 from ._run import UNBOUND
 from ._torch_internals import is_functorch_wrapped
 
@@ -44,7 +44,7 @@ class Shape:
         self.args = args  # one tree per positional argument
         self.keywords = keywords  # the keyword arguments' names
         self.outputs = outputs  # the tree of f's outputs
-        self.cells = cells  # per closure cell of grad_fn: "t" a tensor, "p" a Parameter, "s" shared; None: none
+        self.cells = cells  # per closure cell of grad_fn: "t" a tensor, "p" a Parameter, "s" or "o" (f's own) shared; None: none
         self.defaults = defaults  # how many default values grad_fn has, None for none
         self.kwdefaults = kwdefaults  # grad_fn has keyword-only defaults
 
@@ -105,8 +105,8 @@ def input_key(bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tupl
     return (bound is not UNBOUND, trees, tuple(kwargs))
 
 
-def shape_of(key: tuple[Any, ...], result: Any, grad_fn: Any) -> Shape | None:
-    """The shape of a call whose `input_key` is `key` and whose f returned `(result,
+def shape_of(key: tuple[Any, ...], result: Any, grad_fn: Any, f: Any) -> Shape | None:
+    """The shape of a call of f whose `input_key` is `key` and which returned `(result,
     grad_fn)`, or None when no plan can take it."""
     if "t" not in tree_leaves(key[1]) or type(grad_fn) is not types.FunctionType:
         return None
@@ -119,7 +119,10 @@ def shape_of(key: tuple[Any, ...], result: Any, grad_fn: Any) -> Shape | None:
         return None
     cells = None
     if grad_fn.__closure__ is not None:
-        cells = flat_cells(grad_fn.__closure__)
+        code = getattr(f, "__code__", None)
+        cells = flat_cells(
+            grad_fn, own_cells(code) if type(code) is types.CodeType else frozenset()
+        )
         if cells is None:
             return None
     bound, args, keywords = key

@@ -252,3 +252,26 @@ def test_a_list_from_outside_f_that_grad_fn_adds_to_is_shared_and_not_saved():
         (g,) = torch.autograd.grad(y.sum(), x)
         torch.testing.assert_close(g, torch.full_like(x, 2.0))
         assert len(log) == n
+
+
+@custom_gradient
+def _exp_kept(x):
+    e = torch.exp(x)
+    return e, lambda dy: dy * e
+
+
+@pytest.mark.slow
+@pytest.mark.traced_compile
+@pytest.mark.xfail(
+    strict=True,
+    reason="the compile node keeps grad_fn on ctx, not saved: an in-place edit of the output "
+    "grad_fn reads gives a gradient computed from the edited values, where a hand-written "
+    "Function under aot_eager raises torch's version error (the compile route's to fix)",
+)
+def test_a_compiled_output_grad_fn_keeps_edited_in_place_is_torchs_version_error(dynamo):
+    compiled = torch.compile(lambda x: _exp_kept(x), backend="aot_eager")
+    x = torch.tensor([0.5, 1.0], dtype=D, requires_grad=True)
+    y = compiled(x)
+    y.mul_(10)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()

@@ -275,3 +275,46 @@ def test_a_compiled_output_grad_fn_keeps_edited_in_place_is_torchs_version_error
     y.mul_(10)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.sum().backward()
+
+
+class Scaled(nn.Module):
+    """`x * scale` with a buffer that grad_fn reads through `self` when backward runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("scale", torch.tensor([2.0], dtype=D))
+
+    @custom_gradient
+    def forward(self, x):
+        return x * self.scale, lambda dy: dy * self.scale
+
+
+SCALE = torch.tensor([2.0], dtype=D)
+
+
+@custom_gradient
+def _globally_scaled(x):
+    return x * SCALE, lambda dy: dy * SCALE
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a tensor grad_fn reads through an attribute or a global is read when backward "
+    "runs, not saved: edited in place between forward and backward (a running statistic, an "
+    "optimizer step), it gives a gradient of the edited value where plain autograd raises "
+    "torch's version error",
+)
+@pytest.mark.parametrize("through", ["attribute", "global"])
+def test_a_tensor_grad_fn_reads_by_name_edited_before_backward_is_torchs_version_error(through):
+    scaled = Scaled() if through == "attribute" else _globally_scaled
+    scale = scaled.scale if through == "attribute" else SCALE
+    x = torch.tensor([1.5], dtype=D, requires_grad=True)
+    y = scaled(x)
+    with torch.no_grad():
+        scale.mul_(5)
+    try:
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()
+    finally:
+        with torch.no_grad():
+            scale.div_(5)

@@ -318,3 +318,77 @@ def test_a_tensor_grad_fn_reads_by_name_edited_before_backward_is_torchs_version
     finally:
         with torch.no_grad():
             scale.div_(5)
+
+
+# grad_fns of `2 * x` that edit their upstream in place, as TensorFlow code writes `dy *= 2`
+# (there a new tensor): Note [upstreams edited in place].
+def _augmented(dy):
+    dy *= 2
+    return dy
+
+
+def _in_place_method(dy):
+    return dy.mul_(2)
+
+
+def _indexed(dy):
+    dy[...] = dy * 2
+    return dy
+
+
+def _into_out(dy):
+    return torch.mul(dy, 2, out=dy)
+
+
+def _through_varargs(*upstream):
+    upstream[0].mul_(2)
+    return upstream[0]
+
+
+def _in_a_helper(dy):
+    def double(t):
+        t += t
+        return t
+
+    return double(dy)
+
+
+EDITS = [_augmented, _in_place_method, _indexed, _into_out, _through_varargs, _in_a_helper]
+
+
+@pytest.mark.parametrize("grad", EDITS)
+def test_a_grad_fn_editing_its_upstream_in_place_leaves_the_other_gradients_alone(grad):
+    # The upstream of `x * 3 + f(x)` is one tensor, handed to both terms' nodes, and the
+    # caller's `grad_outputs`; a `.sum()`'s upstream is an expanded tensor, which an in-place
+    # op cannot even write.
+    @custom_gradient
+    def doubled(x):
+        return x * 2, grad
+
+    weights = torch.tensor([1.0, 10.0], dtype=D)
+    for _ in range(3):  # the general code, then a plan if one took it
+        x = torch.tensor([1.0, 2.0], dtype=D, requires_grad=True)
+        given = weights.clone()
+        (found,) = torch.autograd.grad(x * 3 + doubled(x), x, given)
+        torch.testing.assert_close(found, 5 * weights)
+        torch.testing.assert_close(given, weights)
+        (found,) = torch.autograd.grad((x * 3 + doubled(x)).sum(), x)
+        torch.testing.assert_close(found, torch.full_like(x, 5.0))
+
+
+def test_a_grad_fn_editing_a_tensor_of_its_own_keeps_its_plan():
+    @custom_gradient
+    def doubled(x):
+        def grad(dy):
+            g = dy * 1
+            g += dy  # a new tensor of grad_fn's own: the upstream is not edited
+            return g
+
+        return x * 2, grad
+
+    x = torch.tensor([1.0, 2.0], dtype=D, requires_grad=True)
+    doubled(x)
+    y = doubled(x)
+    assert hasattr(y.grad_fn, "plan")  # a plan's node (tests/test_plans.py's `planned`)
+    (found,) = torch.autograd.grad(x * 3 + y, x, torch.ones_like(x))
+    torch.testing.assert_close(found, torch.full_like(x, 5.0))

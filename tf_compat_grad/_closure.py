@@ -38,6 +38,9 @@ node, unchecked.
 
 from __future__ import annotations
 
+import dis
+import functools
+import inspect
 import types
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -356,3 +359,67 @@ class _Kept:
 
     def __init__(self, value: Any) -> None:
         self.value = value
+
+
+# Note [upstreams edited in place]
+# TensorFlow code often writes `dy *= scale` or `grad += other` in grad_fn: there it binds a new
+# tensor. On a torch tensor it edits the upstream gradient in place, and autograd hands that
+# very tensor to the other nodes that take the same gradient (both sides of an addition) and
+# the caller's `grad_outputs`: their gradients would silently change. `edits_arguments` reads
+# a grad_fn's code (and the functions defined in it) for an edit of one of its arguments: an
+# augmented assignment to it, an in-place method (`mul_`) called on it, an indexed assignment
+# into it, or an `out=` anywhere; the general code then calls grad_fn with copies of the
+# upstreams (`Record.gradients`), and no plan takes it (`_plan_shape.shape_of`). An edit
+# through another name (`g = dy; g *= 2`, a loop variable, a helper defined elsewhere) is not
+# seen.
+
+
+@functools.lru_cache(maxsize=1024)
+def edits_arguments(code: types.CodeType) -> bool:
+    """Whether a function of `code`, or one defined in it, may edit an argument in place (Note
+    [upstreams edited in place])."""
+    flags = code.co_flags
+    count = code.co_argcount + code.co_kwonlyargcount
+    count += bool(flags & inspect.CO_VARARGS) + bool(flags & inspect.CO_VARKEYWORDS)
+    arguments = set(code.co_varnames[:count])
+    instructions = list(dis.get_instructions(code))
+    for i, ins in enumerate(instructions):
+        name = ins.opname
+        if name.startswith("INPLACE_") or (name == "BINARY_OP" and ins.argrepr.endswith("=")):
+            after = instructions[i + 1 : i + 6]
+            if any(a.opname in ("STORE_SUBSCR", "STORE_ATTR") for a in after):
+                return True
+            if after and after[0].opname.startswith("STORE") and _names(after[0]) & arguments:
+                return True
+        elif name in ("STORE_SUBSCR", "STORE_SLICE", "DELETE_SUBSCR"):
+            if any(_names(b) & arguments for b in instructions[max(i - 3, 0) : i]):
+                return True
+        elif name in ("LOAD_ATTR", "LOAD_METHOD") and _in_place(ins.argval) and i:
+            before = instructions[i - 1]  # `dy.mul_`, or `upstream[0].mul_`
+            if before.opname == "BINARY_SUBSCR" and i >= 3:
+                before = instructions[i - 3]
+            if _names(before) & arguments:
+                return True
+    for const in code.co_consts:
+        if type(const) is tuple and "out" in const:
+            return True
+        if type(const) is types.CodeType and edits_arguments(const):
+            return True
+    return False
+
+
+def _names(ins: dis.Instruction) -> set[str]:
+    """The local names an instruction loads or stores (two for the fused ones of 3.13)."""
+    if not (ins.opname.startswith(("LOAD_FAST", "STORE_FAST", "LOAD_DEREF", "STORE_DEREF"))):
+        return set()
+    value = ins.argval
+    return set(value) if type(value) is tuple else {value}
+
+
+def _in_place(attribute: object) -> bool:
+    return type(attribute) is str and attribute.endswith("_") and not attribute.startswith("__")
+
+
+def unshared(upstream: Sequence[Any]) -> list[Any]:
+    """Copies of the upstream tensors, for a grad_fn that edits its arguments in place."""
+    return [u.clone() if isinstance(u, _Tensor) else u for u in upstream]

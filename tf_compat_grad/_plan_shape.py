@@ -13,7 +13,14 @@ from typing import Any
 
 import torch
 
-from ._closure import EXACT_TENSOR_TYPES, PLAIN_TYPES, flat_cells, own_cells, plain
+from ._closure import (
+    EXACT_TENSOR_TYPES,
+    PLAIN_TYPES,
+    edits_arguments,
+    flat_cells,
+    own_cells,
+    plain,
+)
 from ._run import UNBOUND
 from ._torch_internals import is_functorch_wrapped
 
@@ -110,6 +117,11 @@ def shape_of(key: tuple[Any, ...], result: Any, grad_fn: Any, f: Any) -> Shape |
     grad_fn)`, or None when no plan can take it."""
     if "t" not in tree_leaves(key[1]) or type(grad_fn) is not types.FunctionType:
         return None
+    code = getattr(f, "__code__", None)
+    if edits_arguments(grad_fn.__code__) or (
+        type(code) is types.CodeType and _edits_arguments_inside(code)
+    ):
+        return None  # the general code copies the upstreams: Note [upstreams edited in place]
     try:
         outputs = _tree(result, _output_leaf)
     except _Unplannable:
@@ -119,7 +131,6 @@ def shape_of(key: tuple[Any, ...], result: Any, grad_fn: Any, f: Any) -> Shape |
         return None
     cells = None
     if grad_fn.__closure__ is not None:
-        code = getattr(f, "__code__", None)
         cells = flat_cells(
             grad_fn, own_cells(code) if type(code) is types.CodeType else frozenset()
         )
@@ -128,6 +139,11 @@ def shape_of(key: tuple[Any, ...], result: Any, grad_fn: Any, f: Any) -> Shape |
     bound, args, keywords = key
     count = None if defaults is None else len(defaults)
     return Shape(bound, args, keywords, outputs, cells, count, kwdefaults is not None)
+
+
+def _edits_arguments_inside(code: types.CodeType) -> bool:
+    """Whether a function defined in f (another grad_fn f may return) edits an argument."""
+    return any(type(c) is types.CodeType and edits_arguments(c) for c in code.co_consts)
 
 
 def tree_leaves(trees: Any) -> list[str]:

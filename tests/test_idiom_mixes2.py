@@ -392,3 +392,23 @@ def test_a_grad_fn_editing_a_tensor_of_its_own_keeps_its_plan():
     assert hasattr(y.grad_fn, "plan")  # a plan's node (tests/test_plans.py's `planned`)
     (found,) = torch.autograd.grad(x * 3 + y, x, torch.ones_like(x))
     torch.testing.assert_close(found, torch.full_like(x, 5.0))
+
+
+@pytest.mark.slow
+@pytest.mark.traced_compile
+@pytest.mark.xfail(
+    strict=True,
+    reason="the compile node's backward calls grad_fn with the upstreams as they are: its "
+    "in-place edit reaches the other term's gradient (Note [upstreams edited in place] is the "
+    "eager paths'; the compile route's to do)",
+)
+def test_a_compiled_grad_fn_editing_its_upstream_leaves_the_other_gradients_alone(dynamo):
+    @custom_gradient
+    def doubled(x):
+        return x * 2, _augmented
+
+    compiled = torch.compile(lambda x: x * 3 + doubled(x), backend="aot_eager")
+    x = torch.tensor([1.0, 2.0], dtype=D, requires_grad=True)
+    weights = torch.tensor([1.0, 10.0], dtype=D)
+    (found,) = torch.autograd.grad(compiled(x), x, weights)
+    torch.testing.assert_close(found, 5 * weights)

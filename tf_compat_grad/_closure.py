@@ -26,12 +26,21 @@ with `rebuild_source`, written once: `_Template.rebuild` runs it, the plans rend
 their generated backward (`_plan_node.py`).
 
 Lists and dicts are mutable, and a grad_fn may add to one it closes over, so they are shared as
-they are, like a grad_fn that is not a plain Python function (a bound method, a
-`functools.partial`, an object with `__call__`): the tensors they hold stay alive on the node.
+they are (a tuple holding one too). Where f made the cell (`own_cells`; not a list that outlives
+the call, which grad_fn may add to on every backward), the tensors they hold when f returns are
+saved as well, as a Parameter is: an in-place edit of one before backward (of f's output, which
+may be that very tensor) is then torch's version error, as in plain autograd, not a gradient
+computed from the edited value. The plans leave such a grad_fn to `capture`. A grad_fn that is
+not a plain Python function (a bound method, a `functools.partial`, an object with `__call__`),
+and an object's attributes, are shared as they are: the tensors they hold stay alive on the
+node, unchecked.
 """
 
 from __future__ import annotations
 
+import dis
+import functools
+import inspect
 import types
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -91,11 +100,13 @@ class _Template:
         self,
         fn: types.FunctionType,
         inside: str,
+        code: types.CodeType | None,
         saved: list[torch.Tensor],
         seen_tensors: dict[int, int],
         seen_functions: dict[int, _Template] | None,
     ) -> None:
-        """`seen_functions` is None at the top, until a function defined inside f is reached."""
+        """`code`: f's (for `own_cells`); `seen_functions` is None at the top, until a function
+        defined inside f is reached."""
         self.code = fn.__code__
         self.globals = fn.__globals__
         self.name = fn.__name__
@@ -111,7 +122,7 @@ class _Template:
         # Per cell: a cell kept as is, the index of a saved tensor, a _Tensors or a _Template.
         self.cells: list[Any] = []
         cells = self.cells
-        for cell in fn.__closure__ or ():
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
             try:
                 value = cell.cell_contents
             except ValueError:  # an empty cell (a name f assigns later)
@@ -130,13 +141,17 @@ class _Template:
                 inner = seen_functions.get(id(value))  # reached again (recursion or siblings)
                 if inner is None:
                     inner = seen_functions[id(value)] = _Template(
-                        value, inside, saved, seen_tensors, seen_functions
+                        value, inside, code, saved, seen_tensors, seen_functions
                     )
                 cells.append(inner)
             elif _holds_tensor(value):
                 cells.append(_tensor_cell(value, saved, seen_tensors))
             else:
                 cells.append(cell)
+                if isinstance(value, _CONTAINERS) and code and name in own_cells(code):
+                    for leaf in _structure.leaves(value):  # shared, its tensors saved too
+                        if isinstance(leaf, _Tensor):
+                            _index(leaf, saved, seen_tensors)
 
     def rebuild(
         self, saved: Sequence[torch.Tensor], made: dict[int, types.FunctionType] | None = None
@@ -194,7 +209,9 @@ class _Unchanged:
 Captured = _Template | _Unchanged
 
 
-def capture(grad_fn: Callable[..., Any], inside: str) -> tuple[Captured, list[torch.Tensor]]:
+def capture(
+    grad_fn: Callable[..., Any], inside: str, f: Callable[..., Any]
+) -> tuple[Captured, list[torch.Tensor]]:
     """Split `grad_fn` into a tensor-free `Captured` and the tensors to save for backward.
 
     `inside` is the qualified-name prefix of functions defined inside f
@@ -203,10 +220,23 @@ def capture(grad_fn: Callable[..., Any], inside: str) -> tuple[Captured, list[to
     if type(grad_fn) is not _FunctionType:
         return _Unchanged(grad_fn), []
     saved: list[torch.Tensor] = []
-    template = _Template(grad_fn, inside, saved, {}, None)
+    code = getattr(f, "__code__", None)
+    template = _Template(
+        grad_fn, inside, code if type(code) is types.CodeType else None, saved, {}, None
+    )
     if not saved and grad_fn.__defaults__ is None and grad_fn.__kwdefaults__ is None:
         return _Unchanged(grad_fn), saved  # nothing to take out or to fix
     return template, saved
+
+
+def own_cells(code: types.CodeType) -> frozenset[str]:
+    """The names of the cells that f's code (and the code made inside it) makes for each call:
+    a container in one holds what that call put there, not what other calls left."""
+    names = set(code.co_cellvars)
+    for const in code.co_consts:
+        if type(const) is types.CodeType:
+            names |= own_cells(const)
+    return frozenset(names)
 
 
 def rebuild_source(closure: str, kwdefaults: str | None) -> list[str]:
@@ -230,7 +260,7 @@ def closure_source(cells: str) -> str:
     parts, n = [], 0
     for i, k in enumerate(cells):
         parts.append(f"Cell(saved[{n}])" if k == "t" else f"c{i}")  # "p": saved, yet shared
-        n += k != "s"
+        n += k in "tp"
     return f"({', '.join(parts)},)"
 
 
@@ -248,16 +278,22 @@ def _remake_maker() -> Callable[..., types.FunctionType]:
 _remake = _remake_maker()
 # Cell values that `capture` does not share with the rebuilt grad_fn as they are.
 UNSHARED = (_Tensor, tuple, _FunctionType)
+# The containers whose tensors `capture` saves in a cell of f's own (Note [saved closures]).
+_CONTAINERS = (list, dict, tuple)
+# Cell values that `capture` does not share alone in a cell of f's own.
+UNSHARED_OWN = (*UNSHARED, list, dict)
 
 
-def flat_cells(closure: tuple[types.CellType, ...]) -> str | None:
-    """How the rebuild of a grad_fn with this closure goes when `capture` would make each cell
-    a saved tensor or share it as it is: per cell "t" (a tensor, exactly, held by no other
-    cell), "p" (such a Parameter: saved, and its cell shared) or "s" (a value `capture`
-    shares); None when a cell is anything else (empty, a tensor held twice or a subclass, a
-    tuple, a function), which only `capture` takes apart."""
+def flat_cells(grad_fn: types.FunctionType, own: frozenset[str]) -> str | None:
+    """How the rebuild of grad_fn goes when `capture` would make each cell of its closure a
+    saved tensor or share it as it is: per cell "t" (a tensor, exactly, held by no other
+    cell), "p" (such a Parameter: saved, and its cell shared), "s" (a value `capture` shares)
+    or "o" (the same in a cell of f's own, `own`: `own_cells`, where a list or dict would not
+    be shared alone); None when a cell is anything else (empty, a tensor held twice or a
+    subclass, a tuple, a function, a list or dict of f's own), which only `capture` takes
+    apart."""
     cells, tensors = "", set()
-    for cell in closure:
+    for name, cell in zip(grad_fn.__code__.co_freevars, grad_fn.__closure__ or (), strict=True):
         try:
             value = cell.cell_contents
         except ValueError:  # an empty cell (a name f assigns later)
@@ -265,6 +301,10 @@ def flat_cells(closure: tuple[types.CellType, ...]) -> str | None:
         if type(value) in EXACT_TENSOR_TYPES and id(value) not in tensors:
             tensors.add(id(value))
             cells += "p" if type(value) is _Parameter else "t"
+        elif name in own:
+            if type(value) not in PLAIN_TYPES and isinstance(value, UNSHARED_OWN):
+                return None
+            cells += "o"
         elif type(value) in PLAIN_TYPES or not isinstance(value, UNSHARED):
             cells += "s"
         else:
@@ -319,3 +359,67 @@ class _Kept:
 
     def __init__(self, value: Any) -> None:
         self.value = value
+
+
+# Note [upstreams edited in place]
+# TensorFlow code often writes `dy *= scale` or `grad += other` in grad_fn: there it binds a new
+# tensor. On a torch tensor it edits the upstream gradient in place, and autograd hands that
+# very tensor to the other nodes that take the same gradient (both sides of an addition) and
+# the caller's `grad_outputs`: their gradients would silently change. `edits_arguments` reads
+# a grad_fn's code (and the functions defined in it) for an edit of one of its arguments: an
+# augmented assignment to it, an in-place method (`mul_`) called on it, an indexed assignment
+# into it, or an `out=` anywhere; the general code then calls grad_fn with copies of the
+# upstreams (`Record.gradients`), and no plan takes it (`_plan_shape.shape_of`). An edit
+# through another name (`g = dy; g *= 2`, a loop variable, a helper defined elsewhere) is not
+# seen.
+
+
+@functools.lru_cache(maxsize=1024)
+def edits_arguments(code: types.CodeType) -> bool:
+    """Whether a function of `code`, or one defined in it, may edit an argument in place (Note
+    [upstreams edited in place])."""
+    flags = code.co_flags
+    count = code.co_argcount + code.co_kwonlyargcount
+    count += bool(flags & inspect.CO_VARARGS) + bool(flags & inspect.CO_VARKEYWORDS)
+    arguments = set(code.co_varnames[:count])
+    instructions = list(dis.get_instructions(code))
+    for i, ins in enumerate(instructions):
+        name = ins.opname
+        if name.startswith("INPLACE_") or (name == "BINARY_OP" and ins.argrepr.endswith("=")):
+            after = instructions[i + 1 : i + 6]
+            if any(a.opname in ("STORE_SUBSCR", "STORE_ATTR") for a in after):
+                return True
+            if after and after[0].opname.startswith("STORE") and _names(after[0]) & arguments:
+                return True
+        elif name in ("STORE_SUBSCR", "STORE_SLICE", "DELETE_SUBSCR"):
+            if any(_names(b) & arguments for b in instructions[max(i - 3, 0) : i]):
+                return True
+        elif name in ("LOAD_ATTR", "LOAD_METHOD") and _in_place(ins.argval) and i:
+            before = instructions[i - 1]  # `dy.mul_`, or `upstream[0].mul_`
+            if before.opname == "BINARY_SUBSCR" and i >= 3:
+                before = instructions[i - 3]
+            if _names(before) & arguments:
+                return True
+    for const in code.co_consts:
+        if type(const) is tuple and "out" in const:
+            return True
+        if type(const) is types.CodeType and edits_arguments(const):
+            return True
+    return False
+
+
+def _names(ins: dis.Instruction) -> set[str]:
+    """The local names an instruction loads or stores (two for the fused ones of 3.13)."""
+    if not (ins.opname.startswith(("LOAD_FAST", "STORE_FAST", "LOAD_DEREF", "STORE_DEREF"))):
+        return set()
+    value = ins.argval
+    return set(value) if type(value) is tuple else {value}
+
+
+def _in_place(attribute: object) -> bool:
+    return type(attribute) is str and attribute.endswith("_") and not attribute.startswith("__")
+
+
+def unshared(upstream: Sequence[Any]) -> list[Any]:
+    """Copies of the upstream tensors, for a grad_fn that edits its arguments in place."""
+    return [u.clone() if isinstance(u, _Tensor) else u for u in upstream]

@@ -177,7 +177,7 @@ class EagerPath:
             )
         if not _grad_enabled():
             return self._call_without_grad(bound, args, kwargs, flat_args, layout)
-        versions = [tensor._version for tensor in inputs]
+        versions = _run.versions(inputs)
         # `Function.apply` first unwraps tensors left over from a finished transform.
         wrapped = any(map(is_functorch_wrapped, inputs))
         again: Again | None = None
@@ -248,7 +248,7 @@ class EagerPath:
         key = _plan_shape.input_key(bound, args, kwargs)
         if key is None or key in self._planned:
             return
-        shape = _plan_shape.shape_of(key, result, grad_fn)
+        shape = _plan_shape.shape_of(key, result, grad_fn, self._f)
         if shape is None:
             return
         learned = _Learned(shape, shape.bound or self.reach.possible(kwargs.values()), layout)
@@ -363,7 +363,7 @@ class EagerPath:
         record = Record.of_call(layout, inputs, variables)
         sources = (*inputs, *variables)
         captured: Captured | Rerun
-        captured, saved = capture(grad_fn, self._inside)
+        captured, saved = capture(grad_fn, self._inside, f)
         if again is not None:
             captured = Rerun(captured, again)
         if type(result) is _Tensor:  # one output: the node returns it as it is

@@ -3,10 +3,10 @@ there is that Parameter, and one of the call's variables. A module's parameter s
 plain tensor (`torch.func.functional_call` and `stack_module_state` put their tensors there):
 `SlotVariables` remembers the slots, and grad_fn runs with their tensors put back (`in_slots`);
 under a `torch.func` transform the slots' tensors are found by `transformed_slots`. A
-parametrized weight: parametrize's cache, on while watched f runs (`open_cache`,
-`close_cache`), keeps the weight f read, which takes the place of the originals it is computed
-from (`in_place_of_originals`). The modules looked at are those f's code can name
-(`reachable`).
+parametrized weight: parametrize's cache, on for its thread while watched f runs
+(`open_cache`, `close_cache`, `_ThreadCache`), keeps the weight f read, which takes the place
+of the originals it is computed from (`in_place_of_originals`). The modules looked at are those
+f's code can name (`reachable`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import torch
 from torch.nn import Parameter
 from torch.nn.utils import parametrize
 
+from ._errors import bug
 from ._run import UNBOUND
 from ._torch_internals import is_functorch_wrapped
 from ._walk import among, walk
@@ -29,21 +30,68 @@ _Tensor = torch.Tensor
 
 
 def open_cache() -> None:
-    """Turn parametrize's cache on for a watched call of f (Note [lost gradients] in
-    `_captures.py`)."""
-    with _CACHE_LOCK:  # a count shared by every thread
+    """Turn parametrize's cache on for a watched call of f in this thread (Note [lost
+    gradients] in `_captures.py`), as a `_ThreadCache` while such a call is open."""
+    with _CACHE_LOCK:  # parametrize reads one count and one cache, shared by every thread
         parametrize._cache_enabled += 1
+        cache = parametrize._cache
+        if type(cache) is not _ThreadCache:
+            cache = parametrize._cache = _ThreadCache(cache)
+        cache.open()
 
 
 def close_cache() -> list[_Tensor]:
-    """Turn it off again: the parametrized weights cached while it was on (and before, in an
-    enclosing `parametrize.cached()`), which may be what f read."""
+    """Turn it off again: the parametrized weights this thread cached while it was on, and
+    those cached before (an enclosing `parametrize.cached()`), which may be what f read."""
     with _CACHE_LOCK:
-        places = [t for t in parametrize._cache.values() if t is not None]
+        cache = parametrize._cache
+        if type(cache) is not _ThreadCache:
+            raise bug("parametrize's cache was replaced while a watched call had it on")
+        places = cache.close()
         parametrize._cache_enabled -= 1
-        if not parametrize._cache_enabled:
-            parametrize._cache = {}
+        if not cache.opened:  # back to parametrize's own dict
+            parametrize._cache = dict(cache) if parametrize._cache_enabled else {}
     return places
+
+
+class _ThreadCache(dict[Any, Any]):
+    """parametrize's cache while watched calls have it on: the entries from before (an
+    enclosing `parametrize.cached()`), and each such call's thread's own. parametrize turns
+    caching on for every thread at once; a thread with no watched call open reads and stores
+    nothing, as with the cache off, so that it never hands a watched f a weight it computed
+    (under `no_grad`, the gradient of the originals would be lost) nor keeps f's."""
+
+    def __init__(self, before: dict[Any, Any]) -> None:
+        super().__init__(before)
+        self.opened = 0  # the watched calls open, in every thread
+        self._local = threading.local()
+
+    def open(self) -> None:
+        local = self._local
+        local.depth = getattr(local, "depth", 0) + 1
+        if local.depth == 1:
+            local.entries = {}
+        self.opened += 1
+
+    def close(self) -> list[_Tensor]:
+        local = self._local
+        found = [*super().values(), *local.entries.values()]
+        local.depth -= 1
+        if not local.depth:
+            del local.entries
+        self.opened -= 1
+        return [t for t in found if t is not None]
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        entries = getattr(self._local, "entries", None)
+        if entries is None:
+            return default
+        return entries.get(key, super().get(key, default))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        entries = getattr(self._local, "entries", None)
+        if entries is not None:
+            entries[key] = value
 
 
 _CACHE_LOCK = threading.Lock()

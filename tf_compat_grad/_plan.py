@@ -47,7 +47,7 @@ from typing import Any
 import torch
 
 from ._captures import CapturedRule, settle
-from ._closure import EXACT_TENSOR_TYPES, PLAIN_TYPES, UNSHARED, plain
+from ._closure import EXACT_TENSOR_TYPES, PLAIN_TYPES, UNSHARED, UNSHARED_OWN, plain
 from ._places import close_cache, open_cache
 from ._plan_node import plan_fields, saves
 from ._plan_shape import KEYWORD_VALUES, NUMBERS, Shape, Source, tree_leaves, unflatten_source
@@ -183,7 +183,11 @@ def _call_maker(
     add(2, f"return {back}")
     # The inputs' version counters before f runs: f may not edit one in place (`_run.py`).
     versions = [f"e{i}" for i in range(len(inputs))]
-    add(1, "; ".join(f"{e} = {a}._version" for e, a in zip(versions, inputs, strict=True)))
+    # (A tensor made under `torch.inference_mode` has none: the general code takes it.)
+    add(1, "try:")
+    add(2, "; ".join(f"{e} = {a}._version" for e, a in zip(versions, inputs, strict=True)))
+    add(1, "except RuntimeError:")
+    add(2, f"return {back}")
     if watched:
         add(1, "watcher = Watcher()")
         add(1, "own = False" if shape.bound else "own = holds()  # Note [Parameters of f's own]")
@@ -277,9 +281,9 @@ def _call_maker(
         cell_checks = [f"type({v}) is not {exact[k]}" for v, k in zip(values, cells, strict=True) if k in "tp"]  # fmt: skip
         cell_checks += [f"{a} is {b}" for i, a in enumerate(saved) for b in saved[i + 1 :]]
         cell_checks += [
-            f"(type({v}) not in PLAIN and isinstance({v}, UNSHARED))"
+            f"(type({v}) not in PLAIN and isinstance({v}, {'UNSHARED' if k == 's' else 'UNSHARED_OWN'}))"
             for v, k in zip(values, cells, strict=True)
-            if k == "s"
+            if k in "so"
         ]
         if cell_checks:
             add(1, f"if {' or '.join(cell_checks)}:")
@@ -366,7 +370,7 @@ def _upstreams_check(
 _CALL_NAMES: dict[str, Any] = {
     **MODE_NAMES, "UNBOUND": UNBOUND, "MISSING": _MISSING, "KEYWORD": KEYWORD_VALUES,
     "NUMBERS": NUMBERS, "EXACT": EXACT_TENSOR_TYPES, "PLAIN": PLAIN_TYPES,
-    "UNSHARED": UNSHARED, "Tensor": _Tensor, "Parameter": torch.nn.Parameter,
+    "UNSHARED": UNSHARED, "UNSHARED_OWN": UNSHARED_OWN, "Tensor": _Tensor, "Parameter": torch.nn.Parameter,
     "FunctionType": types.FunctionType,
     "plain": plain, "is_wrapped": is_functorch_wrapped, "grad_enabled": torch.is_grad_enabled,
     "any_autocast": any_autocast_enabled, "Watcher": ParameterWatcher,

@@ -14,7 +14,14 @@ from typing import Any
 
 import torch
 
-from ._closure import EXACT_TENSOR_TYPES, PLAIN_TYPES, flat_cells, plain
+from ._closure import (
+    EXACT_TENSOR_TYPES,
+    PLAIN_TYPES,
+    edits_arguments,
+    flat_cells,
+    own_cells,
+    plain,
+)
 from ._run import UNBOUND
 from ._torch_internals import is_functorch_wrapped
 
@@ -34,7 +41,8 @@ class Shape:
     args: tuple[Tree, ...]  # one tree per positional argument
     keywords: tuple[str, ...]  # the keyword arguments' names
     outputs: Tree  # the tree of f's outputs
-    # Per closure cell of grad_fn: "t" a tensor, "p" a Parameter, "s" shared; None: no closure.
+    # Per closure cell of grad_fn: "t" a tensor, "p" a Parameter, "s" or "o" (f's own) shared;
+    # None: no closure.
     cells: str | None
     defaults: int | None  # how many default values grad_fn has, None for none
     kwdefaults: bool  # grad_fn has keyword-only defaults
@@ -96,11 +104,16 @@ def input_key(bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tupl
     return (bound is not UNBOUND, trees, tuple(kwargs))
 
 
-def shape_of(key: tuple[Any, ...], result: Any, grad_fn: Any) -> Shape | None:
-    """The shape of a call whose `input_key` is `key` and whose f returned `(result,
+def shape_of(key: tuple[Any, ...], result: Any, grad_fn: Any, f: Any) -> Shape | None:
+    """The shape of a call of f whose `input_key` is `key` and which returned `(result,
     grad_fn)`, or None when no plan can take it."""
     if "t" not in tree_leaves(key[1]) or type(grad_fn) is not types.FunctionType:
         return None
+    code = getattr(f, "__code__", None)
+    if edits_arguments(grad_fn.__code__) or (
+        type(code) is types.CodeType and _edits_arguments_inside(code)
+    ):
+        return None  # the general code copies the upstreams: Note [upstreams edited in place]
     try:
         outputs = _tree(result, _output_leaf)
     except _Unplannable:
@@ -110,12 +123,19 @@ def shape_of(key: tuple[Any, ...], result: Any, grad_fn: Any) -> Shape | None:
         return None
     cells = None
     if grad_fn.__closure__ is not None:
-        cells = flat_cells(grad_fn.__closure__)
+        cells = flat_cells(
+            grad_fn, own_cells(code) if type(code) is types.CodeType else frozenset()
+        )
         if cells is None:
             return None
     bound, args, keywords = key
     count = None if defaults is None else len(defaults)
     return Shape(bound, args, keywords, outputs, cells, count, kwdefaults is not None)
+
+
+def _edits_arguments_inside(code: types.CodeType) -> bool:
+    """Whether a function defined in f (another grad_fn f may return) edits an argument."""
+    return any(type(c) is types.CodeType and edits_arguments(c) for c in code.co_consts)
 
 
 def tree_leaves(trees: Any) -> list[str]:

@@ -54,7 +54,7 @@ from ._run import UNBOUND, inputs, split
 # each tensor among the positional arguments at the call, and the reach proof's check that what
 # f reads (its code, defaults, the globals and functions it names) is still what it read then.
 Again = tuple[
-    Callable[..., Any], tuple[Any, ...], dict[str, Any], Sequence[int], Callable[[], bool]
+    Callable[..., Any], tuple[Any, ...], dict[str, Any], Sequence[int | None], Callable[[], bool]
 ]
 
 
@@ -72,7 +72,7 @@ def grad_fn_again(again: Again) -> Callable[..., Any]:
         )
     _, layout, tensors = inputs(f, UNBOUND, args)
     for i, (tensor, version) in enumerate(zip(tensors, versions, strict=True)):
-        if tensor._version != version:
+        if version is not None and tensor._version != version:  # `_run.versions`
             path = layout.paths()[layout.positions[i]]
             raise CustomGradientValueError(
                 f"{PREFIX}a second derivative of {describe(f)} runs it again on its arguments "

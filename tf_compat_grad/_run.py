@@ -200,15 +200,27 @@ def aliases(tensor: _Tensor, sources: Sequence[_Tensor]) -> bool:
     return False
 
 
+def versions(inputs: Sequence[_Tensor]) -> list[int | None]:
+    """The inputs' version counters before f runs, for `check_unedited`. A tensor made under
+    `torch.inference_mode` has none, and outside that mode nothing can edit it in place: None."""
+    try:
+        return [tensor._version for tensor in inputs]
+    except RuntimeError:  # "Inference tensors do not track version counter"
+        return [None if tensor.is_inference() else tensor._version for tensor in inputs]
+
+
 def check_unedited(
-    f: Callable[..., Any], layout: Layout, inputs: Sequence[_Tensor], versions: Sequence[int]
+    f: Callable[..., Any],
+    layout: Layout,
+    inputs: Sequence[_Tensor],
+    versions: Sequence[int | None],
 ) -> None:
     """Refuse a call whose f edited in place an input that requires grad (`versions`: the
-    inputs' version counters before f ran). Under grad mode autograd moves the input's history
-    onto the edit, so the gradient grad_fn gives for the argument as passed would also go
-    through the edit; under `no_grad` later uses of the input would not see it."""
+    inputs' version counters before f ran, from `versions`). Under grad mode autograd moves the
+    input's history onto the edit, so the gradient grad_fn gives for the argument as passed
+    would also go through the edit; under `no_grad` later uses of the input would not see it."""
     for i, (tensor, version) in enumerate(zip(inputs, versions, strict=True)):
-        if tensor._version != version and tensor.requires_grad:
+        if version is not None and tensor._version != version and tensor.requires_grad:
             path = layout.paths()[layout.positions[i]]
             raise CustomGradientValueError(edited_message(describe(f), path)) from None
 

@@ -286,7 +286,8 @@ def _check_inplace(s: _Subject) -> Row:
             "inplace",
             FAIL,
             f"an in-place edit of {names} after forward silently changes the "
-            f"gradient{where}: grad_fn reads the input through a list, dict, attribute or global. "
+            f"gradient{where}: grad_fn reads the input through an attribute, a global or a "
+            "list or dict made outside f. "
             "Close over the tensor directly so it is saved with save_for_backward",
             figure,
             diff.max,

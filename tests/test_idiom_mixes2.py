@@ -1,0 +1,414 @@
+"""Differential tests of state that changes between calls of one decorated function, where the
+eager path keeps what it learned (its plans per call shape, Note [plans]; the reach proof's
+answer, Note [Parameters of f's own]): tensors made under `torch.inference_mode` passed after
+ordinary ones. Each call is compared with plain autograd of the same math, or must be refused
+by a library error that names f. `tests/test_idiom_mixes.py` covers the idioms around one
+call."""
+
+import threading
+
+import pytest
+import torch
+from helpers import D
+from torch import nn
+from torch.nn.utils import parametrize
+from torch.utils.checkpoint import checkpoint
+
+from tf_compat_grad import custom_gradient
+
+
+def _inference(tensor, requires_grad=False):
+    """A copy of tensor made under `torch.inference_mode` (it has no version counter)."""
+    with torch.inference_mode():
+        return tensor.detach().clone().requires_grad_(requires_grad)
+
+
+@custom_gradient
+def scaled(x, k):  # runs unrecorded: grad_fn reads only the arguments
+    def grad(dy):
+        return dy * k, None
+
+    return x * k, grad
+
+
+@custom_gradient
+def softplus(x):  # runs unrecorded and again for a second derivative: grad_fn reads e
+    e = torch.exp(x)
+
+    def grad(dy):
+        return dy * e / (1 + e)
+
+    return torch.log1p(e), grad
+
+
+class Shift(nn.Module):
+    """`x + w` with a Parameter read by f: watched, w among the variables."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.tensor([0.5, -1.0], dtype=D))
+
+    @custom_gradient
+    def forward(self, x):
+        def grad(dy, variables=None):
+            return dy, [dy for _ in variables]
+
+        return x + self.w, grad
+
+
+SHIFT = Shift()
+
+# (the decorated call, the same math for plain autograd, the Parameters it reads)
+CALLS = {
+    "unrecorded": (lambda x: scaled(x, 1.5), lambda x: x * 1.5, ()),
+    "run again": (softplus, lambda x: torch.log1p(torch.exp(x)), ()),
+    "watched method": (SHIFT, lambda x: x + SHIFT.w, (SHIFT.w,)),
+}
+
+
+@pytest.mark.parametrize("name", CALLS)
+@pytest.mark.parametrize("grad_mode", [True, False])
+def test_an_inference_mode_argument_after_ordinary_ones_matches_plain_autograd(name, grad_mode):
+    # An inference tensor has no version counter, which a call reads to refuse an edit in
+    # place of an argument: the general code and the plans (learned from the ordinary calls
+    # first) must take it as torch does, a constant outside inference mode.
+    decorated, plain, parameters = CALLS[name]
+    x = torch.tensor([0.3, -0.7], dtype=D)
+    for given in (x.requires_grad_(), x.detach(), _inference(x), x.detach(), _inference(x)):
+        with torch.set_grad_enabled(grad_mode):
+            out = decorated(given)
+            expected = plain(given)
+        torch.testing.assert_close(out, expected)
+        assert out.requires_grad == expected.requires_grad
+        if expected.requires_grad:
+            found = torch.autograd.grad(out.sum(), parameters or given)
+            torch.testing.assert_close(
+                found, torch.autograd.grad(expected.sum(), parameters or given)
+            )
+
+
+def test_an_inference_mode_leaf_that_requires_grad_gets_grad_fns_gradient():
+    # Outside inference mode torch records no op of such a leaf but a Function's, as here;
+    # the gradient with `create_graph=True` runs f again (Note [f run again]) on it.
+    x = torch.tensor([0.3, -0.7], dtype=D, requires_grad=True)
+    for given in (x, _inference(x, True), x, _inference(x, True)):
+        (found,) = torch.autograd.grad(softplus(given).sum(), given, create_graph=True)
+        torch.testing.assert_close(found, torch.sigmoid(x.detach()))
+
+
+class Symmetric(nn.Module):
+    def forward(self, m):
+        return m + m.T
+
+
+class Layer(nn.Module):
+    """`x @ (w + w.T)` with w parametrized (Symmetric); `meanwhile` runs while f runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.tensor([[1.0, 2.0], [0.5, -1.0]], dtype=D))
+        parametrize.register_parametrization(self, "weight", Symmetric())
+        self.meanwhile = lambda: None
+
+    @custom_gradient
+    def forward(self, x):
+        self.meanwhile()
+        w = self.weight
+
+        def grad(dy, variables=()):
+            return dy @ w.T, [x.T @ dy if v is w else None for v in variables]
+
+        return x @ w, grad
+
+
+def _in_another_thread(work):
+    """Run `work` in a thread of its own, to its end; what it returned."""
+    out = []
+    thread = threading.Thread(target=lambda: out.append(work()))
+    thread.start()
+    thread.join()
+    return out[0]
+
+
+@pytest.mark.parametrize("grad_mode", [False, True])
+def test_a_parametrized_weight_read_by_another_thread_while_f_runs_is_neither_threads(grad_mode):
+    # A watched call turns parametrize's cache on to find the weight f read (Note [lost
+    # gradients]); torch has one cache for all threads. A weight another thread computes
+    # meanwhile (without grad: no history to the originals) must not be the one f reads, nor
+    # f's the one that thread gets.
+    layer = Layer()
+    original = layer.parametrizations.weight.original
+    x = torch.tensor([[1.0, 2.0], [-0.5, 0.25]], dtype=D, requires_grad=True)
+    w = original.detach().clone().requires_grad_()
+    expected = torch.autograd.grad((x @ (w + w.T)).pow(2).sum(), (x, w))
+    seen = []
+
+    def read():
+        with torch.set_grad_enabled(grad_mode):
+            return layer.weight
+
+    layer.meanwhile = lambda: seen.append(_in_another_thread(read))
+    for _ in range(3):  # the general code, then the plan
+        found = torch.autograd.grad(layer(x).pow(2).sum(), (x, original))
+        torch.testing.assert_close(found, expected)
+        assert seen.pop().requires_grad == grad_mode
+        assert parametrize._cache == {} and not parametrize._cache_enabled
+
+
+def _kept_in_a_list(x):
+    kept = [torch.exp(x)]
+    return kept[0], lambda dy: dy * kept[0]
+
+
+def _kept_in_a_dict(x):
+    kept = {"e": torch.exp(x)}
+    return kept["e"], lambda dy: dy * kept["e"]
+
+
+def _kept_in_a_tuple_of_lists(x):
+    kept = ([torch.exp(x)], 2.0)
+    return kept[0][0], lambda dy: dy * kept[0][0]
+
+
+def _the_argument_kept_in_a_list(x):  # the output is not what grad_fn keeps
+    kept = [x]
+    return torch.exp(x), lambda dy: dy * torch.exp(kept[0])
+
+
+class _Box:
+    pass
+
+
+def _kept_as_an_attribute(x):
+    kept = _Box()
+    kept.e = torch.exp(x)
+    return kept.e, lambda dy: dy * kept.e
+
+
+KEEPERS = [_kept_in_a_list, _kept_in_a_dict, _kept_in_a_tuple_of_lists]
+
+
+@pytest.mark.parametrize(
+    "keeper",
+    [
+        *KEEPERS,
+        _the_argument_kept_in_a_list,
+        pytest.param(
+            _kept_as_an_attribute,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="an object's attributes are shared unchecked (Note [saved closures]): "
+                "the gradient is computed from the edited output",
+            ),
+        ),
+    ],
+)
+def test_an_output_grad_fn_keeps_in_a_container_edited_in_place_is_torchs_version_error(keeper):
+    # Plain autograd of exp saves its output: editing it before backward is torch's version
+    # error. A grad_fn reading the output from a container f made must not compute the
+    # gradient from the edited values instead, in the general code or a plan.
+    decorated = custom_gradient(keeper)
+    for _ in range(3):
+        x = torch.tensor([0.5, 1.0], dtype=D, requires_grad=True)
+        y = decorated(x)
+        y.mul_(10)
+        if keeper is _the_argument_kept_in_a_list:
+            y.sum().backward()  # grad_fn keeps x, unedited: the gradient is right
+            torch.testing.assert_close(x.grad, torch.exp(x.detach()) * 10)
+            continue
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()
+
+
+@pytest.mark.parametrize("keeper", KEEPERS)
+def test_an_output_grad_fn_keeps_in_a_container_matches_plain_autograd_to_the_second_order(
+    keeper,
+):
+    decorated = custom_gradient(keeper)
+    x = torch.tensor([0.5, 1.0], dtype=D, requires_grad=True)
+    for _ in range(3):
+        (g,) = torch.autograd.grad(decorated(x).sum(), x, create_graph=True)
+        (h,) = torch.autograd.grad(g.sum(), x)
+        torch.testing.assert_close((g, h), (torch.exp(x.detach()), torch.exp(x.detach())))
+
+
+def test_a_list_from_outside_f_that_grad_fn_adds_to_is_shared_and_not_saved():
+    # A list that outlives the call (a log grad_fn appends to) is f's caller's: saving what
+    # it holds would save every earlier upstream again, and a non-reentrant checkpoint would
+    # find more tensors saved in its recomputation than in the forward.
+    log = []
+
+    @custom_gradient
+    def logged(x):
+        def grad(dy):
+            log.append(dy)
+            return dy * 2
+
+        return x * 2, grad
+
+    x = torch.tensor([0.5, 1.0], dtype=D, requires_grad=True)
+    for n in range(1, 4):
+        y = checkpoint(logged, x, use_reentrant=False)
+        (g,) = torch.autograd.grad(y.sum(), x)
+        torch.testing.assert_close(g, torch.full_like(x, 2.0))
+        assert len(log) == n
+
+
+@custom_gradient
+def _exp_kept(x):
+    e = torch.exp(x)
+    return e, lambda dy: dy * e
+
+
+@pytest.mark.slow
+@pytest.mark.traced_compile
+@pytest.mark.xfail(
+    strict=True,
+    reason="the compile node keeps grad_fn on ctx, not saved: an in-place edit of the output "
+    "grad_fn reads gives a gradient computed from the edited values, where a hand-written "
+    "Function under aot_eager raises torch's version error (the compile route's to fix)",
+)
+def test_a_compiled_output_grad_fn_keeps_edited_in_place_is_torchs_version_error(dynamo):
+    compiled = torch.compile(lambda x: _exp_kept(x), backend="aot_eager")
+    x = torch.tensor([0.5, 1.0], dtype=D, requires_grad=True)
+    y = compiled(x)
+    y.mul_(10)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+class Scaled(nn.Module):
+    """`x * scale` with a buffer that grad_fn reads through `self` when backward runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("scale", torch.tensor([2.0], dtype=D))
+
+    @custom_gradient
+    def forward(self, x):
+        return x * self.scale, lambda dy: dy * self.scale
+
+
+SCALE = torch.tensor([2.0], dtype=D)
+
+
+@custom_gradient
+def _globally_scaled(x):
+    return x * SCALE, lambda dy: dy * SCALE
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a tensor grad_fn reads through an attribute or a global is read when backward "
+    "runs, not saved: edited in place between forward and backward (a running statistic, an "
+    "optimizer step), it gives a gradient of the edited value where plain autograd raises "
+    "torch's version error",
+)
+@pytest.mark.parametrize("through", ["attribute", "global"])
+def test_a_tensor_grad_fn_reads_by_name_edited_before_backward_is_torchs_version_error(through):
+    scaled = Scaled() if through == "attribute" else _globally_scaled
+    scale = scaled.scale if through == "attribute" else SCALE
+    x = torch.tensor([1.5], dtype=D, requires_grad=True)
+    y = scaled(x)
+    with torch.no_grad():
+        scale.mul_(5)
+    try:
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()
+    finally:
+        with torch.no_grad():
+            scale.div_(5)
+
+
+# grad_fns of `2 * x` that edit their upstream in place, as TensorFlow code writes `dy *= 2`
+# (there a new tensor): Note [upstreams edited in place].
+def _augmented(dy):
+    dy *= 2
+    return dy
+
+
+def _in_place_method(dy):
+    return dy.mul_(2)
+
+
+def _indexed(dy):
+    dy[...] = dy * 2
+    return dy
+
+
+def _into_out(dy):
+    return torch.mul(dy, 2, out=dy)
+
+
+def _through_varargs(*upstream):
+    upstream[0].mul_(2)
+    return upstream[0]
+
+
+def _in_a_helper(dy):
+    def double(t):
+        t += t
+        return t
+
+    return double(dy)
+
+
+EDITS = [_augmented, _in_place_method, _indexed, _into_out, _through_varargs, _in_a_helper]
+
+
+@pytest.mark.parametrize("grad", EDITS)
+def test_a_grad_fn_editing_its_upstream_in_place_leaves_the_other_gradients_alone(grad):
+    # The upstream of `x * 3 + f(x)` is one tensor, handed to both terms' nodes, and the
+    # caller's `grad_outputs`; a `.sum()`'s upstream is an expanded tensor, which an in-place
+    # op cannot even write.
+    @custom_gradient
+    def doubled(x):
+        return x * 2, grad
+
+    weights = torch.tensor([1.0, 10.0], dtype=D)
+    for _ in range(3):  # the general code, then a plan if one took it
+        x = torch.tensor([1.0, 2.0], dtype=D, requires_grad=True)
+        given = weights.clone()
+        (found,) = torch.autograd.grad(x * 3 + doubled(x), x, given)
+        torch.testing.assert_close(found, 5 * weights)
+        torch.testing.assert_close(given, weights)
+        (found,) = torch.autograd.grad((x * 3 + doubled(x)).sum(), x)
+        torch.testing.assert_close(found, torch.full_like(x, 5.0))
+
+
+def test_a_grad_fn_editing_a_tensor_of_its_own_keeps_its_plan():
+    @custom_gradient
+    def doubled(x):
+        def grad(dy):
+            g = dy * 1
+            g += dy  # a new tensor of grad_fn's own: the upstream is not edited
+            return g
+
+        return x * 2, grad
+
+    x = torch.tensor([1.0, 2.0], dtype=D, requires_grad=True)
+    doubled(x)
+    y = doubled(x)
+    assert hasattr(y.grad_fn, "plan")  # a plan's node (tests/test_plans.py's `planned`)
+    (found,) = torch.autograd.grad(x * 3 + y, x, torch.ones_like(x))
+    torch.testing.assert_close(found, torch.full_like(x, 5.0))
+
+
+@pytest.mark.slow
+@pytest.mark.traced_compile
+@pytest.mark.xfail(
+    strict=True,
+    reason="the compile node's backward calls grad_fn with the upstreams as they are: its "
+    "in-place edit reaches the other term's gradient (Note [upstreams edited in place] is the "
+    "eager paths'; the compile route's to do)",
+)
+def test_a_compiled_grad_fn_editing_its_upstream_leaves_the_other_gradients_alone(dynamo):
+    @custom_gradient
+    def doubled(x):
+        return x * 2, _augmented
+
+    compiled = torch.compile(lambda x: x * 3 + doubled(x), backend="aot_eager")
+    x = torch.tensor([1.0, 2.0], dtype=D, requires_grad=True)
+    weights = torch.tensor([1.0, 10.0], dtype=D)
+    (found,) = torch.autograd.grad(compiled(x), x, weights)
+    torch.testing.assert_close(found, 5 * weights)

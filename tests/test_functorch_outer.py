@@ -13,6 +13,7 @@ from torch import nn
 from torch.autograd import forward_ad as fwAD
 
 from tf_compat_grad import custom_gradient
+from tf_compat_grad._torch_internals import VMAP_TAKES_NO_UPSTREAM
 
 w = nn.Parameter(torch.tensor([0.7, 1.2, 0.9], dtype=D))
 b = nn.Parameter(torch.tensor([0.1, -0.2, 0.3], dtype=D))
@@ -145,6 +146,9 @@ def test_input_gradients_without_an_outer_backward_leave_the_parameters_alone():
 
 
 @pytest.mark.parametrize("x_needs_grad", [False, True], ids=["x constant", "x needs grad"])
+@pytest.mark.skipif(
+    not VMAP_TAKES_NO_UPSTREAM, reason="torch < 2.7: the node calls grad_fn again with zeros"
+)
 def test_an_outer_backward_calls_grad_fn_once(x_needs_grad):
     """The Parameters' gradients and the input's come from one call of grad_fn."""
     x = torch.tensor([0.3, -0.5, 1.1], dtype=D, requires_grad=x_needs_grad)

@@ -73,6 +73,7 @@ from ._rng import RngState
 from ._run import Layout
 from ._taint import Taint
 from ._torch_internals import (
+    VMAP_TAKES_NO_UPSTREAM,
     any_dual,
     differentiated_further,
     has_tangent_space,
@@ -427,7 +428,10 @@ class _Reads(torch.autograd.Function):
         inputs = ctx.saved_tensors
         grad_fn = _grad_fn_for(ctx, inputs)
         gradients = _gradients(ctx, grad_fn, upstream, needs[first:last], inputs, read)
-        return (None, *(None for _ in upstream), *gradients)
+        if VMAP_TAKES_NO_UPSTREAM:
+            return (None, *(None for _ in upstream), *gradients)
+        # (older torch: zeros, for which the node calls grad_fn again and gives zero gradients)
+        return (None, *(None if u is None else torch.zeros_like(u) for u in upstream), *gradients)
 
     @staticmethod
     @never_compiled

@@ -96,6 +96,10 @@ def call_backward_directly(node: type[torch.autograd.Function]) -> None:
 # as one of its graphs.
 DYNAMO_TRACES_WATCHER = TORCH_RELEASE >= (2, 13)
 
+# Whether a `torch.func.vmap`-generated backward takes a None upstream (torch 2.7 on; before,
+# it batches None and fails): `_functorch._Reads` hands the transform node zeros where not.
+VMAP_TAKES_NO_UPSTREAM = TORCH_RELEASE >= (2, 7)
+
 # Whether `torch.export` traces the call (Note [export] in `_export.py`). torch before 2.6 has
 # no such flag; there a decorated call runs outside Dynamo (Note [compile on older torch]),
 # where `is_compiling` is true only for a non-strict export.

@@ -241,8 +241,9 @@ def _make_transform_node(named_after: Callable[..., Any]) -> type[torch.autograd
         ctx.save_for_backward(*tensors)
         ctx.save_for_forward(*tensors)
         ctx.outputs = list(map(input_meta, output[:-1]))
-        # `_Reads` hands backward no upstream where it gave the inputs their gradients.
-        ctx.set_materialize_grads(False)
+        # `_Reads` hands backward no upstream where it gave the inputs their gradients (older
+        # torch: zeros, made by autograd, for which grad_fn runs again and gives zeros).
+        ctx.set_materialize_grads(not VMAP_TAKES_NO_UPSTREAM)
 
     def backward(ctx: Any, *upstream: Any) -> tuple[torch.Tensor | None, ...]:
         n: int = ctx.call.n_tensors()
@@ -428,10 +429,7 @@ class _Reads(torch.autograd.Function):
         inputs = ctx.saved_tensors
         grad_fn = _grad_fn_for(ctx, inputs)
         gradients = _gradients(ctx, grad_fn, upstream, needs[first:last], inputs, read)
-        if VMAP_TAKES_NO_UPSTREAM:
-            return (None, *(None for _ in upstream), *gradients)
-        # (older torch: zeros, for which the node calls grad_fn again and gives zero gradients)
-        return (None, *(None if u is None else torch.zeros_like(u) for u in upstream), *gradients)
+        return (None, *(None for _ in upstream), *gradients)
 
     @staticmethod
     @never_compiled

@@ -97,7 +97,7 @@ def call_backward_directly(node: type[torch.autograd.Function]) -> None:
 DYNAMO_TRACES_WATCHER = TORCH_RELEASE >= (2, 13)
 
 # Whether a `torch.func.vmap`-generated backward takes a None upstream (torch 2.7 on; before,
-# it batches None and fails): `_functorch._Reads` hands the transform node zeros where not.
+# it batches None and fails): the transform node has its upstreams materialized where not.
 VMAP_TAKES_NO_UPSTREAM = TORCH_RELEASE >= (2, 7)
 
 # Whether `torch.export` traces the call (Note [export] in `_export.py`). torch before 2.6 has

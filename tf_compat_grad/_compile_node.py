@@ -199,10 +199,12 @@ class CompileNode(torch.autograd.Function):
         variables = constants[5]
         ctx.grad_fn = grad_fn
         ctx.constants = (f, constants, n_outputs)
-        # `Record.of_call`, written out with each tensor's class (`backward`): Dynamo guards
-        # each name it reads (Note [compile guards])
+        # `Record.of_call`, written out with each tensor argument's class (`backward`): Dynamo
+        # guards each name it reads (Note [compile guards]); a variable's gradient is like it
+        # as a plain tensor (`__class__` of a Parameter costs a guard on torch 2.15)
         given = tensors[n_outputs:][: constants[3].__len__()]
-        ctx.metas = [(t.__class__, t.shape, t.dtype, t.device) for t in (*given, *variables)]
+        metas = [(t.__class__, t.shape, t.dtype, t.device) for t in given]
+        ctx.metas = metas + [(None, t.shape, t.dtype, t.device) for t in variables]
 
     # `backward`: `_COMPILE_BACKWARD`, generated below
 
@@ -358,19 +360,21 @@ def backward(ctx, *upstream):
         grads = _refused(record.checked, returned, needs)
     return (*head, *grads)
 """
-Tensor = torch.Tensor  # the name `EXACT_LIKE_INPUT` reads where a gradient is not of its input's
 _LIKE = EXACT_LIKE_INPUT.format(
     g="g", kind="meta[0]", shape="meta[1]", dtype="meta[2]", device="meta[3]"
 )
 
 
 def _generate(template: str, call: str, variables: str, like: str) -> Any:
+    """The backward of a template, `Tensor` (which `EXACT_LIKE_INPUT` reads where a gradient
+    is not of its input's class) in a cell of it: a global costs this module's guard too."""
     called = _CALLED.format(call=call, variables=variables).strip()
     all_like = _ALL_LIKE.format(like=like).strip()
-    source = template.format(called=called, all_like=all_like)
+    source = template.format(called=called, all_like=all_like).replace("\n", "\n    ")
     generated: dict[str, Any] = {}
+    source = f"def made(Tensor):{source}\n    return backward"
     exec(compile(source, "<tf_compat_grad compile backward>", "exec"), globals(), generated)
-    return staticmethod(generated["backward"])
+    return staticmethod(generated["made"](torch.Tensor))
 
 
 InsideNode.backward = _generate(  # type: ignore[method-assign]

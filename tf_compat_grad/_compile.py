@@ -109,30 +109,31 @@ question's answer, or returned by a `run_while_tracing` function), which would s
 each (Dynamo raised `NotImplementedError` guarding a function it had no source for), and the
 class a gradient must have as such a constant (a guard that failed on the frame it was made
 on), and grad_fn's class read without `type` (its `__class__`, its `__call__`, or a literal
-lambda's class to compare with: Dynamo raised on each). A method, or f that reads
-Parameters, takes the route of Note [compile] (`call_compiled`, f under `CompiledWatcher`,
-`CompileNode`), read from the trackers the same way: the watcher's scan of each op's
-arguments (`_note_scan`, answered by `op_noted` through the question, which the watcher holds:
-a Parameter's class read in the trace costs a TYPE_MATCH per Parameter, `_op_noted` read from
-`_watcher` two guards), `split`'s checks, whether grad_fn takes `variables=` and one
-output's hand-over (`returned_noted`, `accepts_noted`, `handed_noted`, asked with "returned",
-"accepts" and "handed"); `reaches` told that f's result is one plain tensor (`isinstance` reads `Tensor`);
-the layout, the autocast state, grad mode and `UNBOUND` come with the question's route (its
-constants: `plain_layout`, `is_grad_enabled` and `UNBOUND` read cost a guard each); the
-watcher is made with `__new__` and set up by `start` (Dynamo's instantiation of a class reads
-`type` and `issubclass`), and sets grad mode (`set_grad`, its class's: a builtin read costs a
-guard); `call_compiled` reads the watcher's class and the node class from cells
-(`_compile_watched._calling`: read as globals, the watcher's class cost a guard); the node's backward is
-generated like the inside node's (`_COMPILE_BACKWARD`: the record and its helpers only where a
-gradient is not like its input, `Tensor` in a cell of both backwards: read from
-`_compile_node`, it cost that module's guard too), a variable's gradient taken as it is where
-it is a plain tensor (`__class__` of a Parameter costs a guard on torch 2.15); one output
-handed back alone. A method's call, which has no question, reads and traces these. Safe to
-lose for the reasons above: the trackers read are those of values the graph's guards pin, the
-route's constants are decided, as the traced code would, from what the guards pin (the
-arguments' classes, grad mode's own guard), the cells never change, and the generated backward
-takes the record's checks wherever a gradient is not what `repair` would hand back. What is
-left is listed in benchmarks/README.md ("Read from Dynamo's trackers").
+lambda's class to compare with: Dynamo raised on each). A method, or f that reads Parameters,
+takes the route of Note [compile] (`call_compiled`, f under `CompiledWatcher`, `CompileNode`),
+read from the trackers the same way: the watcher's scan of each op's arguments (`_note_scan`,
+answered by `op_noted` through the question, which the watcher holds: a Parameter's class read
+in the trace costs a TYPE_MATCH per Parameter, `_op_noted` read from `_watcher` two guards),
+`split`'s checks, whether grad_fn takes `variables=` and one output's hand-over
+(`returned_noted`, `accepts_noted`, `handed_noted`, asked with "returned", "accepts" and
+"handed"); `reaches` told that f's result is one plain tensor (`isinstance` reads `Tensor`); the
+layout, the autocast state, grad mode and `UNBOUND` come with the question's route (its
+constants: `plain_layout`, `is_grad_enabled` and `UNBOUND` read cost a guard each); the watcher
+is made with `__new__` and set up by `start` (Dynamo's instantiation of a class reads `type` and
+`issubclass`), and sets grad mode (`set_grad`, its class's: a builtin read costs a guard);
+`call_compiled` reads the watcher's class and the node class from cells
+(`_compile_watched._calling`: read as globals, the watcher's class cost a guard); the node's
+backward is generated like the inside node's (`_COMPILE_BACKWARD`: the record and its helpers
+only where a gradient is not like its input, `Tensor` in a cell of both backwards: read from
+`_compile_node`, it cost that module's guard too), a variable's gradient taken as it is where it
+is a plain tensor, as a Parameter argument's is in the inside node, told by the question which
+arguments are Parameters (`__class__` of a Parameter costs a guard on torch 2.15); one output
+handed back alone. A method's call, which has no question, reads and traces these. Safe to lose
+for the reasons above: the trackers read are those of values the graph's guards pin, the route's
+constants are decided, as the traced code would, from what the guards pin (the arguments'
+classes, grad mode's own guard), the cells never change, and the generated backward takes the
+record's checks wherever a gradient is not what `repair` would hand back. What is left is listed
+in benchmarks/README.md ("Read from Dynamo's trackers").
 benchmarks/README.md ("Compile guards and decorating in forward", "f inside the compile node",
 "The way in, the split and Parameters' gradients", "Builtins, one check function, one closure",
 "Read from Dynamo's trackers") has the counts per case and what they cost.
@@ -168,6 +169,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.nn import Parameter
 
 from ._captures import CapturedRule
 from ._compile_node import InsideNode, accepts_noted, returned_noted
@@ -298,7 +300,10 @@ def _route_question(reach: ParameterReach, described: str) -> Question:
             return "watched", constants
         if layout is None or not enters or is_exporting():
             return "unwatched", constants
-        return "inside", (*layout[:4], described, layout[4])
+        # per argument, whether it is a Parameter, whose gradient is taken as it is where it is
+        # a plain tensor (its class read in the trace costs a guard on torch 2.15)
+        parameters = tuple(kind is Parameter for kind in kinds)
+        return "inside", (*layout[:4], described, layout[4], parameters)
 
     return run_while_tracing(question)
 

@@ -211,7 +211,8 @@ class CompileNode(torch.autograd.Function):
 
 class InsideNode(torch.autograd.Function):
     """The node of a call whose f runs inside it (Note [f inside the compile node]): `apply`
-    takes `(bound, spec, number of arguments, tensor positions, f described, autocast state)`,
+    takes `(bound, spec, number of arguments, tensor positions, f described, autocast state,
+    per argument whether it is a `Parameter`)`,
     f, its keyword arguments, the decoration's route question (`_route_question` in
     `_compile.py`) and f's positional arguments, and returns f's one output, or its flattened
     outputs, then how `rebuilt` rebuilds them."""
@@ -225,7 +226,7 @@ class InsideNode(torch.autograd.Function):
         question: Callable[..., tuple[str, Any]],
         *args: Any,
     ) -> Any:
-        _, _, n_args, positions, described, _ = layout
+        _, _, n_args, positions, described, _, parameters = layout
         from torch._dynamo.comptime import comptime  # a local import: no guard
 
         # Note [edits in place under compile] in `_compile_exits.py` (it reads the locals);
@@ -266,9 +267,9 @@ class InsideNode(torch.autograd.Function):
         ctx.grad_fn = grad_fn
         ctx.constants = (f, layout, n_outputs)
         metas: list[Any] = [None] * n_args  # per argument, a tensor's class and `InputMeta`
-        for i in positions:
+        for i in positions:  # (a Parameter's: None, its gradient a plain tensor)
             t = args[i]
-            metas[i] = (t.__class__, t.shape, t.dtype, t.device)
+            metas[i] = (None if parameters[i] else t.__class__, t.shape, t.dtype, t.device)
         ctx.metas = metas
         # One output alone: torch's `autograd.Function` code reads `tuple` (a guard) to hand
         # several back, which come with their rebuilding last
@@ -302,7 +303,7 @@ _ALL_LIKE = """
 """
 _INSIDE_BACKWARD = """
 def backward(ctx, *upstream):
-    f, (bound, spec, n_args, positions, _, autocast), n_outputs = ctx.constants
+    f, (bound, spec, n_args, positions, _, autocast, _), n_outputs = ctx.constants
     upstream = upstream[:n_outputs]  # (not the rebuilding's)
     metas = ctx.metas
     head = (None, None, None, None)

@@ -222,3 +222,52 @@ def test_closure_parameters_wrong_count_refused_as_in_eager(dynamo):
         _layer_grads(torch.compile(layer, backend="aot_eager"))
     assert PREFIX in str(eager.value)
     assert str(eager.value) in str(compiled.value)
+
+
+@custom_gradient
+def _parameter_view(x):  # one output, a view of a variable f read: copied, as in eager mode
+    return _LW.view(-1), lambda dy, variables=None: (x * 0, [dy.view(4, 3)])
+
+
+@custom_gradient
+def _input_and_parameter(x):  # one output, the input itself, while f reads a variable
+    _LW.sum()
+    return x, lambda dy, variables=None: (dy * 2, [None])
+
+
+@pytest.mark.parametrize("fn", [_parameter_view, _input_and_parameter])
+def test_unread_trackers_copy_an_aliasing_output_on_the_watched_route(dynamo, monkeypatch, fn):
+    x = torch.linspace(-1, 1, 12, dtype=D).requires_grad_()
+    _LW.grad = None
+    eager = fn(x)
+    eager.pow(2).sum().backward()
+    expected = [x.grad, _LW.grad]
+    for unread in (False, True):
+        if unread:
+            _unread(monkeypatch)
+        torch._dynamo.reset()
+        x.grad = _LW.grad = None
+        out = torch.compile(fn, backend="aot_eager", fullgraph=True)(x)
+        torch.testing.assert_close(out, eager, msg=f"unread: {unread}")
+        assert out.data_ptr() not in (x.data_ptr(), _LW.data_ptr()), unread
+        out.pow(2).sum().backward()
+        torch.testing.assert_close([x.grad, _LW.grad], expected, msg=f"unread: {unread}")
+
+
+@custom_gradient
+def _cast_for_a_parameter(x, w):  # w's gradient cast: not taken as it is, repaired as in eager
+    return x @ w.t(), lambda dy: (dy @ w, (dy.t() @ x).float())
+
+
+def test_parameter_arguments_gradients_repaired_as_in_eager(dynamo):
+    """A Parameter argument's gradient is taken as it is only where it is a plain tensor with
+    the Parameter's metadata; a cast one goes through the record's checks, as in eager mode."""
+    x = torch.linspace(-1, 1, 6, dtype=D).reshape(2, 3).requires_grad_()
+    w = torch.nn.Parameter(torch.linspace(0.5, 1.5, 12, dtype=D).reshape(4, 3))
+    _cast_for_a_parameter(x, w).pow(2).sum().backward()
+    expected = [x.grad, w.grad]
+    x.grad = w.grad = None
+    compiled = torch.compile(_cast_for_a_parameter, backend="aot_eager", fullgraph=True)
+    compiled(x, w).pow(2).sum().backward()
+    torch.testing.assert_close([x.grad, w.grad], expected)
+    assert w.grad.dtype is D and type(w.grad) is torch.Tensor

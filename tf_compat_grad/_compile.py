@@ -46,9 +46,9 @@ the defaults a call leaves out; one object reached under two names costs a secon
 compares them. So the traced path reads names, never modules (`_structure.leaves`, not
 `_structure` then `leaves`); what depends on classes and constants alone is computed by a
 function that Dynamo runs as Python while tracing, its result a constant of the frame behind
-one guard (`run_while_tracing`: the route question, `_plain_layout`, `returned_checks`,
+one guard (`run_while_tracing`: the route question, `plain_layout`, `returned_checks`,
 `_leaf_classes`, `_tree_number`, `_function_kind`, `_autocast_now`, the watcher's
-`_op_noted`); a tree of outputs is numbered while traced (`_numbered`), and its
+`op_noted`); a tree of outputs is numbered while traced (`_numbered`), and its
 rebuilding is such a constant (`_tree_number`, `rebuilt`); the compile watcher keeps the
 Parameters f reads by identity and never reads their type; the arguments' classes are read with
 `__class__` (`type()` costs a class guard per tensor and Parameter); grad mode is set directly,
@@ -109,21 +109,31 @@ question's answer, or returned by a `run_while_tracing` function), which would s
 each (Dynamo raised `NotImplementedError` guarding a function it had no source for), and the
 class a gradient must have as such a constant (a guard that failed on the frame it was made
 on), and grad_fn's class read without `type` (its `__class__`, its `__call__`, or a literal
-lambda's class to compare with: Dynamo raised on each). A method, or f that reads
-Parameters, takes the route of Note [compile] (`call_compiled`, f under `CompiledWatcher`,
-`CompileNode`), read from the trackers the same way (MLP with closure Parameters, torch 2.13:
-106 -> 80 guards against the Function's 59): the watcher's scan of each op's arguments
-(`_note_scan`, answered by `_op_noted`: a Parameter's class read in the trace cost a TYPE_MATCH
-per Parameter), `reaches` told that f's result is one plain tensor (`isinstance` read `Tensor`), `split`'s checks and whether grad_fn takes `variables=` (`returned_noted` and
-`accepts_noted` in `_compile_node.py`, asked with "returned" and "accepts" through the question,
-which the closure hands to `call_compiled`; a method's call, which has none, traces them); the
-watcher made with `__new__` and set up by `start` (Dynamo's instantiation of a class reads
-`type` and `issubclass`); the autocast state computed with the layout; the node's backward
-generated like the inside node's (`_COMPILE_BACKWARD`: the record and its helpers, 14 guards,
-only where a gradient is not like its input); one output handed back alone. Safe to lose for the
-reasons above: the trackers read are those of values the graph's guards pin, and the generated
-backward takes the record's checks wherever a gradient is not what `repair` would hand back.
-What is left is listed in benchmarks/README.md ("Read from Dynamo's trackers").
+lambda's class to compare with: Dynamo raised on each). A method, or f that reads Parameters,
+takes the route of Note [compile] (`call_compiled`, f under `CompiledWatcher`, `CompileNode`),
+read from the trackers the same way: the watcher's scan of each op's arguments (`_note_scan`,
+answered by `op_noted` through the question, which the watcher holds: a Parameter's class read
+in the trace costs a TYPE_MATCH per Parameter, `_op_noted` read from `_watcher` two guards),
+`split`'s checks, whether grad_fn takes `variables=` and one output's hand-over
+(`returned_noted`, `accepts_noted`, `handed_noted`, asked with "returned", "accepts" and
+"handed"); `reaches` told that f's result is one plain tensor (`isinstance` reads `Tensor`); the
+layout, the autocast state, grad mode and `UNBOUND` come with the question's route (its
+constants: `plain_layout`, `is_grad_enabled` and `UNBOUND` read cost a guard each); the watcher
+is made with `__new__` and set up by `start` (Dynamo's instantiation of a class reads `type` and
+`issubclass`), and sets grad mode (`set_grad`, its class's: a builtin read costs a guard);
+`call_compiled` reads the watcher's class and the node class from cells
+(`_compile_watched._calling`: read as globals, the watcher's class cost a guard); the node's
+backward is generated like the inside node's (`_COMPILE_BACKWARD`: the record and its helpers
+only where a gradient is not like its input, `Tensor` in a cell of both backwards: read from
+`_compile_node`, it cost that module's guard too), a variable's gradient taken as it is where it
+is a plain tensor, as a Parameter argument's is in the inside node, told by the question which
+arguments are Parameters (`__class__` of a Parameter costs a guard on torch 2.15); one output
+handed back alone. A method's call, which has no question, reads and traces these. Safe to lose
+for the reasons above: the trackers read are those of values the graph's guards pin, the route's
+constants are decided, as the traced code would, from what the guards pin (the arguments'
+classes, grad mode's own guard), the cells never change, and the generated backward takes the
+record's checks wherever a gradient is not what `repair` would hand back. What is left is listed
+in benchmarks/README.md ("Read from Dynamo's trackers").
 benchmarks/README.md ("Compile guards and decorating in forward", "f inside the compile node",
 "The way in, the split and Parameters' gradients", "Builtins, one check function, one closure",
 "Read from Dynamo's trackers") has the counts per case and what they cost.
@@ -155,151 +165,34 @@ from __future__ import annotations
 
 import os
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.nn import Parameter
 
-from . import _autocast, _run, _structure
-from ._captures import CapturedRule, lost_under_compile_reason, settle
-from ._compile_exits import edits_checked, outside, refuse_edited, upstreams_checked
-from ._compile_node import (
-    CompileNode,
-    InsideNode,
-    accepts_noted,
-    refuse_split,
-    returned_checks,
-    returned_noted,
-)
-from ._compile_outputs import handed_noted, handed_outputs, numbered_plan, rebuilt
-from ._export import exported
-from ._run import UNBOUND, call_f
-from ._structure import leaves
+from ._captures import CapturedRule
+from ._compile_node import InsideNode, accepts_noted, returned_noted
+from ._compile_outputs import handed_noted, numbered_plan, rebuilt
+from ._compile_watched import NUMBERS, Question, call_compiled, plain_layout
+from ._run import UNBOUND
 from ._torch_internals import (
     DYNAMO_TRACES_WATCHER,
     dynamo_tracing,
     functorch_transforms_active,
-    graph_break,
     is_exporting,
     nested_graph_breaks,
     never_compiled,
     run_while_tracing,
-    set_grad_mode,
     traced_items,
     transforms_active_while_tracing,
 )
-from ._variables import check_accepts, code_accepts_variables
-from ._watcher import CompiledWatcher
+from ._watcher import op_noted
 
 if TYPE_CHECKING:
     from ._reach import ParameterReach
 
-_grad_enabled = torch.is_grad_enabled
 _is_compiling = torch.compiler.is_compiling
-
-
-def call_compiled(
-    f: Callable[..., Any],
-    bound: Any,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    described: str,
-    captured: CapturedRule = "refuse",
-    unwatched: Question | None = None,
-    question: Question | None = None,
-) -> Any:
-    """Call f through the compile node (Note [compile]). `described`: f by name, file and
-    line, made before Dynamo traces (which misreads f's attributes); `captured`: the rule of
-    `custom_gradient(captured=...)`; `unwatched`: the question that decided to run f without
-    the watcher (Note [compile unwatched]), else None; `question`: the decoration's route
-    question, which answers what `returned_noted` noted (else the checks are traced). Written
-    for few guards (Note [compile guards])."""
-    layout = _plain_layout(bound is not UNBOUND, [arg.__class__ for arg in args], True)
-    if layout is not None and not any(args[i].is_nested for i in layout[3]):
-        inputs: Sequence[torch.Tensor] = [args[i] for i in layout[3]]
-    else:
-        _, full, inputs = _run.inputs(f, bound, args)
-        layout = (full.bound, full.spec, full.n_args, full.positions, _autocast_now())
-    watcher = None
-    if unwatched is None:
-        keywords: Any = ()
-        if kwargs:  # the watcher looks for the Parameters among them, in any order
-            values = [*kwargs.values()]
-            keywords = values if _leaf_classes([v.__class__ for v in values]) else leaves(kwargs)
-        # (`CompiledWatcher(...)`: Dynamo's instantiation reads `type` and `issubclass`)
-        watcher = CompiledWatcher.__new__(CompiledWatcher)
-        watcher.start(inputs, keywords)
-    from torch._dynamo.comptime import comptime  # a local import: no guard
-
-    # Note [edits in place under compile] in `_compile_exits.py`; `versions` where this frame
-    # runs as Python (a graph break in f, inside this `try`); literal lambdas: no guard
-    versions: list[int] = []
-    comptime(lambda c: edits_checked(c), lambda: versions.extend([t._version for t in inputs]))
-    prior = _grad_enabled()
-    set_grad_mode(False)
-    try:
-        if watcher is None:
-            out = f(*args, **kwargs)
-        else:
-            with watcher:
-                out = f(*args, **kwargs) if bound is UNBOUND else call_f(f, bound, args, kwargs)
-    finally:
-        set_grad_mode(prior)
-    if question is None:  # (a method's call: the edit check's answer, for the traced checks)
-        comptime(returned_checks)
-        noted, checks = "ask", None
-    else:
-        comptime(lambda c: returned_noted(c))
-        noted, checks = question("returned", None)
-    if noted == "returned":  # read from Dynamo's trackers
-        edited, kind = checks  # type: ignore[misc]
-    else:  # `split`, its checks read from classes where f returned a pair
-        edited, pair = returned_checks(out.__class__, None)
-        pair = pair and out.__len__() == 2  # `split`'s checks
-        kind = returned_checks(out[0].__class__, type(out[1])) if pair else None
-    if edited:
-        refuse_edited(edited)
-    if versions:
-        _run.check_unedited(f, _run.Layout(f, *layout[:4]), inputs, versions)
-    # `watched_result` without its settling (the compile watcher settles nothing).
-    if not kind:
-        refuse_split(f, out, described)
-    result, grad_fn = out
-    if watcher is None:
-        unwatched(None, None)  # type: ignore[misc]  # not None: f ran unwatched
-        variables: list[torch.nn.Parameter] = []
-    else:
-        variables = watcher.unpassed()
-        # At call time, as TensorFlow (item 33); read from grad_fn's code while tracing, from
-        # Dynamo's tracker where the question answers (`accepts_noted`).
-        if variables:
-            comptime(lambda c: accepts_noted(c))
-            accepts = question is not None and question("accepts", None)[1]
-            if not accepts and not code_accepts_variables(
-                type(grad_fn), getattr(grad_fn, "__code__", None)
-            ):
-                check_accepts(f, bound, grad_fn, variables)
-    sources = [*inputs, *variables]
-    outputs, rebuild, exporting = handed_outputs(f, result, sources, kind)
-    if exporting:  # Note [export] in `_export.py`
-        outputs = exported(described, outputs, sources)
-    else:
-        # Note [lost gradients under compile] in `_captures.py`
-        if watcher is not None and watcher.reaches(result, rebuild == "one"):
-            graph_break(lost_under_compile_reason(described))  # under fullgraph=True, the error
-            variables = outside(
-                settle, f, bound, kwargs, watcher.seeds, inputs, variables, (), captured
-            )
-            check_accepts(f, bound, grad_fn, variables)
-        if variables or any(t.requires_grad for t in inputs):
-            n_outputs = outputs.__len__()  # (the builtin `len` costs a guard)
-            if n_outputs > 1:  # Note [upstreams under compile] in `_compile_exits.py`
-                upstreams_checked(f, grad_fn, n_outputs, variables, described)
-            handed = CompileNode.apply(  # type: ignore[no-untyped-call]
-                (*layout, variables), f, grad_fn, n_outputs, *outputs, *inputs, *variables
-            )
-            outputs = [handed] if n_outputs == 1 else handed  # one alone (`CompileNode.forward`)
-    return outputs[0] if rebuild == "one" else rebuilt(rebuild, outputs)  # (a global: a guard)
 
 
 def compiling_call(
@@ -344,25 +237,26 @@ def compiling_call(
             return rebuilt_outputs(rebuild, several[:-1])
         if route == "leave":
             return leave(UNBOUND, args, kwargs)
-        unwatched = None if route == "watched" else question
-        return call_compiled(f, UNBOUND, args, kwargs, described, captured, unwatched, question)
+        unwatched = None if route == "watched" else question  # (`UNBOUND`: a global, a guard)
+        return call_compiled(f, constants[2], args, kwargs, described, captured, unwatched, question, constants)  # fmt: skip
 
     return compiling
 
 
 # Which route a traced call takes, asked with the classes of its positional and keyword values,
-# as `(route, layout)`: "leave" where Dynamo does not trace it (Notes [compile on older torch]
-# and [compile under torch.func]); else "watched", "unwatched" where f may run without the
-# watcher (Note [compile unwatched]), or "inside" where, unwatched, f may run inside the node,
-# `layout` then the node's constants (Note [f inside the compile node] in `_compile_node.py`);
-# asked with `NOTED` ("noted"): with what `_note_classes` noted, which alone lets f run inside
-# the node, or "ask" where nothing was noted (this frame runs as Python: ask with the classes);
-# inside the node, with "returned" and "handed": what `returned_noted` and `handed_noted` noted
-# (with "returned" in `call_compiled` too, and "accepts": what `accepts_noted` noted);
-# with "plan" and a number: the template of a tree of outputs (`numbered_plan`);
-# asked with None: f's trace came back. A closure per decoration, run while tracing behind one
-# guard (an object of ours would cost its type and identity too).
-Question = Callable[[Sequence[type] | str | None, Sequence[type] | None], tuple[str, Any]]
+# as `(route, constants)`: "leave" where Dynamo does not trace it (Notes [compile on older
+# torch] and [compile under torch.func]); else "watched", "unwatched" where f may run without
+# the watcher (Note [compile unwatched]), with `call_compiled`'s constants (the layout with the
+# autocast state, None where the note did not tell that no argument is nested; grad mode;
+# `UNBOUND`), or "inside" where, unwatched, f may run inside the node, with the node's
+# constants (Note [f inside the compile node] in `_compile_node.py`); asked with `NOTED`
+# ("noted"): with what `_note_classes` noted, which alone lets f run inside the node, or "ask"
+# where nothing was noted (this frame runs as Python: ask with the classes); inside the node,
+# with "returned" and "handed": what `returned_noted` and `handed_noted` noted (in
+# `call_compiled` too, and "accepts": what `accepts_noted` noted); with "op" and an op, in
+# the watcher: `op_noted`'s answer; with "plan" and a number: the template of a tree of
+# outputs (`numbered_plan`); asked with None: f's trace came back. A closure per decoration,
+# run while tracing behind one guard (an object of ours would cost its type and identity too).
 
 
 def _route_question(reach: ParameterReach, described: str) -> Question:
@@ -380,28 +274,36 @@ def _route_question(reach: ParameterReach, described: str) -> Question:
             return "accepts", accepts_noted() if dynamo_tracing() else None
         if kinds == "handed":  # in `InsideNode.forward`, once f's result is split
             return "handed", handed_noted() if dynamo_tracing() else None
+        if kinds == "op":  # in `CompiledWatcher.__torch_function__`, per op
+            return op_noted(kinds, keyword_classes)
+        nested = True  # whether a tensor argument may be nested: known from the note only
         if kinds == NOTED:  # what `_note_classes` noted as Dynamo traced this call
             noted = _NOTED_CLASSES.pop() if _NOTED_CLASSES and dynamo_tracing() else None
             if noted is None:
                 return "ask", None
-            kinds, keyword_classes, enters = noted
+            kinds, keyword_classes, enters, nested = noted
         if kinds is None or keyword_classes is None:  # f's trace came back: in the deciding graph
             pending = False
             return "unwatched", None
         if functorch_transforms_active():
             return "leave", None
+        # `call_compiled`'s constants: the layout with the autocast state, grad mode, `UNBOUND`
+        layout = None if nested else plain_layout(False, kinds, True)
+        constants = layout, torch.is_grad_enabled(), UNBOUND
         # Still pending: the last trace of f without the watcher broke the graph (or failed).
         if pending or nested_graph_breaks():
-            return "watched", None
-        if any(kind not in _NUMBERS for kind in keyword_classes) or reach.possible(()):
-            return "watched", None
+            return "watched", constants
+        if any(kind not in NUMBERS for kind in keyword_classes) or reach.possible(()):
+            return "watched", constants
         pending = reach.calm()  # until f's trace comes back
         if not pending:
-            return "watched", None
-        layout = _plain_layout(False, kinds)
+            return "watched", constants
         if layout is None or not enters or is_exporting():
-            return "unwatched", None
-        return "inside", (*layout, described, _autocast.current())
+            return "unwatched", constants
+        # per argument, whether it is a Parameter, whose gradient is taken as it is where it is
+        # a plain tensor (its class read in the trace costs a guard on torch 2.15)
+        parameters = tuple(kind is Parameter for kind in kinds)
+        return "inside", (*layout[:4], described, layout[4], parameters)
 
     return run_while_tracing(question)
 
@@ -411,7 +313,7 @@ def _route_question(reach: ParameterReach, described: str) -> Question:
 # the question asked with `NOTED` next (one trace at a time: Dynamo's compile lock; a frame run
 # as Python notes nothing and the question answers "ask").
 NOTED = "noted"
-_NOTED_CLASSES: list[tuple[list[type], list[type], bool] | None] = []
+_NOTED_CLASSES: list[tuple[list[type], list[type], bool, bool] | None] = []
 
 
 def _note_classes(ctx: Any) -> None:
@@ -420,45 +322,15 @@ def _note_classes(ctx: Any) -> None:
     if held is not None and held_keywords is not None:
         items, keywords = held[1], held_keywords[1]
         fakes = [fake for _, fake in items if fake is not None]
-        enters = any(t.requires_grad for t in fakes) and not any(t.is_nested for t in fakes)
-        noted = [kind for kind, _ in items], [kind for kind, _ in keywords], enters
+        nested = any(t.is_nested for t in fakes)
+        enters = any(t.requires_grad for t in fakes) and not nested
+        noted = [kind for kind, _ in items], [kind for kind, _ in keywords], enters, nested
     _NOTED_CLASSES[:] = [noted]
 
 
 # Where the question runs in a frame Dynamo compiled only in part, it and the proof's frames
 # are never compiled (every question shares this code).
 never_compiled(_route_question(None, ""))  # type: ignore[arg-type]
-
-
-# Trace-time constants of the compile path, read from classes (Note [compile guards]).
-
-
-@run_while_tracing
-def _leaf_classes(kinds: list[type]) -> bool:
-    """Whether values of these classes are leaves of a structure (`_structure.py`)."""
-    return not any(issubclass(kind, _structure._CONTAINERS) for kind in kinds)
-
-
-_NUMBERS = (bool, int, float, complex, str)
-
-
-@run_while_tracing
-def _plain_layout(
-    bound: bool, kinds: Sequence[type], autocast: bool = False
-) -> tuple[Any, ...] | None:
-    """The `Layout` constants of a call whose positional arguments are of these types, when
-    each is a tensor or a Python number or string (which `_run.inputs` accepts as they are),
-    with `autocast`: then the autocast state (`CompileNode`'s constants); None otherwise."""
-    positions = tuple(i for i, kind in enumerate(kinds) if issubclass(kind, torch.Tensor))
-    if len(positions) + sum(kind in _NUMBERS for kind in kinds) != len(kinds):
-        return None
-    layout = bound, _structure.tuple_spec(len(kinds)), len(kinds), positions
-    return (*layout, _autocast.current()) if autocast else layout
-
-
-@run_while_tracing
-def _autocast_now() -> Any:
-    return _autocast.current()
 
 
 def decorated_while_tracing(

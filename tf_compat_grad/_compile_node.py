@@ -199,17 +199,20 @@ class CompileNode(torch.autograd.Function):
         variables = constants[5]
         ctx.grad_fn = grad_fn
         ctx.constants = (f, constants, n_outputs)
-        # `Record.of_call`, written out with each tensor's class (`backward`): Dynamo guards
-        # each name it reads (Note [compile guards])
+        # `Record.of_call`, written out with each tensor argument's class (`backward`): Dynamo
+        # guards each name it reads (Note [compile guards]); a variable's gradient is like it
+        # as a plain tensor (`__class__` of a Parameter costs a guard on torch 2.15)
         given = tensors[n_outputs:][: constants[3].__len__()]
-        ctx.metas = [(t.__class__, t.shape, t.dtype, t.device) for t in (*given, *variables)]
+        metas = [(t.__class__, t.shape, t.dtype, t.device) for t in given]
+        ctx.metas = metas + [(None, t.shape, t.dtype, t.device) for t in variables]
 
     # `backward`: `_COMPILE_BACKWARD`, generated below
 
 
 class InsideNode(torch.autograd.Function):
     """The node of a call whose f runs inside it (Note [f inside the compile node]): `apply`
-    takes `(bound, spec, number of arguments, tensor positions, f described, autocast state)`,
+    takes `(bound, spec, number of arguments, tensor positions, f described, autocast state,
+    per argument whether it is a `Parameter`)`,
     f, its keyword arguments, the decoration's route question (`_route_question` in
     `_compile.py`) and f's positional arguments, and returns f's one output, or its flattened
     outputs, then how `rebuilt` rebuilds them."""
@@ -223,7 +226,7 @@ class InsideNode(torch.autograd.Function):
         question: Callable[..., tuple[str, Any]],
         *args: Any,
     ) -> Any:
-        _, _, n_args, positions, described, _ = layout
+        _, _, n_args, positions, described, _, parameters = layout
         from torch._dynamo.comptime import comptime  # a local import: no guard
 
         # Note [edits in place under compile] in `_compile_exits.py` (it reads the locals);
@@ -264,9 +267,9 @@ class InsideNode(torch.autograd.Function):
         ctx.grad_fn = grad_fn
         ctx.constants = (f, layout, n_outputs)
         metas: list[Any] = [None] * n_args  # per argument, a tensor's class and `InputMeta`
-        for i in positions:
+        for i in positions:  # (a Parameter's: None, its gradient a plain tensor)
             t = args[i]
-            metas[i] = (t.__class__, t.shape, t.dtype, t.device)
+            metas[i] = (None if parameters[i] else t.__class__, t.shape, t.dtype, t.device)
         ctx.metas = metas
         # One output alone: torch's `autograd.Function` code reads `tuple` (a guard) to hand
         # several back, which come with their rebuilding last
@@ -300,7 +303,7 @@ _ALL_LIKE = """
 """
 _INSIDE_BACKWARD = """
 def backward(ctx, *upstream):
-    f, (bound, spec, n_args, positions, _, autocast), n_outputs = ctx.constants
+    f, (bound, spec, n_args, positions, _, autocast, _), n_outputs = ctx.constants
     upstream = upstream[:n_outputs]  # (not the rebuilding's)
     metas = ctx.metas
     head = (None, None, None, None)
@@ -358,19 +361,21 @@ def backward(ctx, *upstream):
         grads = _refused(record.checked, returned, needs)
     return (*head, *grads)
 """
-Tensor = torch.Tensor  # the name `EXACT_LIKE_INPUT` reads where a gradient is not of its input's
 _LIKE = EXACT_LIKE_INPUT.format(
     g="g", kind="meta[0]", shape="meta[1]", dtype="meta[2]", device="meta[3]"
 )
 
 
 def _generate(template: str, call: str, variables: str, like: str) -> Any:
+    """The backward of a template, `Tensor` (which `EXACT_LIKE_INPUT` reads where a gradient
+    is not of its input's class) in a cell of it: a global costs this module's guard too."""
     called = _CALLED.format(call=call, variables=variables).strip()
     all_like = _ALL_LIKE.format(like=like).strip()
-    source = template.format(called=called, all_like=all_like)
+    source = template.format(called=called, all_like=all_like).replace("\n", "\n    ")
     generated: dict[str, Any] = {}
+    source = f"def made(Tensor):{source}\n    return backward"
     exec(compile(source, "<tf_compat_grad compile backward>", "exec"), globals(), generated)
-    return staticmethod(generated["backward"])
+    return staticmethod(generated["made"](torch.Tensor))
 
 
 InsideNode.backward = _generate(  # type: ignore[method-assign]

@@ -172,14 +172,16 @@ def _all_tensor_classes(kinds: list[type]) -> bool:
 _HANDED = Noted()  # what `handed_noted` noted for the question
 
 
-def handed_noted(ctx: Any = None) -> tuple[Any, tuple[tuple[Any, ...], ...]] | None:
-    """Given to `comptime` in `InsideNode.forward` once f's result is split (the locals
-    `result`, `grad_fn`, `inputs`, `kind`, `layout`): notes whether its outputs, a tree of
-    tensors in plain tuples, lists and dicts, go over as f made them (`handed_outputs`, run on
-    the fake tensors Dynamo holds, hands each back as it is: none aliases an input or requires
-    grad) and grad_fn takes one upstream per output (`upstreams_refusal_of_code` on its code),
-    so that neither is traced (their globals cost a guard each): then how the outputs are
-    rebuilt and the path of keys to each, in order. Asked without a context (by the question,
+def handed_noted(
+    ctx: Any = None, sources: str = "inputs"
+) -> tuple[Any, tuple[tuple[Any, ...], ...]] | None:
+    """Given to `comptime` in `InsideNode.forward` and `call_compiled` once f's result is split
+    (the locals `result`, `grad_fn`, `kind`, `described` and the tensors named `sources`): notes
+    whether its outputs, a tree of tensors in plain tuples, lists and dicts, go over as f made
+    them (`handed_outputs`, run on the fake tensors Dynamo holds, hands each back as it is: none
+    aliases one of `sources` or requires grad) and grad_fn takes one upstream per output
+    (`upstreams_refusal_of_code` on its code), so that neither is traced (their globals cost a
+    guard each): then how the outputs are rebuilt and the path of keys to each, in order. Asked without a context (by the question,
     `_route_question` in `_compile.py`): that answer, None where nothing was noted."""
     if ctx is None:
         return _HANDED.take()  # type: ignore[no-any-return]
@@ -187,7 +189,7 @@ def handed_noted(ctx: Any = None) -> tuple[Any, tuple[tuple[Any, ...], ...]] | N
     try:
         kind = ctx.get_local("kind").as_python_constant()
         result = traced_tree(ctx, "result")
-        held = traced_items(ctx, "inputs")
+        held = traced_items(ctx, sources)
         if result is None or held is None:
             return None
         paths = _paths(result, ())
@@ -231,7 +233,7 @@ def _upstreams_refused(ctx: Any, n_outputs: int) -> bool:
         readable = None if held is None else parameters_of(held)
     if readable is None:
         return True
-    described = ctx.get_local("layout").as_python_constant()[4]
+    described = ctx.get_local("described").as_python_constant()
     code, n_defaults, n_bound, keywords = readable
     refusal = upstreams_refusal_of_code(
         code, n_defaults, n_bound, keywords, n_outputs, False, described

@@ -15,8 +15,9 @@ import torch
 from typing_extensions import ParamSpec
 
 from ._captures import CAPTURED_RULES, CapturedRule
-from ._compile import call_compiled, compiling_call, decorated_while_tracing
+from ._compile import compiling_call, decorated_while_tracing
 from ._compile_exits import outside, parametrized, parametrized_reason
+from ._compile_watched import call_compiled
 from ._decoration import Decoration, decoration_of, wrap, wrapper_of
 from ._eager import EagerPath
 from ._errors import (

@@ -23,7 +23,7 @@ from ._captures import CapturedRule, any_needs_grad, settle
 from ._places import close_cache, open_cache
 from ._run import UNBOUND, call_f, split
 from ._structure import leaves
-from ._torch_internals import Noted, dynamo_tracing, run_while_tracing, traced_items
+from ._torch_internals import Noted, dynamo_tracing, run_while_tracing, set_grad_mode, traced_items
 from ._variables import check_accepts
 
 if TYPE_CHECKING:
@@ -113,15 +113,16 @@ _METADATA: frozenset[Any] = frozenset(
 
 
 @run_while_tracing
-def _op_noted(func: Any) -> tuple[bool, Any]:
-    """Decided while Dynamo traces (Note [compile guards] in `_compile.py`): `func in
-    _METADATA`, and what `_note_scan` noted of the op's positional arguments (None where it
-    noted nothing: they are scanned as traced)."""
+def op_noted(asked: str, func: Any) -> tuple[str, tuple[bool, Any]]:
+    """Decided while Dynamo traces (Note [compile guards] in `_compile.py`), asked with "op"
+    as the route question is (which asks it): `func in _METADATA`, and what `_note_scan` noted
+    of the op's positional arguments (None where it noted nothing: they are scanned as
+    traced)."""
     noted = _SCANNED.take() if dynamo_tracing() else None
-    return func in _METADATA, noted
+    return asked, (func in _METADATA, noted)
 
 
-# What `_note_scan` noted for `_op_noted` (one trace at a time: Dynamo's compile lock).
+# What `_note_scan` noted for `op_noted` (one trace at a time: Dynamo's compile lock).
 _SCANNED = Noted()
 
 
@@ -208,11 +209,17 @@ class CompiledWatcher(ParameterWatcher):
     given (`seeds`: f runs under `no_grad`, so none of its own making), and follows which
     tensors f computes from them, by identity, which Dynamo folds into constants."""
 
-    def start(self, known: Sequence[_Tensor], keywords: Iterable[Any]) -> None:
+    set_grad = staticmethod(set_grad_mode)
+
+    def start(
+        self, known: Sequence[_Tensor], keywords: Iterable[Any], ask: Callable[..., Any]
+    ) -> None:
         """Set the watcher made with `__new__` (which spares Dynamo's instantiation: Note
         [compile guards] in `_compile.py`) to watch a call given the tensors `known` and the
-        keyword values `keywords`. `ParameterWatcher.__init__` is not called: Dynamo guards
-        `super()`."""
+        keyword values `keywords`; `ask`: the route question, or `op_noted` (asked "op" per
+        op: a global read here costs this module's guard too). `ParameterWatcher.__init__` is
+        not called: Dynamo guards `super()`."""
+        self.ask = ask
         self.read: list[Parameter] = []  # what `found` holds, by identity: `id` is a guard
         self.places = None
         self.known = known
@@ -228,7 +235,7 @@ class CompiledWatcher(ParameterWatcher):
         n_seeds = len(self.seeds)
         touched = n_seeds and self._tainted_among([args, kwargs])
         comptime(lambda c: _note_scan(c))  # a literal lambda: no guard
-        metadata, noted = _op_noted(func)
+        metadata, noted = self.ask("op", func)[1]
         if metadata:
             return func(*args, **(kwargs or {}))
         if noted is None:

@@ -833,3 +833,82 @@ def test_the_unrolled_variable_gradient_test_takes_only_exact_gradients():
             assert not _exact_all[3]([g if j == i else e for j, e in enumerate(exact)], variables)
     cpu = [torch.nn.Parameter(torch.zeros(2))]
     assert not _exact_all[1]([torch.ones(2, device="meta")], cpu)  # meta for a CPU Parameter
+
+
+def _switching():
+    """A decorated function whose f returns one tensor, or a list of two while `state["list"]`
+    is set: the same input shape, two output structures."""
+    state = {"list": False}
+
+    @custom_gradient
+    def f(x):
+        y = torch.sin(x)
+        if state["list"]:
+            return [y, 2 * y], lambda dy, dz: (dy + 2 * dz) * torch.cos(x)
+        return y, lambda dy: dy * torch.cos(x)
+
+    return f, state
+
+
+def test_a_planned_function_whose_f_returns_another_structure_without_grad():
+    """The no-grad branch of a plan hands what it does not handle to the general code's
+    outputs (`EagerPath._fresh`): values as f made them, nothing recorded."""
+    f, state = _switching()
+    x = leaf(3)
+    f(x)
+    assert planned(f(x))  # planned with one tensor out, from the second call
+    state["list"] = True
+    with torch.no_grad():
+        out = f(x)
+    assert type(out) is list and len(out) == 2
+    torch.testing.assert_close(out[0], torch.sin(x).detach())
+    torch.testing.assert_close(out[1], 2 * torch.sin(x).detach())
+    assert not any(t.requires_grad for t in out)
+    assert all(t.grad_fn is None for t in out)
+
+
+def test_alternating_output_structures_for_one_input_shape_keep_each_gradient():
+    """A call the plan of its input shape hands on (another output structure) is learned again
+    under the same key, which is planned already: the general code serves it, every time, with
+    grad_fn's gradients (`EagerPath._plan`'s first test)."""
+    f, state = _switching()
+    x = leaf(3)
+    for step in range(6):
+        state["list"] = bool(step % 2)
+        out = f(x)
+        y = out[0] + out[1] if state["list"] else out
+        (g,) = grads(y, x)
+        want = (3 if state["list"] else 1) * torch.cos(x)
+        torch.testing.assert_close(g, want.detach())
+
+
+def test_a_decoration_again_first_called_without_grad_plans_each_shape_once():
+    """A function decorated again (inside `forward`) starts on the shapes its code learned
+    (Note [decorated again]); called first under `no_grad`, where f may read a Parameter, it
+    plans that call's shape itself, and when a call of another shape then reaches the general
+    code, the shared shape of the same key is skipped: one plan per shape, each call with
+    grad_fn's gradients for the input and the Parameter."""
+    w = torch.nn.Parameter(torch.tensor([0.5, -1.5, 2.0], dtype=D))
+
+    def layer(x, scale=1.0):
+        y = torch.sin(x * w) * scale
+
+        def grad(dy, variables=None):
+            c = dy * scale * torch.cos(x * w)
+            return c * w, [c * x]
+
+        return y, grad
+
+    x = leaf(3)
+    custom_gradient(layer)(x).sum().backward()  # the code learns the shape
+    again = custom_gradient(layer)
+    with torch.no_grad():
+        torch.testing.assert_close(again(x), torch.sin(x * w))
+    for scale in (2.0, 1.0, 2.0, 1.0):
+        w.grad = None
+        y = again(x, scale=scale) if scale != 1.0 else again(x)
+        (gx,) = torch.autograd.grad(y.sum(), x, retain_graph=True)
+        y.sum().backward()
+        torch.testing.assert_close(gx, (scale * torch.cos(x * w) * w).detach())
+        torch.testing.assert_close(w.grad, (scale * torch.cos(x * w) * x).detach())
+    assert planned(again(x)) and planned(again(x, scale=2.0))

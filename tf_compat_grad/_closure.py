@@ -229,6 +229,7 @@ def capture(
     return template, saved
 
 
+@functools.lru_cache(maxsize=1024)
 def own_cells(code: types.CodeType) -> frozenset[str]:
     """The names of the cells that f's code (and the code made inside it) makes for each call:
     a container in one holds what that call put there, not what other calls left."""

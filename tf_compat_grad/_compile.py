@@ -174,7 +174,8 @@ from torch.nn import Parameter
 from ._captures import CapturedRule
 from ._compile_node import InsideNode, accepts_noted, returned_noted
 from ._compile_outputs import handed_noted, numbered_plan, rebuilt
-from ._compile_watched import NUMBERS, Question, call_compiled, plain_layout
+from ._compile_watched import Question, call_compiled, plain_layout
+from ._plan_shape import NUMBERS
 from ._run import UNBOUND
 from ._torch_internals import (
     DYNAMO_TRACES_WATCHER,

@@ -21,6 +21,7 @@ from ._compile_node import (
 )
 from ._compile_outputs import handed_noted, handed_outputs, rebuilt
 from ._export import exported
+from ._plan_shape import NUMBERS
 from ._run import UNBOUND, call_f
 from ._structure import leaves
 from ._torch_internals import graph_break, run_while_tracing, set_grad_mode
@@ -172,9 +173,6 @@ call_compiled = _calling(CompiledWatcher, set_grad_mode, CompileNode)
 def _leaf_classes(kinds: list[type]) -> bool:
     """Whether values of these classes are leaves of a structure (`_structure.py`)."""
     return not any(issubclass(kind, _structure._CONTAINERS) for kind in kinds)
-
-
-NUMBERS = (bool, int, float, complex, str)
 
 
 @run_while_tracing

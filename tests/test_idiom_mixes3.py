@@ -292,3 +292,57 @@ def test_a_parameter_resharded_between_forward_and_backward_matches_plain_autogr
         runs.append((x.grad, layer.w.grad))
     for got, want in zip(*runs, strict=True):
         torch.testing.assert_close(got, want)
+
+
+# --- variables mapped by identity under torch.func.functional_call ------------------------------
+
+
+class TwoLayers(nn.Module):
+    """`(x @ w1) @ w2`, two Parameters of one shape; grad_fn maps `variables` by identity, as
+    portable TensorFlow code does (their order is a set's there: item 35)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w1 = nn.Parameter(torch.tensor([[0.5, -1.0], [2.0, 0.25]], dtype=D))
+        self.w2 = nn.Parameter(torch.tensor([[1.5, 0.5], [-0.5, 1.0]], dtype=D))
+
+    @custom_gradient
+    def forward(self, x):
+        h = x @ self.w1
+
+        def grad(dy, variables):
+            by_identity = {id(self.w1): x.t() @ (dy @ self.w2.t()), id(self.w2): h.t() @ dy}
+            return dy @ self.w2.t() @ self.w1.t(), [by_identity[id(v)] for v in variables]
+
+        return h @ self.w2, grad
+
+
+def _two_layers_plain(params, x):
+    return x @ params["w1"] @ params["w2"]
+
+
+def _functional_loss(params, x):
+    return torch.func.functional_call(TWO_LAYERS, params, (x,)).pow(2).sum()
+
+
+TWO_LAYERS = TwoLayers()
+TWO_LAYER_TRANSFORMS = {
+    "grad": lambda loss, params, x: torch.func.grad(loss)(params, x),
+    "vmap of grad": lambda loss, params, x: torch.func.vmap(
+        torch.func.grad(loss), in_dims=(None, 0)
+    )(params, torch.stack([x, x * 2])),
+    "jacrev": lambda loss, params, x: torch.func.jacrev(loss)(params, x),
+    "hessian": lambda loss, params, x: torch.func.hessian(loss)(params, x),
+}
+
+
+@pytest.mark.parametrize("transform", TWO_LAYER_TRANSFORMS)
+def test_grad_fn_finds_the_slots_tensors_among_variables_by_identity_under_a_transform(transform):
+    """`functional_call` puts other tensors in the module's slots; grad_fn reads `self.w1`
+    and must find that very tensor among `variables`, under a transform as eagerly."""
+    params = {"w1": torch.tensor([[1.0, 2.0], [0.5, -1.0]], dtype=D), "w2": W_INIT.clone()}
+    x = torch.tensor([[0.3, -0.7], [1.1, 0.2]], dtype=D)
+    run = TWO_LAYER_TRANSFORMS[transform]
+    got = run(_functional_loss, params, x)
+    want = run(lambda p, t: _two_layers_plain(p, t).pow(2).sum(), params, x)
+    torch.testing.assert_close(got, want)

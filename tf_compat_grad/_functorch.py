@@ -370,12 +370,18 @@ def _gradients(
     and get their gradient only from `_Reads` (Note [outer backward]). The slots' tensors as this
     level sees them (after the inputs among `tensors`) are put back while grad_fn runs: one that
     reads `self.weight` then reads the tensor f computed with, not the Parameter that
-    `functional_call` has put back since."""
+    `functional_call` has put back since. For the grad_fn of f's first run, the parameter
+    slots get the very tensors that run read, which grad_fn may hold too: it finds the one
+    `self.weight` gives it among `variables` by identity (item 35)."""
     call: _Call = ctx.call
     record: Record = ctx.record
     given = call.n_given()
-    wanted = [*needs[:given], *(read or (False for _ in record.variables[call.n_parameters :]))]
-    with in_slots(call.slots, tensors[len(record.layout.positions) :]):
+    n = call.n_parameters
+    wanted = [*needs[:given], *(read or (False for _ in record.variables[n:]))]
+    placed = list(tensors[len(record.layout.positions) :])
+    if grad_fn is ctx.aux.grad_fn:
+        placed[:n] = record.variables[:n]
+    with in_slots(call.slots, placed):
         found = record.gradients(grad_fn, upstream, wanted)
     constants = (None for _ in range(call.n_tensors() - given))
     return [*found[:given], *constants, *(found[given:] if read else ())]

@@ -100,8 +100,8 @@ def _check_numerical(s: _Subject) -> Row:
             diff.max,
         )
     assert diff.at is not None
-    custom, true = _apart(diff.got_value, diff.want_value)
-    largest = f"largest at {numerical.where(s, *diff.at)} (custom {custom}, numerical {true})"
+    shown, true = _apart(diff.got_value, diff.want_value)
+    largest = f"largest at {numerical.where(s, *diff.at)} (custom {shown}, numerical {true})"
     if s.surrogate:
         return Row(
             "numerical",
@@ -127,13 +127,13 @@ def _check_numerical(s: _Subject) -> Row:
         )
     s.wrong = True
     count, (i, k), got, want, by_autodiff = confirmed
-    custom, true = _apart(got, want)
+    shown, true = _apart(got, want)
     evidence = "finite differences and autodiff of f agree" if by_autodiff else how
     return Row(
         "numerical",
         FAIL,
         f"the custom gradient is not the true derivative at {count} {numerical.unit}: largest "
-        f"at {numerical.where(s, i, k)}: custom {custom}, true {true} ({evidence})"
+        f"at {numerical.where(s, i, k)}: custom {shown}, true {true} ({evidence})"
         f"{undefined}{on_kinks}. If the difference is intended (a straight-through estimator, "
         'a clipped or reversed gradient), declare it: `@custom_gradient(surrogate="why")`',
         figure,

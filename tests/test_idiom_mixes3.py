@@ -8,12 +8,14 @@ autograd of the same math (or a hand-written Function of the same rule), or must
 a library error that names f. `tests/test_idiom_mixes.py` and `tests/test_idiom_mixes2.py`
 cover the idioms around one call and the state kept between calls."""
 
+import contextlib
 import re
 
 import pytest
 import torch
 from helpers import D
 from torch import nn
+from torch.nn.utils import parametrize
 from torch.utils.checkpoint import checkpoint
 
 from tf_compat_grad import custom_gradient, recompute_grad
@@ -346,3 +348,33 @@ def test_grad_fn_finds_the_slots_tensors_among_variables_by_identity_under_a_tra
     got = run(_functional_loss, params, x)
     want = run(lambda p, t: _two_layers_plain(p, t).pow(2).sum(), params, x)
     torch.testing.assert_close(got, want)
+
+
+class Symmetric(nn.Module):
+    def forward(self, weight):
+        return weight + weight.T
+
+
+def _parametrized(module):
+    parametrize.register_parametrization(module, "w1", Symmetric())
+    return module
+
+
+class PlainTwoLayers(TwoLayers):
+    def forward(self, x):
+        return x @ self.w1 @ self.w2
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["", "parametrize.cached"])
+def test_grad_fn_finds_a_parametrized_weight_among_variables_by_identity(cached):
+    """grad_fn reads `self.w1`, a parametrized weight, when the gradient is computed: it must be
+    the weight f read, which is the variable, not the parametrization computed again."""
+    x = torch.tensor([[0.3, -0.7], [1.1, 0.2]], dtype=D)
+    runs = []
+    for layers in (_parametrized(TwoLayers()), _parametrized(PlainTwoLayers())):
+        inputs = x.clone().requires_grad_()
+        with parametrize.cached() if cached else contextlib.nullcontext():
+            layers(inputs).pow(2).sum().backward()
+        runs.append((inputs.grad, layers.parametrizations.w1.original.grad, layers.w2.grad))
+    for got, want in zip(*runs, strict=True):
+        torch.testing.assert_close(got, want)

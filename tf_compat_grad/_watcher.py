@@ -52,7 +52,7 @@ def run_watched(
         result, grad_fn = split(f, call_f(f, bound, args, kwargs))
         if not captures or (reach.calm() and not (kwargs and any_needs_grad(kwargs))):
             return result, grad_fn, []
-        variables = settle(f, bound, kwargs, result, flat_args, [], (), captured)
+        variables = settle(f, bound, kwargs, result, flat_args, [], {}, captured)
         check_accepts(f, bound, grad_fn, variables)
         return result, grad_fn, variables
     watcher = ParameterWatcher()
@@ -154,7 +154,7 @@ class ParameterWatcher(TorchFunctionMode):
     # The parametrized weights cached while it watched (Note [lost gradients] in
     # `_captures.py`), set when it is popped; None: the tensors f's outputs reach are not to be
     # settled.
-    places: list[torch.Tensor] | None = None
+    places: dict[Any, torch.Tensor] | None = None
 
     def __init__(self) -> None:  # `TorchFunctionMode.__init__` sets nothing: not called
         self.found: dict[int, Parameter] = {}

@@ -378,3 +378,35 @@ def test_grad_fn_finds_a_parametrized_weight_among_variables_by_identity(cached)
         runs.append((inputs.grad, layers.parametrizations.w1.original.grad, layers.w2.grad))
     for got, want in zip(*runs, strict=True):
         torch.testing.assert_close(got, want)
+
+
+def _two_layer_grads(layers, call):
+    inputs = torch.tensor([[0.3, -0.7], [1.1, 0.2]], dtype=D, requires_grad=True)
+    params = {"w1": (layers.w1 * 1.5).detach().requires_grad_(), "w2": W_INIT.clone()}
+    params["w2"].requires_grad_()
+    call(layers, params, inputs).pow(2).sum().backward()
+    return inputs.grad, params["w1"].grad, params["w2"].grad
+
+
+@pytest.mark.slow
+def test_compiled_calls_find_slots_and_parametrized_weights_among_variables_by_identity(dynamo):
+    """Under torch.compile, a method reading a parametrized weight leaves the graph and a call
+    whose output reaches `functional_call`'s slots settles them outside it: grad_fn still finds
+    `self.w1` among `variables`."""
+    x = torch.tensor([[0.3, -0.7], [1.1, 0.2]], dtype=D)
+    runs = []
+    for layers, wrap in (
+        (_parametrized(TwoLayers()), lambda m: torch.compile(m, backend="aot_eager")),
+        (_parametrized(PlainTwoLayers()), lambda m: m),
+    ):
+        inputs = x.clone().requires_grad_()
+        wrap(layers)(inputs).pow(2).sum().backward()
+        runs.append((inputs.grad, layers.parametrizations.w1.original.grad, layers.w2.grad))
+
+    def slots(layers, params, inputs):
+        return torch.func.functional_call(layers, params, (inputs,))
+
+    compiled = torch.compile(slots, backend="aot_eager")
+    runs += [_two_layer_grads(TwoLayers(), compiled), _two_layer_grads(PlainTwoLayers(), slots)]
+    for got, want in zip(runs[0] + runs[2], runs[1] + runs[3], strict=True):
+        torch.testing.assert_close(got, want)

@@ -97,13 +97,13 @@ def settle(
     result: Any,
     inputs: Iterable[Any],
     variables: list[Any],
-    places: Mapping[Any, _Tensor],
+    places: Mapping[Any, _Tensor] | tuple[()],
     captured: CapturedRule = "refuse",
 ) -> list[Any]:
     """The variables of a call whose f has run and returned `result`: `variables`, with the
     tensors in Parameter places that the outputs reach put in (`places`: the parametrized
-    weights cached while f ran, by their keys in parametrize's cache; slots of modules f can
-    reach are looked at when needed).
+    weights cached while f ran, by their keys in parametrize's cache, or none; slots of modules
+    f can reach are looked at when needed).
     Raises when a gradient would still be lost (Note [lost gradients]), unless `captured` is
     "constant" and an input or a variable requires grad, so that the node is recorded and the
     outputs' gradients go through grad_fn alone, as in TensorFlow."""
@@ -111,7 +111,7 @@ def settle(
     if not roots:
         return variables
     inputs = [t for t in inputs if isinstance(t, _Tensor)]
-    keys, weights = list(places), list(places.values())
+    keys, weights = (list(places), list(places.values())) if places else ((), ())
     lost, hit = walk(roots, [*inputs, *variables, *weights])
     first = len(inputs) + len(variables)
     hit_places = [i - first for i in hit if i >= first]

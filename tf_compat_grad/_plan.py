@@ -233,7 +233,7 @@ def _call_maker(
         add(1, f"if {' or '.join(f'type({a}) is not Tensor' for a in inputs)}:")
         add(2, f"variables = [v for v in variables if {' and '.join(f'v is not {a}' for a in inputs)}]")  # fmt: skip
         add(1, "if not own:")
-        add(2, f"variables = settle(f, bound, kwargs, result, ({', '.join(inputs)},), variables, {{}}, captured)")  # fmt: skip
+        add(2, f"variables = settle(f, bound, kwargs, result, ({', '.join(inputs)},), variables, (), captured)")  # fmt: skip
         add(2, "if type(variables) is not list:  # slots' tensors (`_places.SlotVariables`)")
         add(3, f"return unplanned({rest})")
         add(1, "if variables:")

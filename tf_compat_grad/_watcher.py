@@ -52,7 +52,7 @@ def run_watched(
         result, grad_fn = split(f, call_f(f, bound, args, kwargs))
         if not captures or (reach.calm() and not (kwargs and any_needs_grad(kwargs))):
             return result, grad_fn, []
-        variables = settle(f, bound, kwargs, result, flat_args, [], {}, captured)
+        variables = settle(f, bound, kwargs, result, flat_args, [], (), captured)
         check_accepts(f, bound, grad_fn, variables)
         return result, grad_fn, variables
     watcher = ParameterWatcher()

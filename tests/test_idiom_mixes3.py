@@ -13,12 +13,12 @@ import re
 
 import pytest
 import torch
-from helpers import D
+from helpers import D, where
 from torch import nn
 from torch.nn.utils import parametrize
 from torch.utils.checkpoint import checkpoint
 
-from tf_compat_grad import custom_gradient, recompute_grad
+from tf_compat_grad import CustomGradientNotImplementedError, custom_gradient, recompute_grad
 from tf_compat_grad.testing import Example, run_checks
 
 
@@ -410,3 +410,33 @@ def test_compiled_calls_find_slots_and_parametrized_weights_among_variables_by_i
     runs += [_two_layer_grads(TwoLayers(), compiled), _two_layer_grads(PlainTwoLayers(), slots)]
     for got, want in zip(runs[0] + runs[2], runs[1] + runs[3], strict=True):
         torch.testing.assert_close(got, want)
+
+
+class PositionalTwoLayers(TwoLayers):
+    """TwoLayers whose grad_fn gives the variables' gradients in order of first use."""
+
+    @custom_gradient
+    def forward(self, x):
+        w1, w2 = self.w1, self.w2
+        h = x @ w1
+
+        def grad(dy, variables):
+            return dy @ w2.t() @ w1.t(), [x.t() @ (dy @ w2.t()), h.t() @ dy]
+
+        return h @ w2, grad
+
+
+def test_an_outer_backward_to_a_parametrized_weights_original_under_a_transform_is_refused():
+    """A gradient penalty through a module with a parametrized weight: under torch.func, f's
+    variable is the original the weight is computed from, so grad_fn's gradient of the weight
+    would reach it without the parametrization's chain rule. The input gradient is right."""
+    layers, plain = _parametrized(PositionalTwoLayers()), _parametrized(PlainTwoLayers())
+    x = torch.tensor([[0.3, -0.7], [1.1, 0.2]], dtype=D)
+    penalty = torch.func.grad(lambda t: layers(t).pow(2).sum())(x)
+    want = torch.func.grad(lambda t: plain(t).pow(2).sum())(x)
+    torch.testing.assert_close(penalty, want)
+    with pytest.raises(CustomGradientNotImplementedError, match="parametrization") as info:
+        penalty.pow(2).sum().backward()
+    message = str(info.value)
+    assert where(PositionalTwoLayers.forward) in message
+    assert "`self.parametrizations.w1.original`" in message, message

@@ -202,6 +202,22 @@ def parameter_slots(f: Callable[..., Any], bound: Any) -> list[tuple[Slot, _Tens
     return slots
 
 
+def parametrization_originals(f: Callable[..., Any], bound: Any) -> list[tuple[str, _Tensor]]:
+    """The originals that the parametrized weights of the modules f can reach are computed from,
+    each named as f's code reaches it (`self.parametrizations.weight.original`)."""
+    found: list[tuple[str, _Tensor]] = []
+    for root, value in reachable(f, bound):
+        if isinstance(value, torch.nn.Module):
+            for path, module in value.named_modules(prefix=root):
+                if isinstance(module, parametrize.ParametrizationList):
+                    found += [
+                        (f"{path}.{name}", t)
+                        for name, t in module._parameters.items()
+                        if t is not None
+                    ]
+    return found
+
+
 def _filled_slots(
     f: Callable[..., Any], bound: Any, kinds: Sequence[str]
 ) -> Iterator[tuple[Slot, _Tensor]]:

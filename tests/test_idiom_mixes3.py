@@ -440,3 +440,46 @@ def test_an_outer_backward_to_a_parametrized_weights_original_under_a_transform_
     message = str(info.value)
     assert where(PositionalTwoLayers.forward) in message
     assert "`self.parametrizations.w1.original`" in message, message
+
+
+class Projection(nn.Module):
+    """`x @ W.T` of a Linear whose weight a built-in parametrization computes; grad_fn gives a
+    gradient only to the variable that is `self.linear.weight`."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(3, 3, dtype=D)
+
+    @custom_gradient
+    def forward(self, x):
+        def grad(dy, variables):
+            weight = self.linear.weight
+            return dy @ weight, [dy.t() @ x if v is weight else None for v in variables]
+
+        return x @ self.linear.weight.t(), grad
+
+
+class PlainProjection(Projection):
+    def forward(self, x):
+        return x @ self.linear.weight.t()
+
+
+@pytest.mark.parametrize("parametrization", ["weight_norm", "spectral_norm", "orthogonal"])
+def test_built_in_parametrizations_give_the_originals_grad_fns_gradient(parametrization):
+    """The originals get grad_fn's gradient through the parametrization (they got none when
+    `self.linear.weight`, computed again in backward, was not the variable); spectral_norm's
+    power iteration runs once per forward, as in plain autograd."""
+    x = torch.tensor([[0.3, -0.7, 1.0], [1.1, 0.2, -0.4]], dtype=D)
+    decorated, plain = Projection(), PlainProjection()
+    plain.load_state_dict(decorated.state_dict())
+    runs = []
+    for module in (decorated, plain):
+        getattr(nn.utils.parametrizations, parametrization)(module.linear)
+    plain.load_state_dict(decorated.state_dict())
+    for module in (decorated, plain):
+        inputs = x.clone().requires_grad_()
+        module(inputs).pow(2).sum().backward()
+        grads = [p.grad for p in module.parameters()]
+        runs.append([inputs.grad, *grads, *module.buffers()])
+    for got, want in zip(*runs, strict=True):
+        torch.testing.assert_close(got, want)

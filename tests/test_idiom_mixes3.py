@@ -2,7 +2,10 @@
 nested and mixed with `recompute_grad`, saved-tensor hooks, anomaly mode and multithreading off
 around a second derivative of the run-again route (Note [f run again]), Module hooks and
 FSDP-like swaps of a Parameter's data between forward and backward, a grad_fn that returns a
-view of an input; and what the checker says for a gradient wrong by a relative 1e-4, for
+view of an input, a grad_fn that maps `variables` by identity to what `self.weight` gives it
+when the gradient is computed (`functional_call`'s slots under `torch.func` and
+`torch.compile`, parametrized weights, built-in parametrizations), a gradient penalty through a
+parametrized weight; and what the checker says for a gradient wrong by a relative 1e-4, for
 example inputs without elements and at a jump of the gradient. Each call is compared with plain
 autograd of the same math (or a hand-written Function of the same rule), or must be refused by
 a library error that names f. `tests/test_idiom_mixes.py` and `tests/test_idiom_mixes2.py`

@@ -65,7 +65,7 @@ names f and the two fixes."""
 from __future__ import annotations
 
 import types
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 import torch
@@ -77,7 +77,7 @@ from ._errors import (
     CustomGradientValueError,
     describe,
 )
-from ._places import SlotVariables, in_place_of_originals, parameter_slots, reachable
+from ._places import Slot, SlotVariables, in_place_of_originals, parameter_slots, reachable
 from ._torch_internals import is_functorch_wrapped
 from ._walk import among, tensors, walk
 
@@ -97,12 +97,13 @@ def settle(
     result: Any,
     inputs: Iterable[Any],
     variables: list[Any],
-    places: Sequence[_Tensor] = (),
+    places: Mapping[Any, _Tensor] | tuple[()],
     captured: CapturedRule = "refuse",
 ) -> list[Any]:
     """The variables of a call whose f has run and returned `result`: `variables`, with the
     tensors in Parameter places that the outputs reach put in (`places`: the parametrized
-    weights cached while f ran; slots of modules f can reach are looked at when needed).
+    weights cached while f ran, by their keys in parametrize's cache, or none; slots of modules
+    f can reach are looked at when needed).
     Raises when a gradient would still be lost (Note [lost gradients]), unless `captured` is
     "constant" and an input or a variable requires grad, so that the node is recorded and the
     outputs' gradients go through grad_fn alone, as in TensorFlow."""
@@ -110,13 +111,16 @@ def settle(
     if not roots:
         return variables
     inputs = [t for t in inputs if isinstance(t, _Tensor)]
-    lost, hit = walk(roots, [*inputs, *variables, *places])
-    hit_places = [
-        places[i - len(inputs) - len(variables)] for i in hit if i >= len(inputs) + len(variables)
-    ]
+    keys, weights = (list(places), list(places.values())) if places else ((), ())
+    lost, hit = walk(roots, [*inputs, *variables, *weights])
+    first = len(inputs) + len(variables)
+    hit_places = [i - first for i in hit if i >= first]
+    cached: dict[Any, _Tensor] = {}
     if hit_places:
-        variables = in_place_of_originals(variables, hit_places)
+        cached = {keys[i]: weights[i] for i in hit_places}
+        variables = in_place_of_originals(variables, list(cached.values()))
         lost, _ = walk(roots, [*inputs, *variables])
+    found: list[tuple[Slot, _Tensor]] = []
     if lost:
         located = [
             (slot, t)
@@ -126,10 +130,8 @@ def settle(
         lost, hit = walk(roots, [*inputs, *variables, *(t for _, t in located)])
         first = len(inputs) + len(variables)
         found = [located[i - first] for i in sorted(hit) if i >= first]
-        if found:
-            variables = SlotVariables([*variables, *(t for _, t in found)])
-            variables.slots = [slot for slot, _ in found]
-            variables.placed = [t for _, t in found]
+    if found or cached:
+        variables = SlotVariables([*variables, *(t for _, t in found)], found, cached)
     if lost and (captured == "refuse" or not any(t.requires_grad for t in (*inputs, *variables))):
         raise lost_error(f, bound, kwargs, lost[0], captured)
     return variables

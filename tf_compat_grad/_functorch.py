@@ -67,7 +67,7 @@ from torch.nn.utils import parametrize
 from . import _autocast, _run, _structure
 from ._captures import CapturedRule
 from ._errors import PREFIX, CustomGradientNotImplementedError, describe, fn_name
-from ._places import Slot, in_slots, transformed_slots
+from ._places import Slot, in_slots, parametrization_originals, transformed_slots
 from ._record import InputMeta, Record, check_upstreams, input_meta, node_class, per_code
 from ._rng import RngState
 from ._run import Layout
@@ -194,7 +194,7 @@ def call_under_transform(
     slots, placed = transformed_slots(f, bound)
     for module, kind, name in slots:
         if kind == "_parameters" and isinstance(module, parametrize.ParametrizationList):
-            raise CustomGradientNotImplementedError(_parametrized_slot(f, name))
+            raise CustomGradientNotImplementedError(_parametrized_refusal(f, name))
     call = _Call(bound, layout, constants, kwargs, slots, dual, captured)
     *outputs, aux = node.apply(call, *inputs, *placed)  # type: ignore[no-untyped-call]
     read = aux.variables[call.n_parameters :]
@@ -370,12 +370,18 @@ def _gradients(
     and get their gradient only from `_Reads` (Note [outer backward]). The slots' tensors as this
     level sees them (after the inputs among `tensors`) are put back while grad_fn runs: one that
     reads `self.weight` then reads the tensor f computed with, not the Parameter that
-    `functional_call` has put back since."""
+    `functional_call` has put back since. For the grad_fn of f's first run, the parameter
+    slots get the very tensors that run read, which grad_fn may hold too: it finds the one
+    `self.weight` gives it among `variables` by identity (item 35)."""
     call: _Call = ctx.call
     record: Record = ctx.record
     given = call.n_given()
-    wanted = [*needs[:given], *(read or (False for _ in record.variables[call.n_parameters :]))]
-    with in_slots(call.slots, tensors[len(record.layout.positions) :]):
+    n = call.n_parameters
+    wanted = [*needs[:given], *(read or (False for _ in record.variables[n:]))]
+    placed = list(tensors[len(record.layout.positions) :])
+    if grad_fn is ctx.aux.grad_fn:
+        placed[:n] = record.variables[:n]
+    with in_slots(call.slots, placed):
         found = record.gradients(grad_fn, upstream, wanted)
     constants = (None for _ in range(call.n_tensors() - given))
     return [*found[:given], *constants, *(found[given:] if read else ())]
@@ -424,6 +430,7 @@ class _Reads(torch.autograd.Function):
         read = needs[last:]
         if not any(read):  # a level they are constants of: the transform node's backward
             return (None, *upstream, *(None for _ in needs[first:]))
+        _refuse_originals(ctx.call, ctx.aux.variables[ctx.call.n_parameters :], read)
         # One call of grad_fn gives the node's tensors theirs too; the transform node then gets
         # no upstream, and gives none.
         inputs = ctx.saved_tensors
@@ -452,15 +459,32 @@ def _with_variables(
     return grad_fn(*upstream, variables=list(read))
 
 
-def _parametrized_slot(f: Callable[..., Any], name: str) -> str:
+def _refuse_originals(call: _Call, variables: Sequence[Any], read: Sequence[bool]) -> None:
+    """Refuse an outer backward that would hand a parametrization's original grad_fn's gradient
+    of the weight computed from it: under a transform the watcher finds the original (f runs
+    without parametrize's cache, Note [lost gradients] in `_captures.py`)."""
+    f = call.layout.f
+    originals = parametrization_originals(f, call.bound)
+    for variable, wanted in zip(variables, read, strict=True):
+        for name, original in originals:
+            if wanted and variable is original:
+                raise CustomGradientNotImplementedError(_parametrized_refusal(f, name, True))
+
+
+def _parametrized_refusal(f: Callable[..., Any], name: str, outer: bool = False) -> str:
+    situation = (
+        f", and a backward outside it reaches a parametrization's `{name}`"
+        if outer
+        else f" with a tensor of the transform in a parametrization's `{name}` (`functional_call` "
+        "of a module with a parametrized weight)"
+    )
     return (
-        f"{PREFIX}{describe(f)} is called under a torch.func transform with a tensor of the "
-        f"transform in a parametrization's `{name}` (`functional_call` of a module with a "
-        "parametrized weight): the weight f reads is computed from it, and grad_fn's gradient "
-        "of the weight would be handed to it as its own, without the parametrization's chain "
-        "rule, so this is refused rather than computed wrong. Read the weight in an undecorated "
-        "forward and pass it to the decorated function as a positional argument, or call the "
-        "module eagerly, where the chain rule is applied."
+        f"{PREFIX}{describe(f)} is called under a torch.func transform{situation}: the weight f "
+        "reads is computed from it, and grad_fn's gradient of the weight would be handed to it "
+        "as its own, without the parametrization's chain rule, so this is refused rather than "
+        "computed wrong. Read the weight in an undecorated forward and pass it to the decorated "
+        "function as a positional argument, or call the module eagerly, where the chain rule is "
+        "applied."
     )
 
 

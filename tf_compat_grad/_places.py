@@ -5,8 +5,9 @@ plain tensor (`torch.func.functional_call` and `stack_module_state` put their te
 under a `torch.func` transform the slots' tensors are found by `transformed_slots`. A
 parametrized weight: parametrize's cache, on for its thread while watched f runs
 (`open_cache`, `close_cache`, `_ThreadCache`), keeps the weight f read, which takes the place
-of the originals it is computed from (`in_place_of_originals`). The modules looked at are those
-f's code can name (`reachable`).
+of the originals it is computed from (`in_place_of_originals`), and which the cache serves again
+while grad_fn runs (`put_back`). The modules looked at are those f's code can name
+(`reachable`).
 """
 
 from __future__ import annotations
@@ -40,9 +41,10 @@ def open_cache() -> None:
         cache.open()
 
 
-def close_cache() -> list[_Tensor]:
+def close_cache() -> dict[Any, _Tensor]:
     """Turn it off again: the parametrized weights this thread cached while it was on, and
-    those cached before (an enclosing `parametrize.cached()`), which may be what f read."""
+    those cached before (an enclosing `parametrize.cached()`), which may be what f read, by
+    their keys in parametrize's cache."""
     with _CACHE_LOCK:
         cache = parametrize._cache
         if type(cache) is not _ThreadCache:
@@ -73,14 +75,14 @@ class _ThreadCache(dict[Any, Any]):
             local.entries = {}
         self.opened += 1
 
-    def close(self) -> list[_Tensor]:
+    def close(self) -> dict[Any, _Tensor]:
         local = self._local
-        found = [*super().values(), *local.entries.values()]
+        found = {**self, **local.entries}
         local.depth -= 1
         if not local.depth:
             del local.entries
         self.opened -= 1
-        return [t for t in found if t is not None]
+        return {key: t for key, t in found.items() if t is not None}
 
     def get(self, key: Any, default: Any = None) -> Any:
         entries = getattr(self._local, "entries", None)
@@ -101,12 +103,39 @@ Slot = tuple[torch.nn.Module, str, str]  # a module, "_parameters" or "_buffers"
 
 class SlotVariables(list[Any]):
     """A call's variables, some of them tensors f read in module slots (`functional_call`):
-    `slots`, where those `placed` tensors sat. grad_fn runs with them put back, so that a
+    `slots`, where those `placed` tensors sat, or parametrized weights, by their keys in
+    parametrize's cache (`cached`). grad_fn runs with them put back (`put_back`), so that a
     grad_fn reading `self.weight` when the gradient is computed, after `functional_call` has
-    restored the module's own Parameter, reads the tensor f computed with."""
+    restored the module's own Parameter, or where parametrize would compute the weight again,
+    reads the very tensor f computed with, which it finds among `variables` (item 35)."""
 
-    slots: list[Slot]
-    placed: list[_Tensor]
+    def __init__(
+        self,
+        variables: list[Any],
+        found: Sequence[tuple[Slot, _Tensor]],
+        cached: dict[Any, _Tensor],
+    ) -> None:
+        super().__init__(variables)
+        self.slots = [slot for slot, _ in found]
+        self.placed = [tensor for _, tensor in found]
+        self.cached = cached
+
+
+@contextlib.contextmanager
+def put_back(variables: SlotVariables) -> Iterator[None]:
+    """Run the block with `variables`' slots holding their tensors and parametrize's cache, on
+    for this thread, holding their weights."""
+    with in_slots(variables.slots, variables.placed):
+        if not variables.cached:
+            yield
+            return
+        open_cache()
+        try:
+            for key, weight in variables.cached.items():  # this thread's: `_ThreadCache`
+                parametrize._cache[key] = weight
+            yield
+        finally:
+            close_cache()
 
 
 def transformed_slots(f: Callable[..., Any], bound: Any) -> tuple[list[Slot], list[_Tensor]]:
@@ -171,6 +200,22 @@ def parameter_slots(f: Callable[..., Any], bound: Any) -> list[tuple[Slot, _Tens
             seen.add(id(tensor))
             slots.append((slot, tensor))
     return slots
+
+
+def parametrization_originals(f: Callable[..., Any], bound: Any) -> list[tuple[str, _Tensor]]:
+    """The originals that the parametrized weights of the modules f can reach are computed from,
+    each named as f's code reaches it (`self.parametrizations.weight.original`)."""
+    found: list[tuple[str, _Tensor]] = []
+    for root, value in reachable(f, bound):
+        if isinstance(value, torch.nn.Module):
+            for path, module in value.named_modules(prefix=root):
+                if isinstance(module, parametrize.ParametrizationList):
+                    found += [
+                        (f"{path}.{name}", t)
+                        for name, t in module._parameters.items()
+                        if t is not None
+                    ]
+    return found
 
 
 def _filled_slots(

@@ -31,7 +31,7 @@ from ._errors import (
     fn_name,
     plural,
 )
-from ._places import SlotVariables, in_slots
+from ._places import SlotVariables, put_back
 from ._run import Layout, is_numpy
 from ._torch_internals import any_autocast_enabled
 
@@ -385,7 +385,7 @@ class Record:
         if not variables:
             return grad_fn(*upstream)
         if type(variables) is SlotVariables:
-            with in_slots(variables.slots, variables.placed):
+            with put_back(variables):
                 return grad_fn(*upstream, variables=list(variables))
         return grad_fn(*upstream, variables=list(variables))
 

@@ -154,7 +154,7 @@ class ParameterWatcher(TorchFunctionMode):
     # The parametrized weights cached while it watched (Note [lost gradients] in
     # `_captures.py`), set when it is popped; None: the tensors f's outputs reach are not to be
     # settled.
-    places: list[torch.Tensor] | None = None
+    places: dict[Any, torch.Tensor] | None = None
 
     def __init__(self) -> None:  # `TorchFunctionMode.__init__` sets nothing: not called
         self.found: dict[int, Parameter] = {}

@@ -26,6 +26,7 @@ from .numerics import (
     FAIL,
     PASS,
     WARN,
+    _apart,
     _Diff,
     _dot,
     _first_line,
@@ -99,10 +100,8 @@ def _check_numerical(s: _Subject) -> Row:
             diff.max,
         )
     assert diff.at is not None
-    largest = (
-        f"largest at {numerical.where(s, *diff.at)} (custom {diff.got_value:.4g}, numerical "
-        f"{diff.want_value:.4g})"
-    )
+    shown, true = _apart(diff.got_value, diff.want_value)
+    largest = f"largest at {numerical.where(s, *diff.at)} (custom {shown}, numerical {true})"
     if s.surrogate:
         return Row(
             "numerical",
@@ -128,12 +127,13 @@ def _check_numerical(s: _Subject) -> Row:
         )
     s.wrong = True
     count, (i, k), got, want, by_autodiff = confirmed
+    shown, true = _apart(got, want)
     evidence = "finite differences and autodiff of f agree" if by_autodiff else how
     return Row(
         "numerical",
         FAIL,
         f"the custom gradient is not the true derivative at {count} {numerical.unit}: largest "
-        f"at {numerical.where(s, i, k)}: custom {got:.4g}, true {want:.4g} ({evidence})"
+        f"at {numerical.where(s, i, k)}: custom {shown}, true {true} ({evidence})"
         f"{undefined}{on_kinks}. If the difference is intended (a straight-through estimator, "
         'a clipped or reversed gradient), declare it: `@custom_gradient(surrogate="why")`',
         figure,
@@ -178,6 +178,8 @@ def _confirmed(
 
 
 def _nothing_compared(kinks: str, what: str) -> str:
+    if not kinks:
+        return f"nothing compared: the example inputs have no elements. Give some to check {what}"
     return f"nothing compared: {kinks}. Give example inputs away from the kinks to check {what}"
 
 

@@ -20,6 +20,7 @@ from .numerics import (
     PASS,
     SKIP,
     WARN,
+    _apart,
     _Diff,
     _first_line,
     _float_outputs,
@@ -185,9 +186,10 @@ def _check_autodiff(s: _Subject) -> Row:
         return Row("autodiff", PASS, f"matches autodiff of f's own ops{stable}", figure, diff.max)
     assert diff.at is not None
     where = s.element(diff.at[0], diff.at[1], custom[diff.at[0]].shape)
+    shown, autodiff = _apart(diff.got_value, diff.want_value)
     differs = (
         f"differs from autodiff of f at {diff.count} element(s): largest at {where} "
-        f"(custom {diff.got_value:.4g}, autodiff {diff.want_value:.4g}){stable}"
+        f"(custom {shown}, autodiff {autodiff}){stable}"
     )
     if s.surrogate:
         return Row(

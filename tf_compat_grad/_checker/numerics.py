@@ -158,6 +158,16 @@ def _fmt(value: float) -> str:
     return f"{value:.2g}" if value != 0 else "0"
 
 
+def _apart(got: float, want: float) -> tuple[str, str]:
+    """Two values a row compares, to 4 significant digits or as many more as tell them apart:
+    a gradient wrong by a relative 1e-4 must not read as two equal numbers."""
+    for digits in range(4, 18):
+        shown = f"{got:.{digits}g}", f"{want:.{digits}g}"
+        if shown[0] != shown[1] or got == want:
+            break
+    return shown
+
+
 def _bytes(n: int) -> str:
     return f"{n} bytes" if n < 10_000 else f"{n / 1e6:.1f} MB"
 

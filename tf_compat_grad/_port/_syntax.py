@@ -48,12 +48,15 @@ def _dotted(node: cst.BaseExpression | None) -> str:
     return node.value if isinstance(node, cst.Name) else ""
 
 
-def _comments(node: cst.CSTNode) -> list[str]:
+def _values(node: cst.CSTNode, kind: type[cst.Comment | cst.Name]) -> list[str]:
+    """The text of each comment, or each name, in node, in order."""
     found: list[str] = []
 
     class Finder(cst.CSTVisitor):
-        def visit_Comment(self, comment: cst.Comment) -> None:
-            found.append(comment.value)
+        def on_visit(self, child: cst.CSTNode) -> bool:
+            if isinstance(child, kind):
+                found.append(child.value)
+            return True
 
     node.visit(Finder())
     return found
@@ -121,17 +124,15 @@ def _assigned_values(function: cst.FunctionDef, name: str) -> list[cst.BaseExpre
                 else:
                     self.bind(target.target)
 
-        def visit_Global(self, node: cst.Global) -> None:
+        def visit_Global(self, node: cst.Global | cst.Nonlocal) -> None:
             for n in node.names:
                 self.bind(n.name)
 
-        def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
-            for n in node.names:
-                self.bind(n.name)
+        visit_Nonlocal = visit_Global
 
         def bind(self, target: cst.BaseExpression) -> None:
             nonlocal other
-            other = other or name in _names(target)
+            other = other or name in _values(target, cst.Name)
 
     function.body.visit(Finder())
     return None if other else values
@@ -145,25 +146,11 @@ def parameters(function: cst.FunctionDef) -> set[str]:
     return {p.name.value for p in every}
 
 
-def _names(target: cst.CSTNode) -> set[str]:
-    found: set[str] = set()
-
-    class Names(cst.CSTVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            found.add(node.value)
-
-    target.visit(Names())
-    return found
-
-
 class _Rename(cst.CSTTransformer):
     """Renames the reads of some names (not attribute names or keywords)."""
 
     def __init__(self, names: dict[str, str]) -> None:
         self.names = names
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        return True
 
     def leave_Attribute(
         self, original_node: cst.Attribute, updated_node: cst.Attribute

@@ -119,17 +119,13 @@ class _Names(_Variables, Binder):
         self.nested = False  # a def, class or lambda inside
         self.defined: set[str] = set()  # bound by def and class statements, imports
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+    def visit_FunctionDef(self, node: cst.FunctionDef | cst.ClassDef) -> bool:
         self.nested = True
         self.bound.add(node.name.value)
         self.defined.add(node.name.value)
         return False
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        self.nested = True
-        self.bound.add(node.name.value)
-        self.defined.add(node.name.value)
-        return False
+    visit_ClassDef = visit_FunctionDef
 
     def visit_Import(self, node: cst.Import) -> bool:
         for alias in node.names:

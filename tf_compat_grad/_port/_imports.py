@@ -122,11 +122,10 @@ class _Imports(_PorterState):
         node.visit(Names())
 
         class Uses(cst.CSTVisitor):  # the names read outside the import statements
-            def visit_Import(inner, node: cst.Import) -> bool:
+            def visit_Import(inner, node: cst.Import | cst.ImportFrom) -> bool:
                 return False
 
-            def visit_ImportFrom(inner, node: cst.ImportFrom) -> bool:
-                return False
+            visit_ImportFrom = visit_Import
 
             def visit_Name(inner, name: cst.Name) -> None:
                 self.uses.add(name.value)
@@ -190,11 +189,10 @@ class _Imports(_PorterState):
 
         node.visit(Partial())
 
-    def visit_Import(self, node: cst.Import) -> bool:
+    def visit_Import(self, node: cst.Import | cst.ImportFrom) -> bool:
         return False  # its names are not uses
 
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        return False
+    visit_ImportFrom = visit_Import
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine

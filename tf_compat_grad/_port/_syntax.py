@@ -1,6 +1,6 @@
 """Small LibCST helpers of the translator: dotted names, an expression's code on one line,
 the comments under a node, a function's parameters, the names its body binds once, the values
-it assigns a name, renaming reads of names."""
+it assigns a name, a visitor of the names of variables, renaming reads of names."""
 
 from __future__ import annotations
 
@@ -60,6 +60,19 @@ def _values(node: cst.CSTNode, kind: type[cst.Comment | cst.Name]) -> list[str]:
 
     node.visit(Finder())
     return found
+
+
+class _Variables(cst.CSTVisitor):
+    """A visitor whose `visit_Name` sees only the names of variables: not attribute names
+    (`x` of `a.x`) or keywords (`x` of `f(x=1)`)."""
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)
+        return False
 
 
 class Binder(cst.CSTVisitor):

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ._syntax import Binder, parameters
+from ._syntax import Binder, _Variables, parameters
 
 
 @dataclass
@@ -95,19 +95,6 @@ class _AsWith(cst.CSTTransformer):
 
 def as_with(module: cst.Module) -> cst.Module:
     return module.visit(_AsWith())
-
-
-class _Variables(cst.CSTVisitor):
-    """A visitor whose `visit_Name` sees only the names of variables: not attribute names
-    (`x` of `a.x`) or keywords (`x` of `f(x=1)`)."""
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
-        return False
-
-    def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)
-        return False
 
 
 class _Names(_Variables, Binder):

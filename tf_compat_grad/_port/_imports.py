@@ -8,7 +8,7 @@ import libcst as cst
 
 from ._report import KEPT, MARK, Entry
 from ._state import _PorterState
-from ._syntax import _code, _dotted
+from ._syntax import _alias_name, _code, _dotted, _imported_names
 from ._table import IMPORTS, TABLE, V1_ALIASES
 
 _IMPORTS_WHY = (
@@ -80,22 +80,6 @@ def _bindings(small: cst.BaseSmallStatement) -> dict[str, tuple[str, str]]:
             found[_alias_name(alias)] = ("module", full)
         # another name stays bound by the import, which is kept while it is used (flagged)
     return found
-
-
-def _alias_name(alias: cst.ImportAlias) -> str:
-    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-        return alias.asname.name.value
-    return _dotted(alias.name)
-
-
-def _bound(small: cst.BaseSmallStatement) -> set[str]:
-    """The names an import statement binds (`tf`, `nn`; `tensorflow` for `import
-    tensorflow.math`)."""
-    if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(
-        small.names, cst.ImportStar
-    ):
-        return {_alias_name(a).split(".")[0] for a in small.names}
-    return set()
 
 
 def _import_lines(needed: set[str], present: set[str]) -> list[str]:
@@ -233,7 +217,10 @@ class _Imports(_PorterState):
             module = _dotted(small.module)
         else:
             module = _dotted(small.names[0].name)
-        if _tensorflow_module(module).split(".")[0] != "tensorflow" or _bound(small) & self.uses:
+        if (
+            _tensorflow_module(module).split(".")[0] != "tensorflow"
+            or _imported_names(small) & self.uses
+        ):
             return False
         shown = f"from {module} import ..." if isinstance(small, cst.ImportFrom) else _code(small)
         self.translated(statement, shown, "(removed: its names are not used)")
@@ -258,7 +245,7 @@ class _Imports(_PorterState):
         present = {updated_node.code_for_node(s).strip() for s in body}
         lines = _import_lines(self.needed, present)
         new = [cst.parse_statement(text) for text in lines]
-        kept = [bool(_bound(old.body[0]) & self.still_used) for old in olds]
+        kept = [bool(_imported_names(old.body[0]) & self.still_used) for old in olds]
         why = f"{KEPT} {self.remaining} untranslated use(s) of tensorflow remain, marked '{MARK}'"
         for index, old, statement, original, keep in zip(
             indices, olds, shown, self.tf_imports, kept, strict=True

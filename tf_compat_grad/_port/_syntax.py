@@ -1,6 +1,7 @@
 """Small LibCST helpers of the translator: dotted names, an expression's code on one line,
 the comments under a node, a function's parameters, the names its body binds once, the values
-it assigns a name, a visitor of the names of variables, renaming reads of names."""
+it assigns a name, the names an import binds, a visitor of the names of variables, renaming
+reads of names."""
 
 from __future__ import annotations
 
@@ -46,6 +47,22 @@ def _dotted(node: cst.BaseExpression | None) -> str:
     if isinstance(node, cst.Attribute):
         return f"{_dotted(node.value)}.{node.attr.value}"
     return node.value if isinstance(node, cst.Name) else ""
+
+
+def _alias_name(alias: cst.ImportAlias) -> str:
+    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+        return alias.asname.name.value
+    return _dotted(alias.name)
+
+
+def _imported_names(small: cst.BaseSmallStatement) -> set[str]:
+    """The names an import statement binds (`tf`, `nn`; `tensorflow` for `import
+    tensorflow.math`)."""
+    if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(
+        small.names, cst.ImportStar
+    ):
+        return {_alias_name(a).split(".")[0] for a in small.names}
+    return set()
 
 
 def _values(node: cst.CSTNode, kind: type[cst.Comment | cst.Name]) -> list[str]:

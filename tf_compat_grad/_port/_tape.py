@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ._syntax import Binder, _Variables, parameters
+from ._syntax import Binder, _imported_names, _Variables, parameters
 
 
 @dataclass
@@ -114,24 +114,13 @@ class _Names(_Variables, Binder):
 
     visit_ClassDef = visit_FunctionDef
 
-    def visit_Import(self, node: cst.Import) -> bool:
-        for alias in node.names:
-            name: cst.BaseExpression = alias.asname.name if alias.asname is not None else alias.name
-            while isinstance(name, cst.Attribute):
-                name = name.value
-            if isinstance(name, cst.Name):
-                self.bound.add(name.value)
-                self.defined.add(name.value)
+    def visit_Import(self, node: cst.Import | cst.ImportFrom) -> bool:
+        names = _imported_names(node)
+        self.bound |= names
+        self.defined |= names
         return False
 
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        if not isinstance(node.names, cst.ImportStar):
-            for alias in node.names:
-                name = alias.asname.name if alias.asname is not None else alias.name
-                if isinstance(name, cst.Name):
-                    self.bound.add(name.value)
-                    self.defined.add(name.value)
-        return False
+    visit_ImportFrom = visit_Import
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         self.nested = True

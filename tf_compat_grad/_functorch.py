@@ -55,6 +55,7 @@ differentiates grad_fn's result through them, as TensorFlow's outer tape does.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import threading
@@ -160,22 +161,14 @@ class _Call:
         return len(self.layout.positions) + len(self.slots)
 
 
+@dataclasses.dataclass(eq=False, slots=True)
 class _Aux:
     """What forward hands to setup_context besides the outputs."""
 
-    __slots__ = ("grad_fn", "out_spec", "rng", "variables")
-
-    def __init__(
-        self,
-        grad_fn: Callable[..., Any],
-        out_spec: _structure.Spec,
-        variables: list[Any],
-        rng: RngState,
-    ) -> None:
-        self.grad_fn = grad_fn
-        self.out_spec = out_spec
-        self.variables = variables
-        self.rng = rng
+    grad_fn: Callable[..., Any]
+    out_spec: _structure.Spec
+    variables: list[Any]
+    rng: RngState
 
 
 def call_under_transform(
@@ -387,15 +380,13 @@ def _gradients(
     return [*found[:given], *constants, *(found[given:] if read else ())]
 
 
+@dataclasses.dataclass(eq=False, slots=True)
 class _Link:
     """What `_Reads` is passed of the transform node's call, through `apply`."""
 
-    __slots__ = ("aux", "call", "n_outputs")
-
-    def __init__(self, call: _Call, aux: _Aux, n_outputs: int) -> None:
-        self.call = call
-        self.aux = aux
-        self.n_outputs = n_outputs
+    call: _Call
+    aux: _Aux
+    n_outputs: int
 
 
 class _Reads(torch.autograd.Function):

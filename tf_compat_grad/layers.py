@@ -68,7 +68,7 @@ from ._layer_parts import (
     relu,
     serialize,
 )
-from ._tf_nn import same_padding
+from ._tf_nn import batch_normalization, moments, same_padding
 
 __all__ = [
     "L1",
@@ -388,8 +388,7 @@ class BatchNormalization(Layer):
         reduced = [d for d in range(inputs.dim()) if d != axis]
         shape = [inputs.shape[d] if d == axis else 1 for d in range(inputs.dim())]
         if training and self.trainable:
-            mean = torch.mean(inputs, dim=reduced, keepdim=True)
-            variance = torch.mean(torch.square(inputs - mean.detach()), dim=reduced, keepdim=True)
+            mean, variance = moments(inputs, reduced, keepdims=True)
             with torch.no_grad():
                 self.moving_mean.mul_(self.momentum).add_((1 - self.momentum) * mean.flatten())
                 self.moving_variance.mul_(self.momentum).add_(
@@ -398,11 +397,9 @@ class BatchNormalization(Layer):
         else:
             mean = self.moving_mean.reshape(shape)
             variance = self.moving_variance.reshape(shape)
-        inv = torch.rsqrt(variance + self.epsilon)
-        if self.scale:
-            inv = inv * self.gamma.reshape(shape)
-        offset = self.beta.reshape(shape) - mean * inv if self.center else -mean * inv
-        return inputs * inv + offset
+        beta = self.beta.reshape(shape) if self.center else None
+        gamma = self.gamma.reshape(shape) if self.scale else None
+        return batch_normalization(inputs, mean, variance, beta, gamma, self.epsilon)
 
 
 class Activation(Layer):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import _structure
 from .finite_differences import _Numerical
 from .numerics import (
     DIRECTIONS,
@@ -192,10 +193,7 @@ def _check_second_order(s: _Subject) -> Row:
         weights = _random_like(targets, 3)
         try:
             grads = _vjp(outputs, upstreams, targets, create_graph=True)
-            total = sum(
-                ((g * w).sum() for g, w in zip(grads, weights, strict=True)),
-                torch.zeros((), dtype=F64),
-            )
+            total = _dot(grads, weights)
             graph = total.requires_grad
             analytic = (
                 _vjp([total], [torch.ones_like(total)], targets)
@@ -279,9 +277,6 @@ def _gradgradcheck(s: _Subject) -> bool:
     floats = [i for i, p in enumerate(s.tensor_positions) if p in s.float_positions]
 
     def h(*xs: _Tensor) -> tuple[_Tensor, ...]:
-        tensors = list(inputs.tensors)
-        for i, x in zip(floats, xs, strict=True):
-            tensors[i] = x
-        return tuple(_float_outputs(inputs.call_with(tensors)))
+        return tuple(_float_outputs(inputs.call_with(_structure.put(inputs.tensors, floats, xs))))
 
     return bool(torch.autograd.gradgradcheck(h, tuple(inputs.inputs), raise_exception=False))

@@ -54,8 +54,10 @@ def _vjp(
     *,
     create_graph: bool = False,
     retain_graph: bool | None = None,
+    materialize: bool = True,
 ) -> list[_Tensor]:
-    """The gradient of `sum <output, upstream>` for each target; zeros where none flows."""
+    """The gradient of `sum <output, upstream>` for each target; zeros where none flows (None,
+    unless `materialize`, where some output requires grad)."""
     pairs = [(o, u) for o, u in zip(outputs, upstreams, strict=True) if o.requires_grad]
     if not pairs or not targets:
         return [torch.zeros_like(t) for t in targets]
@@ -64,7 +66,7 @@ def _vjp(
         list(targets),
         [u for _, u in pairs],
         allow_unused=True,
-        materialize_grads=True,
+        materialize_grads=materialize,
         create_graph=create_graph,
         retain_graph=retain_graph,
     )

@@ -92,14 +92,8 @@ class Row:
         return f"{self.status.value}  {self.check:<13} {self.reason}{figure}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "check": self.check,
-            "status": self.status.value,
-            "reason": self.reason,
-            "figure": self.figure,
-            "value": self.value,
-            "seconds": round(self.seconds, 3),
-        }
+        fields = dataclasses.asdict(self)
+        return {**fields, "status": self.status.value, "seconds": round(self.seconds, 3)}
 
 
 @dataclasses.dataclass(eq=False, repr=False)

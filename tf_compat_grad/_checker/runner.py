@@ -46,20 +46,9 @@ from .torch_checks import (
 )
 from .torch_func_checks import _check_func_grad, _check_vmap, _transform_skip
 
-# The checks that need a gradient: skipped when the forward or `gradients` fails.
-_NEEDS_GRADIENT = (
-    "numerical",
-    "autodiff",
-    "linearity",
-    "determinism",
-    "second_order",
-    "func_grad",
-    "vmap",
-    "compile",
-    "autocast",
-    "inplace",
-    "memory",
-)
+# The checks that need a gradient, all after `gradients` but `no_grad`: skipped when the forward
+# or `gradients` fails.
+_NEEDS_GRADIENT = frozenset(CHECKS) - {"forward", "gradients", "no_grad"}
 
 
 _CHECK_FUNCTIONS: dict[str, Callable[[_Subject], Row]] = {

@@ -134,8 +134,6 @@ def _simple(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) or _number(node) is not None
 
 
-# TF1's deprecated parameter names, each the same parameter as the name it maps to (in the
-# functions that have both: `tf.compat.v1.reduce_sum(x, keep_dims=True)`).
 def _choose(
     rule: Rule, call: cst.Call, subscripted: bool, ints: frozenset[str] = frozenset()
 ) -> tuple[Variant, dict[str, cst.BaseExpression]]:

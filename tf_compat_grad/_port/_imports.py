@@ -8,7 +8,7 @@ import libcst as cst
 
 from ._report import KEPT, MARK, Entry
 from ._state import _PorterState
-from ._syntax import _code, _dotted
+from ._syntax import _alias_name, _code, _dotted, _imported_names
 from ._table import IMPORTS, TABLE, V1_ALIASES
 
 _IMPORTS_WHY = (
@@ -82,22 +82,6 @@ def _bindings(small: cst.BaseSmallStatement) -> dict[str, tuple[str, str]]:
     return found
 
 
-def _alias_name(alias: cst.ImportAlias) -> str:
-    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-        return alias.asname.name.value
-    return _dotted(alias.name)
-
-
-def _bound(small: cst.BaseSmallStatement) -> set[str]:
-    """The names an import statement binds (`tf`, `nn`; `tensorflow` for `import
-    tensorflow.math`)."""
-    if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(
-        small.names, cst.ImportStar
-    ):
-        return {_alias_name(a).split(".")[0] for a in small.names}
-    return set()
-
-
 def _import_lines(needed: set[str], present: set[str]) -> list[str]:
     """The import statements the translations need, in a fixed order, less those present."""
     lines = [IMPORTS[n] for n in ("torch", "nn") if n in needed]
@@ -122,11 +106,10 @@ class _Imports(_PorterState):
         node.visit(Names())
 
         class Uses(cst.CSTVisitor):  # the names read outside the import statements
-            def visit_Import(inner, node: cst.Import) -> bool:
+            def visit_Import(inner, node: cst.Import | cst.ImportFrom) -> bool:
                 return False
 
-            def visit_ImportFrom(inner, node: cst.ImportFrom) -> bool:
-                return False
+            visit_ImportFrom = visit_Import
 
             def visit_Name(inner, name: cst.Name) -> None:
                 self.uses.add(name.value)
@@ -190,11 +173,10 @@ class _Imports(_PorterState):
 
         node.visit(Partial())
 
-    def visit_Import(self, node: cst.Import) -> bool:
+    def visit_Import(self, node: cst.Import | cst.ImportFrom) -> bool:
         return False  # its names are not uses
 
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        return False
+    visit_ImportFrom = visit_Import
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
@@ -235,7 +217,10 @@ class _Imports(_PorterState):
             module = _dotted(small.module)
         else:
             module = _dotted(small.names[0].name)
-        if _tensorflow_module(module).split(".")[0] != "tensorflow" or _bound(small) & self.uses:
+        if (
+            _tensorflow_module(module).split(".")[0] != "tensorflow"
+            or _imported_names(small) & self.uses
+        ):
             return False
         shown = f"from {module} import ..." if isinstance(small, cst.ImportFrom) else _code(small)
         self.translated(statement, shown, "(removed: its names are not used)")
@@ -260,7 +245,7 @@ class _Imports(_PorterState):
         present = {updated_node.code_for_node(s).strip() for s in body}
         lines = _import_lines(self.needed, present)
         new = [cst.parse_statement(text) for text in lines]
-        kept = [bool(_bound(old.body[0]) & self.still_used) for old in olds]
+        kept = [bool(_imported_names(old.body[0]) & self.still_used) for old in olds]
         why = f"{KEPT} {self.remaining} untranslated use(s) of tensorflow remain, marked '{MARK}'"
         for index, old, statement, original, keep in zip(
             indices, olds, shown, self.tf_imports, kept, strict=True

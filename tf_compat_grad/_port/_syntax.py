@@ -1,6 +1,7 @@
 """Small LibCST helpers of the translator: dotted names, an expression's code on one line,
 the comments under a node, a function's parameters, the names its body binds once, the values
-it assigns a name, renaming reads of names."""
+it assigns a name, the names an import binds, a visitor of the names of variables, renaming
+reads of names."""
 
 from __future__ import annotations
 
@@ -48,15 +49,47 @@ def _dotted(node: cst.BaseExpression | None) -> str:
     return node.value if isinstance(node, cst.Name) else ""
 
 
-def _comments(node: cst.CSTNode) -> list[str]:
+def _alias_name(alias: cst.ImportAlias) -> str:
+    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+        return alias.asname.name.value
+    return _dotted(alias.name)
+
+
+def _imported_names(small: cst.BaseSmallStatement) -> set[str]:
+    """The names an import statement binds (`tf`, `nn`; `tensorflow` for `import
+    tensorflow.math`)."""
+    if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(
+        small.names, cst.ImportStar
+    ):
+        return {_alias_name(a).split(".")[0] for a in small.names}
+    return set()
+
+
+def _values(node: cst.CSTNode, kind: type[cst.Comment | cst.Name]) -> list[str]:
+    """The text of each comment, or each name, in node, in order."""
     found: list[str] = []
 
     class Finder(cst.CSTVisitor):
-        def visit_Comment(self, comment: cst.Comment) -> None:
-            found.append(comment.value)
+        def on_visit(self, child: cst.CSTNode) -> bool:
+            if isinstance(child, kind):
+                found.append(child.value)
+            return True
 
     node.visit(Finder())
     return found
+
+
+class _Variables(cst.CSTVisitor):
+    """A visitor whose `visit_Name` sees only the names of variables: not attribute names
+    (`x` of `a.x`) or keywords (`x` of `f(x=1)`)."""
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)
+        return False
 
 
 class Binder(cst.CSTVisitor):
@@ -121,17 +154,15 @@ def _assigned_values(function: cst.FunctionDef, name: str) -> list[cst.BaseExpre
                 else:
                     self.bind(target.target)
 
-        def visit_Global(self, node: cst.Global) -> None:
+        def visit_Global(self, node: cst.Global | cst.Nonlocal) -> None:
             for n in node.names:
                 self.bind(n.name)
 
-        def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
-            for n in node.names:
-                self.bind(n.name)
+        visit_Nonlocal = visit_Global
 
         def bind(self, target: cst.BaseExpression) -> None:
             nonlocal other
-            other = other or name in _names(target)
+            other = other or name in _values(target, cst.Name)
 
     function.body.visit(Finder())
     return None if other else values
@@ -145,25 +176,11 @@ def parameters(function: cst.FunctionDef) -> set[str]:
     return {p.name.value for p in every}
 
 
-def _names(target: cst.CSTNode) -> set[str]:
-    found: set[str] = set()
-
-    class Names(cst.CSTVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            found.add(node.value)
-
-    target.visit(Names())
-    return found
-
-
 class _Rename(cst.CSTTransformer):
     """Renames the reads of some names (not attribute names or keywords)."""
 
     def __init__(self, names: dict[str, str]) -> None:
         self.names = names
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        return True
 
     def leave_Attribute(
         self, original_node: cst.Attribute, updated_node: cst.Attribute

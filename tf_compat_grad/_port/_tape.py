@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ._syntax import Binder, parameters
+from ._syntax import Binder, _imported_names, _Variables, parameters
 
 
 @dataclass
@@ -97,19 +97,6 @@ def as_with(module: cst.Module) -> cst.Module:
     return module.visit(_AsWith())
 
 
-class _Variables(cst.CSTVisitor):
-    """A visitor whose `visit_Name` sees only the names of variables: not attribute names
-    (`x` of `a.x`) or keywords (`x` of `f(x=1)`)."""
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
-        return False
-
-    def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)
-        return False
-
-
 class _Names(_Variables, Binder):
     """Names read and names bound in a piece of code (not attribute names or keywords)."""
 
@@ -119,36 +106,21 @@ class _Names(_Variables, Binder):
         self.nested = False  # a def, class or lambda inside
         self.defined: set[str] = set()  # bound by def and class statements, imports
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+    def visit_FunctionDef(self, node: cst.FunctionDef | cst.ClassDef) -> bool:
         self.nested = True
         self.bound.add(node.name.value)
         self.defined.add(node.name.value)
         return False
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        self.nested = True
-        self.bound.add(node.name.value)
-        self.defined.add(node.name.value)
+    visit_ClassDef = visit_FunctionDef
+
+    def visit_Import(self, node: cst.Import | cst.ImportFrom) -> bool:
+        names = _imported_names(node)
+        self.bound |= names
+        self.defined |= names
         return False
 
-    def visit_Import(self, node: cst.Import) -> bool:
-        for alias in node.names:
-            name: cst.BaseExpression = alias.asname.name if alias.asname is not None else alias.name
-            while isinstance(name, cst.Attribute):
-                name = name.value
-            if isinstance(name, cst.Name):
-                self.bound.add(name.value)
-                self.defined.add(name.value)
-        return False
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        if not isinstance(node.names, cst.ImportStar):
-            for alias in node.names:
-                name = alias.asname.name if alias.asname is not None else alias.name
-                if isinstance(name, cst.Name):
-                    self.bound.add(name.value)
-                    self.defined.add(name.value)
-        return False
+    visit_ImportFrom = visit_Import
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         self.nested = True

@@ -7,6 +7,7 @@ from functools import cache
 
 import libcst as cst
 
+from ._syntax import _Variables
 from ._table import IMPORTS
 
 _HOLE = "__tf_port_"  # placeholders become these names while a template is parsed
@@ -25,17 +26,9 @@ def _roots(template: str) -> frozenset[str]:
     return frozenset(finder.names & IMPORTS.keys())
 
 
-class _RootNames(cst.CSTVisitor):
+class _RootNames(_Variables):
     def __init__(self) -> None:
         self.names: set[str] = set()
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)  # not the attribute's own name
-        return False
-
-    def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)  # not the keyword
-        return False
 
     def visit_Name(self, node: cst.Name) -> None:
         self.names.add(node.value)

@@ -26,7 +26,7 @@ from ._arguments import _SHAPE_ARGUMENT, _choose, _simple, _Untranslated
 from ._report import KEPT, MARK, Entry, PortResult
 from ._rule import _PLACEHOLDER, Rule, placeholders
 from ._statements import _Statements
-from ._syntax import _CONTAINERS, _OPERATORS, _assigned_values, _code, _comments, _dotted
+from ._syntax import _CONTAINERS, _OPERATORS, _assigned_values, _code, _dotted, _values
 from ._table import TABLE
 from ._template import _ATOMS, _OPERANDS, _Fill, _parsed, _roots, _wrapped
 
@@ -258,7 +258,7 @@ class _Porter(_Statements):
         decorator = original_node.decorator
         shown = _dotted(decorator.func if isinstance(decorator, cst.Call) else decorator)
         self.translated(original_node, "@" + shown, "(removed)")
-        for comment in _comments(original_node):  # kept, above the definition
+        for comment in _values(original_node, cst.Comment):  # kept, above the definition
             self.comment_above(comment)
         return cst.RemoveFromParent()
 
@@ -344,7 +344,9 @@ class _Porter(_Statements):
         used = placeholders(variant.template)
         twice = sorted(p for p in set(used) if used.count(p) > 1 and not _simple(args[p]))
         result = _Fill(args, {p: self.fresh() for p in twice}).fill(variant.template)
-        lost = [c for c in _comments(updated_node) if c not in _comments(result)]
+        lost = [
+            c for c in _values(updated_node, cst.Comment) if c not in _values(result, cst.Comment)
+        ]
         for comment in lost:
             self.comment_above(comment)
         self.translated(original_node, shown, _code(result))

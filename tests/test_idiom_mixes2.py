@@ -394,21 +394,67 @@ def test_a_grad_fn_editing_a_tensor_of_its_own_keeps_its_plan():
     torch.testing.assert_close(found, torch.full_like(x, 5.0))
 
 
+class _Doubler(nn.Module):
+    """`x * 2` as a method (the compile route of Note [compile], f under the watcher)."""
+
+    def __init__(self, grad):
+        super().__init__()
+        self.grad = grad
+
+    @custom_gradient
+    def forward(self, x):
+        return x * 2, self.grad
+
+
+class _Scaled(nn.Module):
+    """`x * 2 * k` (k a Parameter, 1.0), its grad_fn scaling the upstream in place."""
+
+    def __init__(self):
+        super().__init__()
+        self.k = nn.Parameter(torch.tensor(1.0, dtype=D))
+
+    @custom_gradient
+    def forward(self, x):
+        def grad_fn(dy, variables=None):
+            dy *= 2 * self.k.detach()
+            return dy, [(dy * x).sum()]
+
+        return x * 2 * self.k, grad_fn
+
+
 @pytest.mark.slow
 @pytest.mark.traced_compile
-@pytest.mark.xfail(
-    strict=True,
-    reason="the compile node's backward calls grad_fn with the upstreams as they are: its "
-    "in-place edit reaches the other term's gradient (Note [upstreams edited in place] is the "
-    "eager paths'; the compile route's to do)",
+@pytest.mark.parametrize(
+    ("grad", "route"),
+    [
+        *[(grad, "inside the node") for grad in EDITS],
+        *[(grad, "a method") for grad in EDITS],
+        (None, "a Parameter among the variables"),
+    ],
 )
-def test_a_compiled_grad_fn_editing_its_upstream_leaves_the_other_gradients_alone(dynamo):
-    @custom_gradient
-    def doubled(x):
-        return x * 2, _augmented
+def test_a_compiled_grad_fn_editing_its_upstream_leaves_the_other_gradients_alone(
+    dynamo, grad, route
+):
+    # As in eager mode: a grad_fn that edits an upstream in place gets copies (Note [upstreams
+    # edited in place]), read from its code while Dynamo traces the node's backward, in one
+    # graph, without a recompile.
+    from torch._dynamo.utils import counters
 
-    compiled = torch.compile(lambda x: x * 3 + doubled(x), backend="aot_eager")
-    x = torch.tensor([1.0, 2.0], dtype=D, requires_grad=True)
+    if route == "inside the node":
+
+        @custom_gradient
+        def doubled(x):
+            return x * 2, grad
+
+    else:
+        doubled = _Doubler(grad) if grad else _Scaled()
+    compiled = torch.compile(lambda x: x * 3 + doubled(x), backend="aot_eager", fullgraph=True)
     weights = torch.tensor([1.0, 10.0], dtype=D)
-    (found,) = torch.autograd.grad(compiled(x), x, weights)
-    torch.testing.assert_close(found, 5 * weights)
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for _ in range(3):
+            x = torch.tensor([1.0, 2.0], dtype=D, requires_grad=True)
+            given = weights.clone()
+            (found,) = torch.autograd.grad(compiled(x), x, given)
+            torch.testing.assert_close(found, 5 * weights)
+            torch.testing.assert_close(given, weights)
+    assert counters["stats"]["unique_graphs"] == 1

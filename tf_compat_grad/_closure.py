@@ -48,6 +48,7 @@ from typing import Any
 import torch
 
 from . import _structure
+from ._torch_internals import run_while_tracing
 
 _FunctionType = types.FunctionType
 _CellType = types.CellType
@@ -370,9 +371,11 @@ class _Kept:
 # a grad_fn's code (and the functions defined in it) for an edit of one of its arguments: an
 # augmented assignment to it, an in-place method (`mul_`) called on it, an indexed assignment
 # into it, or an `out=` anywhere; the general code then calls grad_fn with copies of the
-# upstreams (`Record.gradients`), and no plan takes it (`_plan_shape.shape_of`). An edit
-# through another name (`g = dy; g *= 2`, a loop variable, a helper defined elsewhere) is not
-# seen.
+# upstreams (`Record.gradients`), and no plan takes it (`_plan_shape.shape_of`). The compile
+# nodes' backwards ask the same question (`edits_upstreams`, a constant of the traced backward:
+# Note [f inside the compile node] in `_compile_node.py`). An edit through another name (`g =
+# dy; g *= 2`, a loop variable, a helper defined elsewhere) is not seen, nor one in a grad_fn
+# with no `__code__` of its own (a `functools.partial`, an object with `__call__`).
 
 
 @functools.lru_cache(maxsize=1024)
@@ -407,6 +410,14 @@ def edits_arguments(code: types.CodeType) -> bool:
         if type(const) is types.CodeType and edits_arguments(const):
             return True
     return False
+
+
+@run_while_tracing
+def edits_upstreams(code: Any) -> bool:
+    """Whether a grad_fn of this code (its `__code__`; None for another kind of callable)
+    edits its arguments in place, which then get copies of the upstreams (Note [upstreams
+    edited in place]). A constant while Dynamo traces: one answer per code object, no guard."""
+    return type(code) is types.CodeType and edits_arguments(code)
 
 
 def _names(ins: dis.Instruction) -> set[str]:

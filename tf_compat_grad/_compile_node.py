@@ -22,7 +22,12 @@ where that cannot be read; traced, grad_fn's class is read with `type()`: `__cla
 closure over a keyword value failed inside the traced `forward` (torch 2.13).
 
 `backward` (generated: `_INSIDE_BACKWARD`) reads no global on its usual way, since Dynamo
-guards each (Note [compile guards]):
+guards each (Note [compile guards]). A grad_fn that edits its upstreams in place gets copies,
+as in eager mode (Note [upstreams edited in place] in `_closure.py`): its code, read in the
+traced backward, is a constant, and whether it edits is asked through the route question that
+`forward` keeps on `ctx` (guarded already: `edits_upstreams` in a cell of the backward cost a
+guard of its own; in `CompileNode`'s backward, whose cells Dynamo does not guard, it is read
+from one). Then,
 where grad_fn returned, for each argument, a gradient of the tensor argument's own class or a
 plain tensor (a Parameter's gradient), with its shape, dtype and device (`EXACT_LIKE_INPUT` in
 `_record.py`: what `repair` would hand back as it is) or None for a number or string, the gradients go out as they are, decided while Dynamo traces
@@ -52,6 +57,7 @@ from typing import Any, NoReturn
 import torch
 
 from . import _autocast, _structure
+from ._closure import edits_upstreams, unshared
 from ._compile_exits import edits_checked, outside, refuse_edited, upstreams_checked
 from ._compile_outputs import handed_noted, handed_outputs
 from ._errors import PREFIX
@@ -265,6 +271,7 @@ class InsideNode(torch.autograd.Function):
             if n_outputs > 1:
                 upstreams_checked(f, grad_fn, n_outputs, [], described)
         ctx.grad_fn = grad_fn
+        ctx.question = question
         ctx.constants = (f, layout, n_outputs)
         metas: list[Any] = [None] * n_args  # per argument, a tensor's class and `InputMeta`
         for i in positions:  # (a Parameter's: None, its gradient a plain tensor)
@@ -283,6 +290,9 @@ class InsideNode(torch.autograd.Function):
 # global function, or the module, costs a guard: Note [compile guards] in `_compile.py`). Where
 # one is not, the call's `Record` is built there and then, and its checks repair or refuse.
 _CALLED = """
+        code = getattr(ctx.grad_fn, "__code__", None)
+        if {edited}:
+            upstream = unshared(upstream)
         try:
             returned = {call}
         except Exception as error:
@@ -366,26 +376,33 @@ _LIKE = EXACT_LIKE_INPUT.format(
 )
 
 
-def _generate(template: str, call: str, variables: str, like: str) -> Any:
+def _generate(template: str, call: str, variables: str, like: str, edited: str) -> Any:
     """The backward of a template, `Tensor` (which `EXACT_LIKE_INPUT` reads where a gradient
-    is not of its input's class) in a cell of it: a global costs this module's guard too."""
-    called = _CALLED.format(call=call, variables=variables).strip()
+    is not of its input's class), `edits_upstreams` and `unshared` in cells of it: a global
+    costs this module's guard too. `edited`: whether grad_fn, of `code`, edits its upstreams
+    (Note [f inside the compile node])."""
+    called = _CALLED.format(call=call, variables=variables, edited=edited).strip()
     all_like = _ALL_LIKE.format(like=like).strip()
     source = template.format(called=called, all_like=all_like).replace("\n", "\n    ")
     generated: dict[str, Any] = {}
-    source = f"def made(Tensor):{source}\n    return backward"
+    source = f"def made(Tensor, edits_upstreams, unshared):{source}\n    return backward"
     exec(compile(source, "<tf_compat_grad compile backward>", "exec"), globals(), generated)
-    return staticmethod(generated["made"](torch.Tensor))
+    return staticmethod(generated["made"](torch.Tensor, edits_upstreams, unshared))
 
 
 InsideNode.backward = _generate(  # type: ignore[method-assign]
-    _INSIDE_BACKWARD, "ctx.grad_fn(*upstream)", "[]", f"g is None if meta is None else ({_LIKE})"
+    _INSIDE_BACKWARD,
+    "ctx.grad_fn(*upstream)",
+    "[]",
+    f"g is None if meta is None else ({_LIKE})",
+    'ctx.question("edits", code)[1]',
 )
 CompileNode.backward = _generate(  # type: ignore[method-assign]
     _COMPILE_BACKWARD,
     "ctx.grad_fn(*upstream, variables=[*variables]) if variables else ctx.grad_fn(*upstream)",
     "variables",
     _LIKE,
+    "edits_upstreams(code)",
 )
 
 

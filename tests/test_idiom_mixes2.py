@@ -260,21 +260,75 @@ def _exp_kept(x):
     return e, lambda dy: dy * e
 
 
+@custom_gradient
+def _exp_kept_in_a_tuple(x):
+    e = torch.exp(x)
+    kept = (e, 2.0)
+    return e, lambda dy: dy * kept[0]
+
+
+@custom_gradient
+def _mul_kept(x, w):  # grad_fn keeps the arguments
+    return x * w, lambda dy: (dy * w, dy * x)
+
+
+class _KeepsExp(nn.Module):  # a method: the compile route of Note [compile]
+    @custom_gradient
+    def forward(self, x):
+        e = torch.exp(x)
+        return e, lambda dy: dy * e
+
+
+KEEPS_EXP = _KeepsExp()
+
+
+@custom_gradient
+def _exp_not_kept(x):  # grad_fn computes exp again: the output is not kept
+    return torch.exp(x), lambda dy: dy * torch.exp(x)
+
+
+# (a decorated call of x and w, and the tensor edited after it: "y" its output, "w")
+KEPT_EDITS = {
+    "output": (lambda x, w: _exp_kept(x), "y"),
+    "output in a tuple": (lambda x, w: _exp_kept_in_a_tuple(x), "y"),
+    "argument": (_mul_kept, "w"),
+    "output, a method": (lambda x, w: KEEPS_EXP(x), "y"),
+}
+
+
 @pytest.mark.slow
 @pytest.mark.traced_compile
-@pytest.mark.xfail(
-    strict=True,
-    reason="the compile node keeps grad_fn on ctx, not saved: an in-place edit of the output "
-    "grad_fn reads gives a gradient computed from the edited values, where a hand-written "
-    "Function under aot_eager raises torch's version error (the compile route's to fix)",
-)
-def test_a_compiled_output_grad_fn_keeps_edited_in_place_is_torchs_version_error(dynamo):
-    compiled = torch.compile(lambda x: _exp_kept(x), backend="aot_eager")
+@pytest.mark.parametrize("case", KEPT_EDITS)
+def test_a_compiled_tensor_grad_fn_keeps_edited_in_place_is_torchs_version_error(dynamo, case):
+    # As in eager mode and plain autograd (Note [tensors grad_fn keeps, under compile]): the
+    # tensors grad_fn keeps that the caller holds are saved for backward, one graph.
+    call, edited = KEPT_EDITS[case]
+    compiled = torch.compile(call, backend="aot_eager", fullgraph=True)
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for _ in range(2):
+            x = torch.tensor([0.5, 1.0], dtype=D, requires_grad=True)
+            w = torch.tensor([2.0, 3.0], dtype=D, requires_grad=True)
+            y = compiled(x, w)
+            with torch.no_grad():
+                (y if edited == "y" else w).mul_(10)
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                y.sum().backward()
+
+
+@pytest.mark.slow
+@pytest.mark.traced_compile
+def test_a_compiled_output_grad_fn_does_not_keep_edited_in_place_matches_plain_autograd(dynamo):
+    # Nothing is saved that grad_fn does not keep: the edit is recorded after the node, as
+    # plain autograd records it after an op that saves no output (here `x * 1`).
+    compiled = torch.compile(_exp_not_kept, backend="aot_eager", fullgraph=True)
     x = torch.tensor([0.5, 1.0], dtype=D, requires_grad=True)
-    y = compiled(x)
-    y.mul_(10)
-    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
-        y.sum().backward()
+    found = compiled(x)
+    expected = torch.exp(x) * 1
+    for y in (found, expected):
+        y.mul_(10)
+    torch.testing.assert_close(
+        torch.autograd.grad(found.sum(), x), torch.autograd.grad(expected.sum(), x)
+    )
 
 
 class Scaled(nn.Module):

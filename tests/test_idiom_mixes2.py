@@ -6,6 +6,7 @@ by a library error that names f. `tests/test_idiom_mixes.py` covers the idioms a
 call."""
 
 import threading
+import types
 
 import pytest
 import torch
@@ -185,7 +186,18 @@ def _kept_as_an_attribute(x):
     return kept.e, lambda dy: dy * kept.e
 
 
-KEEPERS = [_kept_in_a_list, _kept_in_a_dict, _kept_in_a_tuple_of_lists]
+def _kept_in_a_namespace(x):
+    kept = types.SimpleNamespace(e=torch.exp(x), scale=1.0)
+    return kept.e, lambda dy: dy * kept.e * kept.scale
+
+
+KEEPERS = [
+    _kept_in_a_list,
+    _kept_in_a_dict,
+    _kept_in_a_tuple_of_lists,
+    _kept_as_an_attribute,
+    _kept_in_a_namespace,
+]
 
 
 @pytest.mark.parametrize(
@@ -193,14 +205,6 @@ KEEPERS = [_kept_in_a_list, _kept_in_a_dict, _kept_in_a_tuple_of_lists]
     [
         *KEEPERS,
         _the_argument_kept_in_a_list,
-        pytest.param(
-            _kept_as_an_attribute,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="an object's attributes are shared unchecked (Note [saved closures]): "
-                "the gradient is computed from the edited output",
-            ),
-        ),
     ],
 )
 def test_an_output_grad_fn_keeps_in_a_container_edited_in_place_is_torchs_version_error(keeper):
@@ -230,6 +234,37 @@ def test_an_output_grad_fn_keeps_in_a_container_matches_plain_autograd_to_the_se
         (g,) = torch.autograd.grad(decorated(x).sum(), x, create_graph=True)
         (h,) = torch.autograd.grad(g.sum(), x)
         torch.testing.assert_close((g, h), (torch.exp(x.detach()), torch.exp(x.detach())))
+
+
+@custom_gradient
+def _kept_when_large(x, k):  # the object f makes holds its output where k > 2
+    y = torch.exp(x) * k
+    made = types.SimpleNamespace(y=y if k > 2 else None, k=k)
+
+    def grad(dy):
+        return dy * (torch.exp(x) * made.k if made.y is None else made.y), None
+
+    return y, grad
+
+
+def test_an_object_f_made_that_holds_a_tensor_is_saved_not_planned():
+    # Calls whose object holds no tensor take a plan (the object shared as it is); a call of
+    # the same shape whose object holds f's output leaves it to the general code, which
+    # saves that: an edit of the output before backward is torch's version error, as in
+    # plain autograd of `exp(x) * k`, not a gradient computed from the edited values.
+    x = torch.tensor([1.0, 2.0], dtype=D, requires_grad=True)
+    for _ in range(3):
+        y = _kept_when_large(x, 1.5)
+        (found,) = torch.autograd.grad(y.sum(), x)
+        torch.testing.assert_close(found, torch.exp(x.detach()) * 1.5)
+    assert hasattr(y.grad_fn, "plan")  # a plan's node (tests/test_plans.py's `planned`)
+    y = _kept_when_large(x, 3.0)
+    assert not hasattr(y.grad_fn, "plan")
+    (found,) = torch.autograd.grad(y.sum(), x, retain_graph=True)
+    torch.testing.assert_close(found, torch.exp(x.detach()) * 3.0)
+    y.mul_(10)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
 
 
 def test_a_list_from_outside_f_that_grad_fn_adds_to_is_shared_and_not_saved():

@@ -30,9 +30,12 @@ they are (a tuple holding one too). Where f made the cell (`own_cells`; not a li
 the call, which grad_fn may add to on every backward), the tensors they hold when f returns are
 saved as well, as a Parameter is: an in-place edit of one before backward (of f's output, which
 may be that very tensor) is then torch's version error, as in plain autograd, not a gradient
-computed from the edited value. The plans leave such a grad_fn to `capture`. A grad_fn that is
-not a plain Python function (a bound method, a `functools.partial`, an object with `__call__`),
-and an object's attributes, are shared as they are: the tensors they hold stay alive on the
+computed from the edited value. So are the tensors among the attributes of an object that f
+made for the call (`made_cells`: a cell of f's own that is not one of its arguments, holding a
+`SimpleNamespace` or an instance of a class: `attribute_tensors`). The plans leave such a
+grad_fn to `capture`. A grad_fn that is not a plain Python function (a bound method, a
+`functools.partial`, an object with `__call__`), and the attributes of an object f did not
+make (`self`, an argument), are shared as they are: the tensors they hold stay alive on the
 node, unchecked.
 """
 
@@ -153,6 +156,9 @@ class _Template:
                     for leaf in _structure.leaves(value):  # shared, its tensors saved too
                         if isinstance(leaf, _Tensor):
                             _index(leaf, saved, seen_tensors)
+                elif code and name in made_cells(code):
+                    for attribute in attribute_tensors(value):  # shared, saved too
+                        _index(attribute, saved, seen_tensors)
 
     def rebuild(
         self, saved: Sequence[torch.Tensor], made: dict[int, types.FunctionType] | None = None
@@ -241,6 +247,24 @@ def own_cells(code: types.CodeType) -> frozenset[str]:
     return frozenset(names)
 
 
+@functools.lru_cache(maxsize=1024)
+def made_cells(code: types.CodeType) -> frozenset[str]:
+    """`own_cells` but f's arguments: a value in one is one that f (or code made inside it)
+    made for this call, not its caller's (Note [saved closures])."""
+    count = code.co_argcount + code.co_kwonlyargcount
+    count += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    return own_cells(code) - frozenset(code.co_varnames[:count])
+
+
+def attribute_tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors among the attributes of an object (its instance `__dict__`; a module or a
+    class has none of its own here), which `capture` saves where f made it."""
+    attributes = getattr(value, "__dict__", None)
+    if type(attributes) is not dict or isinstance(value, types.ModuleType):
+        return []
+    return [a for a in attributes.values() if isinstance(a, _Tensor)]
+
+
 def rebuild_source(closure: str, kwdefaults: str | None) -> list[str]:
     """The lines that make grad_fn again for one backward, as `grad_fn`, from its `code`,
     `namespace`, `name`, `qualname` and `defaults`, the expression `closure` and the keyword
@@ -286,14 +310,17 @@ _CONTAINERS = (list, dict, tuple)
 UNSHARED_OWN = (*UNSHARED, list, dict)
 
 
-def flat_cells(grad_fn: types.FunctionType, own: frozenset[str]) -> str | None:
+def flat_cells(
+    grad_fn: types.FunctionType, own: frozenset[str], made: frozenset[str]
+) -> str | None:
     """How the rebuild of grad_fn goes when `capture` would make each cell of its closure a
     saved tensor or share it as it is: per cell "t" (a tensor, exactly, held by no other
-    cell), "p" (such a Parameter: saved, and its cell shared), "s" (a value `capture` shares)
-    or "o" (the same in a cell of f's own, `own`: `own_cells`, where a list or dict would not
-    be shared alone); None when a cell is anything else (empty, a tensor held twice or a
-    subclass, a tuple, a function, a list or dict of f's own), which only `capture` takes
-    apart."""
+    cell), "p" (such a Parameter: saved, and its cell shared), "s" (a value `capture` shares),
+    "o" (the same in a cell of f's own, `own`: `own_cells`, where a list or dict would not
+    be shared alone) or "m" (the same in a cell of a value f made, `made`: `made_cells`, where
+    an object holding tensors would not be either); None when a cell is anything else (empty,
+    a tensor held twice or a subclass, a tuple, a function, a list or dict of f's own, an
+    object f made that holds tensors), which only `capture` takes apart."""
     cells, tensors = "", set()
     for name, cell in zip(grad_fn.__code__.co_freevars, grad_fn.__closure__ or (), strict=True):
         try:
@@ -304,9 +331,11 @@ def flat_cells(grad_fn: types.FunctionType, own: frozenset[str]) -> str | None:
             tensors.add(id(value))
             cells += "p" if type(value) is _Parameter else "t"
         elif name in own:
-            if type(value) not in PLAIN_TYPES and isinstance(value, UNSHARED_OWN):
+            if type(value) not in PLAIN_TYPES and (
+                isinstance(value, UNSHARED_OWN) or (name in made and attribute_tensors(value))
+            ):
                 return None
-            cells += "o"
+            cells += "m" if name in made else "o"
         elif type(value) in PLAIN_TYPES or not isinstance(value, UNSHARED):
             cells += "s"
         else:

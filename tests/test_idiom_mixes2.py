@@ -5,6 +5,7 @@ ordinary ones. Each call is compared with plain autograd of the same math, or mu
 by a library error that names f. `tests/test_idiom_mixes.py` covers the idioms around one
 call."""
 
+import functools
 import threading
 import types
 
@@ -442,7 +443,26 @@ def _in_a_helper(dy):
     return double(dy)
 
 
-EDITS = [_augmented, _in_place_method, _indexed, _into_out, _through_varargs, _in_a_helper]
+def _scaled_in_place(dy, k):
+    dy *= k
+    return dy
+
+
+class _Doubling:
+    def __call__(self, dy):
+        return dy.mul_(2)
+
+
+EDITS = [
+    _augmented,
+    _in_place_method,
+    _indexed,
+    _into_out,
+    _through_varargs,
+    _in_a_helper,
+    functools.partial(_scaled_in_place, k=2),  # grad_fns with no `__code__` of their own
+    _Doubling(),
+]
 
 
 @pytest.mark.parametrize("grad", EDITS)

@@ -403,8 +403,9 @@ class _Kept:
 # upstreams (`Record.gradients`), and no plan takes it (`_plan_shape.shape_of`). The compile
 # nodes' backwards ask the same question (`edits_upstreams`, a constant of the traced backward:
 # Note [f inside the compile node] in `_compile_node.py`). An edit through another name (`g =
-# dy; g *= 2`, a loop variable, a helper defined elsewhere) is not seen, nor one in a grad_fn
-# with no `__code__` of its own (a `functools.partial`, an object with `__call__`).
+# dy; g *= 2`, a loop variable, a helper defined elsewhere) is not seen. A grad_fn with no
+# `__code__` of its own (a `functools.partial`, an object with `__call__`) is read through the
+# code it runs (`code_of`).
 
 
 @functools.lru_cache(maxsize=1024)
@@ -443,10 +444,20 @@ def edits_arguments(code: types.CodeType) -> bool:
 
 @run_while_tracing
 def edits_upstreams(code: Any) -> bool:
-    """Whether a grad_fn of this code (its `__code__`; None for another kind of callable)
-    edits its arguments in place, which then get copies of the upstreams (Note [upstreams
-    edited in place]). A constant while Dynamo traces: one answer per code object, no guard."""
+    """Whether a grad_fn of this code (its `__code__`, or `code_of` it) edits its arguments in
+    place, which then get copies of the upstreams (Note [upstreams edited in place]). A
+    constant while Dynamo traces: one answer per code object, no guard."""
     return type(code) is types.CodeType and edits_arguments(code)
+
+
+def code_of(grad_fn: Any) -> Any:
+    """The code that a grad_fn with no `__code__` of its own runs: a `functools.partial`'s
+    function's, an object's `__call__`'s; None where there is none."""
+    while isinstance(grad_fn, functools.partial):
+        grad_fn = grad_fn.func
+    code = getattr(grad_fn, "__code__", None)
+    call = getattr(type(grad_fn), "__call__", None)  # noqa: B004 (its code is read)
+    return code or getattr(call, "__code__", None)
 
 
 def _names(ins: dis.Instruction) -> set[str]:

@@ -76,7 +76,7 @@ from typing import Any, NoReturn
 import torch
 
 from . import _autocast, _structure
-from ._closure import edits_upstreams, unshared
+from ._closure import code_of, edits_upstreams, unshared
 from ._compile_exits import edits_checked, outside, refuse_edited, upstreams_checked
 from ._compile_outputs import handed_noted, handed_outputs
 from ._errors import PREFIX
@@ -366,6 +366,8 @@ class InsideNode(torch.autograd.Function):
 # one is not, the call's `Record` is built there and then, and its checks repair or refuse.
 _CALLED = """
         code = getattr(ctx.grad_fn, "__code__", None)
+        if code is None:  # (a cell: read only for such a grad_fn)
+            code = code_of(ctx.grad_fn)
         if {edited}:
             upstream = unshared(upstream)
         try:
@@ -453,16 +455,16 @@ _LIKE = EXACT_LIKE_INPUT.format(
 
 def _generate(template: str, call: str, variables: str, like: str, edited: str) -> Any:
     """The backward of a template, `Tensor` (which `EXACT_LIKE_INPUT` reads where a gradient
-    is not of its input's class), `edits_upstreams` and `unshared` in cells of it: a global
-    costs this module's guard too. `edited`: whether grad_fn, of `code`, edits its upstreams
+    is not of its input's class), `edits_upstreams`, `unshared` and `code_of` in cells of it: a
+    global costs this module's guard too. `edited`: whether grad_fn, of `code`, edits its upstreams
     (Note [f inside the compile node])."""
     called = _CALLED.format(call=call, variables=variables, edited=edited).strip()
     all_like = _ALL_LIKE.format(like=like).strip()
     source = template.format(called=called, all_like=all_like).replace("\n", "\n    ")
     generated: dict[str, Any] = {}
-    source = f"def made(Tensor, edits_upstreams, unshared):{source}\n    return backward"
+    source = f"def made(Tensor, edits_upstreams, unshared, code_of):{source}\n    return backward"
     exec(compile(source, "<tf_compat_grad compile backward>", "exec"), globals(), generated)
-    return staticmethod(generated["made"](torch.Tensor, edits_upstreams, unshared))
+    return staticmethod(generated["made"](torch.Tensor, edits_upstreams, unshared, code_of))
 
 
 InsideNode.backward = _generate(  # type: ignore[method-assign]

@@ -72,7 +72,7 @@ CASES = {
 def _unread(monkeypatch):
     """Dynamo's trackers read as nothing: the traced checks run instead."""
     for module in (_compile, _compile_node, _compile_outputs, _watcher):
-        for name in ("traced_items", "traced_tree", "traced_function"):
+        for name in ("traced_items", "traced_tree", "traced_function", "traced_cells"):
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, lambda ctx, name: None)
 

@@ -5,7 +5,9 @@ ordinary ones. Each call is compared with plain autograd of the same math, or mu
 by a library error that names f. `tests/test_idiom_mixes.py` covers the idioms around one
 call."""
 
+import functools
 import threading
+import types
 
 import pytest
 import torch
@@ -185,7 +187,18 @@ def _kept_as_an_attribute(x):
     return kept.e, lambda dy: dy * kept.e
 
 
-KEEPERS = [_kept_in_a_list, _kept_in_a_dict, _kept_in_a_tuple_of_lists]
+def _kept_in_a_namespace(x):
+    kept = types.SimpleNamespace(e=torch.exp(x), scale=1.0)
+    return kept.e, lambda dy: dy * kept.e * kept.scale
+
+
+KEEPERS = [
+    _kept_in_a_list,
+    _kept_in_a_dict,
+    _kept_in_a_tuple_of_lists,
+    _kept_as_an_attribute,
+    _kept_in_a_namespace,
+]
 
 
 @pytest.mark.parametrize(
@@ -193,14 +206,6 @@ KEEPERS = [_kept_in_a_list, _kept_in_a_dict, _kept_in_a_tuple_of_lists]
     [
         *KEEPERS,
         _the_argument_kept_in_a_list,
-        pytest.param(
-            _kept_as_an_attribute,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="an object's attributes are shared unchecked (Note [saved closures]): "
-                "the gradient is computed from the edited output",
-            ),
-        ),
     ],
 )
 def test_an_output_grad_fn_keeps_in_a_container_edited_in_place_is_torchs_version_error(keeper):
@@ -232,6 +237,37 @@ def test_an_output_grad_fn_keeps_in_a_container_matches_plain_autograd_to_the_se
         torch.testing.assert_close((g, h), (torch.exp(x.detach()), torch.exp(x.detach())))
 
 
+@custom_gradient
+def _kept_when_large(x, k):  # the object f makes holds its output where k > 2
+    y = torch.exp(x) * k
+    made = types.SimpleNamespace(y=y if k > 2 else None, k=k)
+
+    def grad(dy):
+        return dy * (torch.exp(x) * made.k if made.y is None else made.y), None
+
+    return y, grad
+
+
+def test_an_object_f_made_that_holds_a_tensor_is_saved_not_planned():
+    # Calls whose object holds no tensor take a plan (the object shared as it is); a call of
+    # the same shape whose object holds f's output leaves it to the general code, which
+    # saves that: an edit of the output before backward is torch's version error, as in
+    # plain autograd of `exp(x) * k`, not a gradient computed from the edited values.
+    x = torch.tensor([1.0, 2.0], dtype=D, requires_grad=True)
+    for _ in range(3):
+        y = _kept_when_large(x, 1.5)
+        (found,) = torch.autograd.grad(y.sum(), x)
+        torch.testing.assert_close(found, torch.exp(x.detach()) * 1.5)
+    assert hasattr(y.grad_fn, "plan")  # a plan's node (tests/test_plans.py's `planned`)
+    y = _kept_when_large(x, 3.0)
+    assert not hasattr(y.grad_fn, "plan")
+    (found,) = torch.autograd.grad(y.sum(), x, retain_graph=True)
+    torch.testing.assert_close(found, torch.exp(x.detach()) * 3.0)
+    y.mul_(10)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
 def test_a_list_from_outside_f_that_grad_fn_adds_to_is_shared_and_not_saved():
     # A list that outlives the call (a log grad_fn appends to) is f's caller's: saving what
     # it holds would save every earlier upstream again, and a non-reentrant checkpoint would
@@ -260,21 +296,75 @@ def _exp_kept(x):
     return e, lambda dy: dy * e
 
 
+@custom_gradient
+def _exp_kept_in_a_tuple(x):
+    e = torch.exp(x)
+    kept = (e, 2.0)
+    return e, lambda dy: dy * kept[0]
+
+
+@custom_gradient
+def _mul_kept(x, w):  # grad_fn keeps the arguments
+    return x * w, lambda dy: (dy * w, dy * x)
+
+
+class _KeepsExp(nn.Module):  # a method: the compile route of Note [compile]
+    @custom_gradient
+    def forward(self, x):
+        e = torch.exp(x)
+        return e, lambda dy: dy * e
+
+
+KEEPS_EXP = _KeepsExp()
+
+
+@custom_gradient
+def _exp_not_kept(x):  # grad_fn computes exp again: the output is not kept
+    return torch.exp(x), lambda dy: dy * torch.exp(x)
+
+
+# (a decorated call of x and w, and the tensor edited after it: "y" its output, "w")
+KEPT_EDITS = {
+    "output": (lambda x, w: _exp_kept(x), "y"),
+    "output in a tuple": (lambda x, w: _exp_kept_in_a_tuple(x), "y"),
+    "argument": (_mul_kept, "w"),
+    "output, a method": (lambda x, w: KEEPS_EXP(x), "y"),
+}
+
+
 @pytest.mark.slow
 @pytest.mark.traced_compile
-@pytest.mark.xfail(
-    strict=True,
-    reason="the compile node keeps grad_fn on ctx, not saved: an in-place edit of the output "
-    "grad_fn reads gives a gradient computed from the edited values, where a hand-written "
-    "Function under aot_eager raises torch's version error (the compile route's to fix)",
-)
-def test_a_compiled_output_grad_fn_keeps_edited_in_place_is_torchs_version_error(dynamo):
-    compiled = torch.compile(lambda x: _exp_kept(x), backend="aot_eager")
+@pytest.mark.parametrize("case", KEPT_EDITS)
+def test_a_compiled_tensor_grad_fn_keeps_edited_in_place_is_torchs_version_error(dynamo, case):
+    # As in eager mode and plain autograd (Note [tensors grad_fn keeps, under compile]): the
+    # tensors grad_fn keeps that the caller holds are saved for backward, one graph.
+    call, edited = KEPT_EDITS[case]
+    compiled = torch.compile(call, backend="aot_eager", fullgraph=True)
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for _ in range(2):
+            x = torch.tensor([0.5, 1.0], dtype=D, requires_grad=True)
+            w = torch.tensor([2.0, 3.0], dtype=D, requires_grad=True)
+            y = compiled(x, w)
+            with torch.no_grad():
+                (y if edited == "y" else w).mul_(10)
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                y.sum().backward()
+
+
+@pytest.mark.slow
+@pytest.mark.traced_compile
+def test_a_compiled_output_grad_fn_does_not_keep_edited_in_place_matches_plain_autograd(dynamo):
+    # Nothing is saved that grad_fn does not keep: the edit is recorded after the node, as
+    # plain autograd records it after an op that saves no output (here `x * 1`).
+    compiled = torch.compile(_exp_not_kept, backend="aot_eager", fullgraph=True)
     x = torch.tensor([0.5, 1.0], dtype=D, requires_grad=True)
-    y = compiled(x)
-    y.mul_(10)
-    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
-        y.sum().backward()
+    found = compiled(x)
+    expected = torch.exp(x) * 1
+    for y in (found, expected):
+        y.mul_(10)
+    torch.testing.assert_close(
+        torch.autograd.grad(found.sum(), x), torch.autograd.grad(expected.sum(), x)
+    )
 
 
 class Scaled(nn.Module):
@@ -353,7 +443,26 @@ def _in_a_helper(dy):
     return double(dy)
 
 
-EDITS = [_augmented, _in_place_method, _indexed, _into_out, _through_varargs, _in_a_helper]
+def _scaled_in_place(dy, k):
+    dy *= k
+    return dy
+
+
+class _Doubling:
+    def __call__(self, dy):
+        return dy.mul_(2)
+
+
+EDITS = [
+    _augmented,
+    _in_place_method,
+    _indexed,
+    _into_out,
+    _through_varargs,
+    _in_a_helper,
+    functools.partial(_scaled_in_place, k=2),  # grad_fns with no `__code__` of their own
+    _Doubling(),
+]
 
 
 @pytest.mark.parametrize("grad", EDITS)
@@ -394,21 +503,67 @@ def test_a_grad_fn_editing_a_tensor_of_its_own_keeps_its_plan():
     torch.testing.assert_close(found, torch.full_like(x, 5.0))
 
 
+class _Doubler(nn.Module):
+    """`x * 2` as a method (the compile route of Note [compile], f under the watcher)."""
+
+    def __init__(self, grad):
+        super().__init__()
+        self.grad = grad
+
+    @custom_gradient
+    def forward(self, x):
+        return x * 2, self.grad
+
+
+class _Scaled(nn.Module):
+    """`x * 2 * k` (k a Parameter, 1.0), its grad_fn scaling the upstream in place."""
+
+    def __init__(self):
+        super().__init__()
+        self.k = nn.Parameter(torch.tensor(1.0, dtype=D))
+
+    @custom_gradient
+    def forward(self, x):
+        def grad_fn(dy, variables=None):
+            dy *= 2 * self.k.detach()
+            return dy, [(dy * x).sum()]
+
+        return x * 2 * self.k, grad_fn
+
+
 @pytest.mark.slow
 @pytest.mark.traced_compile
-@pytest.mark.xfail(
-    strict=True,
-    reason="the compile node's backward calls grad_fn with the upstreams as they are: its "
-    "in-place edit reaches the other term's gradient (Note [upstreams edited in place] is the "
-    "eager paths'; the compile route's to do)",
+@pytest.mark.parametrize(
+    ("grad", "route"),
+    [
+        *[(grad, "inside the node") for grad in EDITS],
+        *[(grad, "a method") for grad in EDITS],
+        (None, "a Parameter among the variables"),
+    ],
 )
-def test_a_compiled_grad_fn_editing_its_upstream_leaves_the_other_gradients_alone(dynamo):
-    @custom_gradient
-    def doubled(x):
-        return x * 2, _augmented
+def test_a_compiled_grad_fn_editing_its_upstream_leaves_the_other_gradients_alone(
+    dynamo, grad, route
+):
+    # As in eager mode: a grad_fn that edits an upstream in place gets copies (Note [upstreams
+    # edited in place]), read from its code while Dynamo traces the node's backward, in one
+    # graph, without a recompile.
+    from torch._dynamo.utils import counters
 
-    compiled = torch.compile(lambda x: x * 3 + doubled(x), backend="aot_eager")
-    x = torch.tensor([1.0, 2.0], dtype=D, requires_grad=True)
+    if route == "inside the node":
+
+        @custom_gradient
+        def doubled(x):
+            return x * 2, grad
+
+    else:
+        doubled = _Doubler(grad) if grad else _Scaled()
+    compiled = torch.compile(lambda x: x * 3 + doubled(x), backend="aot_eager", fullgraph=True)
     weights = torch.tensor([1.0, 10.0], dtype=D)
-    (found,) = torch.autograd.grad(compiled(x), x, weights)
-    torch.testing.assert_close(found, 5 * weights)
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for _ in range(3):
+            x = torch.tensor([1.0, 2.0], dtype=D, requires_grad=True)
+            given = weights.clone()
+            (found,) = torch.autograd.grad(compiled(x), x, given)
+            torch.testing.assert_close(found, 5 * weights)
+            torch.testing.assert_close(given, weights)
+    assert counters["stats"]["unique_graphs"] == 1

@@ -30,9 +30,12 @@ they are (a tuple holding one too). Where f made the cell (`own_cells`; not a li
 the call, which grad_fn may add to on every backward), the tensors they hold when f returns are
 saved as well, as a Parameter is: an in-place edit of one before backward (of f's output, which
 may be that very tensor) is then torch's version error, as in plain autograd, not a gradient
-computed from the edited value. The plans leave such a grad_fn to `capture`. A grad_fn that is
-not a plain Python function (a bound method, a `functools.partial`, an object with `__call__`),
-and an object's attributes, are shared as they are: the tensors they hold stay alive on the
+computed from the edited value. So are the tensors among the attributes of an object that f
+made for the call (`made_cells`: a cell of f's own that is not one of its arguments, holding a
+`SimpleNamespace` or an instance of a class: `attribute_tensors`). The plans leave such a
+grad_fn to `capture`. A grad_fn that is not a plain Python function (a bound method, a
+`functools.partial`, an object with `__call__`), and the attributes of an object f did not
+make (`self`, an argument), are shared as they are: the tensors they hold stay alive on the
 node, unchecked.
 """
 
@@ -48,6 +51,7 @@ from typing import Any
 import torch
 
 from . import _structure
+from ._torch_internals import run_while_tracing
 
 _FunctionType = types.FunctionType
 _CellType = types.CellType
@@ -152,6 +156,9 @@ class _Template:
                     for leaf in _structure.leaves(value):  # shared, its tensors saved too
                         if isinstance(leaf, _Tensor):
                             _index(leaf, saved, seen_tensors)
+                elif code and name in made_cells(code):
+                    for attribute in attribute_tensors(value):  # shared, saved too
+                        _index(attribute, saved, seen_tensors)
 
     def rebuild(
         self, saved: Sequence[torch.Tensor], made: dict[int, types.FunctionType] | None = None
@@ -240,6 +247,24 @@ def own_cells(code: types.CodeType) -> frozenset[str]:
     return frozenset(names)
 
 
+@functools.lru_cache(maxsize=1024)
+def made_cells(code: types.CodeType) -> frozenset[str]:
+    """`own_cells` but f's arguments: a value in one is one that f (or code made inside it)
+    made for this call, not its caller's (Note [saved closures])."""
+    count = code.co_argcount + code.co_kwonlyargcount
+    count += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    return own_cells(code) - frozenset(code.co_varnames[:count])
+
+
+def attribute_tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors among the attributes of an object (its instance `__dict__`; a module or a
+    class has none of its own here), which `capture` saves where f made it."""
+    attributes = getattr(value, "__dict__", None)
+    if type(attributes) is not dict or isinstance(value, types.ModuleType):
+        return []
+    return [a for a in attributes.values() if isinstance(a, _Tensor)]
+
+
 def rebuild_source(closure: str, kwdefaults: str | None) -> list[str]:
     """The lines that make grad_fn again for one backward, as `grad_fn`, from its `code`,
     `namespace`, `name`, `qualname` and `defaults`, the expression `closure` and the keyword
@@ -285,14 +310,17 @@ _CONTAINERS = (list, dict, tuple)
 UNSHARED_OWN = (*UNSHARED, list, dict)
 
 
-def flat_cells(grad_fn: types.FunctionType, own: frozenset[str]) -> str | None:
+def flat_cells(
+    grad_fn: types.FunctionType, own: frozenset[str], made: frozenset[str]
+) -> str | None:
     """How the rebuild of grad_fn goes when `capture` would make each cell of its closure a
     saved tensor or share it as it is: per cell "t" (a tensor, exactly, held by no other
-    cell), "p" (such a Parameter: saved, and its cell shared), "s" (a value `capture` shares)
-    or "o" (the same in a cell of f's own, `own`: `own_cells`, where a list or dict would not
-    be shared alone); None when a cell is anything else (empty, a tensor held twice or a
-    subclass, a tuple, a function, a list or dict of f's own), which only `capture` takes
-    apart."""
+    cell), "p" (such a Parameter: saved, and its cell shared), "s" (a value `capture` shares),
+    "o" (the same in a cell of f's own, `own`: `own_cells`, where a list or dict would not
+    be shared alone) or "m" (the same in a cell of a value f made, `made`: `made_cells`, where
+    an object holding tensors would not be either); None when a cell is anything else (empty,
+    a tensor held twice or a subclass, a tuple, a function, a list or dict of f's own, an
+    object f made that holds tensors), which only `capture` takes apart."""
     cells, tensors = "", set()
     for name, cell in zip(grad_fn.__code__.co_freevars, grad_fn.__closure__ or (), strict=True):
         try:
@@ -303,9 +331,11 @@ def flat_cells(grad_fn: types.FunctionType, own: frozenset[str]) -> str | None:
             tensors.add(id(value))
             cells += "p" if type(value) is _Parameter else "t"
         elif name in own:
-            if type(value) not in PLAIN_TYPES and isinstance(value, UNSHARED_OWN):
+            if type(value) not in PLAIN_TYPES and (
+                isinstance(value, UNSHARED_OWN) or (name in made and attribute_tensors(value))
+            ):
                 return None
-            cells += "o"
+            cells += "m" if name in made else "o"
         elif type(value) in PLAIN_TYPES or not isinstance(value, UNSHARED):
             cells += "s"
         else:
@@ -370,9 +400,12 @@ class _Kept:
 # a grad_fn's code (and the functions defined in it) for an edit of one of its arguments: an
 # augmented assignment to it, an in-place method (`mul_`) called on it, an indexed assignment
 # into it, or an `out=` anywhere; the general code then calls grad_fn with copies of the
-# upstreams (`Record.gradients`), and no plan takes it (`_plan_shape.shape_of`). An edit
-# through another name (`g = dy; g *= 2`, a loop variable, a helper defined elsewhere) is not
-# seen.
+# upstreams (`Record.gradients`), and no plan takes it (`_plan_shape.shape_of`). The compile
+# nodes' backwards ask the same question (`edits_upstreams`, a constant of the traced backward:
+# Note [f inside the compile node] in `_compile_node.py`). An edit through another name (`g =
+# dy; g *= 2`, a loop variable, a helper defined elsewhere) is not seen. A grad_fn with no
+# `__code__` of its own (a `functools.partial`, an object with `__call__`) is read through the
+# code it runs (`code_of`).
 
 
 @functools.lru_cache(maxsize=1024)
@@ -407,6 +440,24 @@ def edits_arguments(code: types.CodeType) -> bool:
         if type(const) is types.CodeType and edits_arguments(const):
             return True
     return False
+
+
+@run_while_tracing
+def edits_upstreams(code: Any) -> bool:
+    """Whether a grad_fn of this code (its `__code__`, or `code_of` it) edits its arguments in
+    place, which then get copies of the upstreams (Note [upstreams edited in place]). A
+    constant while Dynamo traces: one answer per code object, no guard."""
+    return type(code) is types.CodeType and edits_arguments(code)
+
+
+def code_of(grad_fn: Any) -> Any:
+    """The code that a grad_fn with no `__code__` of its own runs: a `functools.partial`'s
+    function's, an object's `__call__`'s; None where there is none."""
+    while isinstance(grad_fn, functools.partial):
+        grad_fn = grad_fn.func
+    code = getattr(grad_fn, "__code__", None)
+    call = getattr(type(grad_fn), "__call__", None)  # noqa: B004 (its code is read)
+    return code or getattr(call, "__code__", None)
 
 
 def _names(ins: dis.Instruction) -> set[str]:

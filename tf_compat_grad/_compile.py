@@ -172,7 +172,8 @@ import torch
 from torch.nn import Parameter
 
 from ._captures import CapturedRule
-from ._compile_node import InsideNode, accepts_noted, returned_noted
+from ._closure import edits_upstreams
+from ._compile_node import InsideNode, accepts_noted, kept_noted, returned_noted
 from ._compile_outputs import handed_noted, numbered_plan, rebuilt
 from ._compile_watched import Question, call_compiled, plain_layout
 from ._plan_shape import NUMBERS
@@ -256,7 +257,9 @@ def compiling_call(
 # with "returned" and "handed": what `returned_noted` and `handed_noted` noted (in
 # `call_compiled` too, and "accepts": what `accepts_noted` noted); with "op" and an op, in
 # the watcher: `op_noted`'s answer; with "plan" and a number: the template of a tree of
-# outputs (`numbered_plan`); asked with None: f's trace came back. A closure per decoration,
+# outputs (`numbered_plan`); with "kept", in `InsideNode.forward`: what `kept_noted` noted;
+# with "edits" and grad_fn's code, in the inside node's backward:
+# whether grad_fn edits its upstreams in place (`edits_upstreams`); asked with None: f's trace came back. A closure per decoration,
 # run while tracing behind one guard (an object of ours would cost its type and identity too).
 
 
@@ -275,6 +278,10 @@ def _route_question(reach: ParameterReach, described: str) -> Question:
             return "accepts", accepts_noted() if dynamo_tracing() else None
         if kinds == "handed":  # in `InsideNode.forward`, once f's result is split
             return "handed", handed_noted() if dynamo_tracing() else None
+        if kinds == "kept":  # in `InsideNode.forward`, once the outputs are handed over
+            return "kept", kept_noted() if dynamo_tracing() else None
+        if kinds == "edits":  # in `InsideNode.backward` (Note [f inside the compile node])
+            return "edits", edits_upstreams(keyword_classes)
         if kinds == "op":  # in `CompiledWatcher.__torch_function__`, per op
             return op_noted(kinds, keyword_classes)
         nested = True  # whether a tensor argument may be nested: known from the note only

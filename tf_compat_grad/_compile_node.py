@@ -22,7 +22,12 @@ where that cannot be read; traced, grad_fn's class is read with `type()`: `__cla
 closure over a keyword value failed inside the traced `forward` (torch 2.13).
 
 `backward` (generated: `_INSIDE_BACKWARD`) reads no global on its usual way, since Dynamo
-guards each (Note [compile guards]):
+guards each (Note [compile guards]). A grad_fn that edits its upstreams in place gets copies,
+as in eager mode (Note [upstreams edited in place] in `_closure.py`): its code, read in the
+traced backward, is a constant, and whether it edits is asked through the route question that
+`forward` keeps on `ctx` (guarded already: `edits_upstreams` in a cell of the backward cost a
+guard of its own; in `CompileNode`'s backward, whose cells Dynamo does not guard, it is read
+from one). Then,
 where grad_fn returned, for each argument, a gradient of the tensor argument's own class or a
 plain tensor (a Parameter's gradient), with its shape, dtype and device (`EXACT_LIKE_INPUT` in
 `_record.py`: what `repair` would hand back as it is) or None for a number or string, the gradients go out as they are, decided while Dynamo traces
@@ -41,6 +46,25 @@ error, naming f. So does a graph break in f itself: f then runs in a frame of it
 the node, and since the trace of f never came back the question stays pending and the call is
 watched from then on.
 
+# Note [tensors grad_fn keeps, under compile]
+Eager mode saves the tensors grad_fn closes over with `ctx.save_for_backward` (Note [saved
+closures] in `_closure.py`), so that an in-place edit of one before backward (f's output, an
+argument) is torch's version error. A compile node keeps grad_fn on `ctx`, its cells Dynamo's:
+AOT autograd saves what the traced backward reads, without the version check a tensor given to
+`save_for_backward` gets (a hand-written Function that keeps a tensor on `ctx` has the same
+gap), and the gradient came from the edited values. So both nodes note, in a `comptime`
+callback (`kept_noted`, reading grad_fn's cells as Dynamo holds them: `traced_cells`), which
+of the node's outputs and tensor arguments grad_fn's cells hold (in tuples, lists and dicts
+too), and save those: an edit of one is torch's version error, as in plain autograd, and an
+output grad_fn does not keep is not saved (its edit is recorded after the node). No guard: the
+inside node asks through its route question, `CompileNode.setup_context` holds the taker in a
+cell, which Dynamo does not guard there. Where the cells cannot be read (Dynamo's internals
+changed), every output and argument is saved: an edit is then refused, never used. Not seen,
+as in eager mode: a grad_fn that is not a function (a `functools.partial`, a bound method, an
+object with `__call__`); nor a grad_fn made in a frame of its own (a graph break in f), which
+Dynamo holds as a function defined outside the traced code. AOT's partitioner may compute a
+kept tensor again in backward instead of saving it (`aot_eager`, f reading a Parameter): the
+gradient is then grad_fn's rule applied to what f returned, and no error is raised.
 """
 
 from __future__ import annotations
@@ -52,6 +76,7 @@ from typing import Any, NoReturn
 import torch
 
 from . import _autocast, _structure
+from ._closure import code_of, edits_upstreams, unshared
 from ._compile_exits import edits_checked, outside, refuse_edited, upstreams_checked
 from ._compile_outputs import handed_noted, handed_outputs
 from ._errors import PREFIX
@@ -59,10 +84,12 @@ from ._record import EXACT_LIKE_INPUT, Record, check_upstreams  # noqa: F401 (re
 from ._run import Layout, split  # noqa: F401 (`Layout`: read by the generated backwards)
 from ._torch_internals import (
     Noted,
+    dynamo_tracing,
     graph_break,
     is_dynamo_compiling,
     is_exporting,
     run_while_tracing,
+    traced_cells,
     traced_function,
     traced_items,
 )
@@ -141,6 +168,32 @@ def accepts_noted(ctx: Any = None) -> bool | None:
     return None
 
 
+_KEPT = Noted()  # what `kept_noted` noted for the question
+
+
+def kept_noted(ctx: Any = None, sources: str = "inputs") -> tuple[int, ...] | None:
+    """Given to `comptime` in `InsideNode.forward` and `CompileNode.setup_context` once f's
+    outputs are known: notes which of the tensors in the locals `outputs` and `sources` (in
+    that order) the local `grad_fn` holds in its cells (Note [tensors grad_fn keeps, under
+    compile]), by position. Asked without a context (by the question, or `_taken`): those
+    positions, or None where nothing was noted (Dynamo's internals changed)."""
+    if ctx is None:
+        return _KEPT.take()  # type: ignore[no-any-return]
+    _KEPT.clear()
+    cells = traced_cells(ctx, "grad_fn")
+    outputs, inputs = traced_items(ctx, "outputs"), traced_items(ctx, sources)
+    if cells is not None and outputs is not None and inputs is not None:
+        found = {id(t) for t in cells}
+        held = [fake for _, fake in (*outputs[1], *inputs[1])]
+        _KEPT.note(tuple(i for i, fake in enumerate(held) if id(fake) in found))
+    return None
+
+
+def _taken() -> tuple[int, ...] | None:
+    """`kept_noted`'s answer (None where Dynamo does not trace: nothing was noted)."""
+    return kept_noted() if dynamo_tracing() else None
+
+
 def split_kind(kind: type, grad_fn_class: type) -> tuple[str, bool] | None:
     """For a pair whose items are of these classes: None where `split` refuses it (the second
     not callable), else how outputs of the first item's class are rebuilt ("one" tensor, a
@@ -193,7 +246,13 @@ class CompileNode(torch.autograd.Function):
             return tensors[0].detach()
         return tuple(t.detach() for t in tensors[:n_outputs])
 
-    @staticmethod
+    # `backward`: `_COMPILE_BACKWARD`, generated below
+
+
+def _setup_context(taken: Callable[[], Any]) -> Any:
+    """`CompileNode.setup_context`, `kept_noted` (run while tracing) in a cell of it: read
+    there, Dynamo guards it not (as a global, it cost this module's guard and its own)."""
+
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         constants, f, grad_fn, n_outputs, *tensors = inputs
         variables = constants[5]
@@ -205,8 +264,22 @@ class CompileNode(torch.autograd.Function):
         given = tensors[n_outputs:][: constants[3].__len__()]
         metas = [(t.__class__, t.shape, t.dtype, t.device) for t in given]
         ctx.metas = metas + [(None, t.shape, t.dtype, t.device) for t in variables]
+        from torch._dynamo.comptime import comptime  # a local import: no guard
 
-    # `backward`: `_COMPILE_BACKWARD`, generated below
+        # Note [tensors grad_fn keeps, under compile]
+        outputs, sources = tensors[:n_outputs], tensors[n_outputs:]
+        comptime(lambda c: kept_noted(c, "sources"))
+        kept = taken()
+        if kept is None:
+            ctx.save_for_backward(*outputs, *sources)
+        elif kept:
+            held = [*outputs, *sources]
+            ctx.save_for_backward(*[held[i] for i in kept])
+
+    return staticmethod(setup_context)
+
+
+CompileNode.setup_context = _setup_context(run_while_tracing(_taken))  # type: ignore[method-assign]
 
 
 class InsideNode(torch.autograd.Function):
@@ -265,6 +338,15 @@ class InsideNode(torch.autograd.Function):
             if n_outputs > 1:
                 upstreams_checked(f, grad_fn, n_outputs, [], described)
         ctx.grad_fn = grad_fn
+        ctx.question = question
+        # Note [tensors grad_fn keeps, under compile]: run only while Dynamo traces
+        comptime(lambda c: kept_noted(c))
+        kept = question("kept", None)[1]
+        if kept is None:
+            ctx.save_for_backward(*outputs, *inputs)
+        elif kept:
+            held = [*outputs, *inputs]
+            ctx.save_for_backward(*[held[i] for i in kept])
         ctx.constants = (f, layout, n_outputs)
         metas: list[Any] = [None] * n_args  # per argument, a tensor's class and `InputMeta`
         for i in positions:  # (a Parameter's: None, its gradient a plain tensor)
@@ -283,6 +365,11 @@ class InsideNode(torch.autograd.Function):
 # global function, or the module, costs a guard: Note [compile guards] in `_compile.py`). Where
 # one is not, the call's `Record` is built there and then, and its checks repair or refuse.
 _CALLED = """
+        code = getattr(ctx.grad_fn, "__code__", None)
+        if code is None:  # (a cell: read only for such a grad_fn)
+            code = code_of(ctx.grad_fn)
+        if {edited}:
+            upstream = unshared(upstream)
         try:
             returned = {call}
         except Exception as error:
@@ -366,26 +453,33 @@ _LIKE = EXACT_LIKE_INPUT.format(
 )
 
 
-def _generate(template: str, call: str, variables: str, like: str) -> Any:
+def _generate(template: str, call: str, variables: str, like: str, edited: str) -> Any:
     """The backward of a template, `Tensor` (which `EXACT_LIKE_INPUT` reads where a gradient
-    is not of its input's class) in a cell of it: a global costs this module's guard too."""
-    called = _CALLED.format(call=call, variables=variables).strip()
+    is not of its input's class), `edits_upstreams`, `unshared` and `code_of` in cells of it: a
+    global costs this module's guard too. `edited`: whether grad_fn, of `code`, edits its upstreams
+    (Note [f inside the compile node])."""
+    called = _CALLED.format(call=call, variables=variables, edited=edited).strip()
     all_like = _ALL_LIKE.format(like=like).strip()
     source = template.format(called=called, all_like=all_like).replace("\n", "\n    ")
     generated: dict[str, Any] = {}
-    source = f"def made(Tensor):{source}\n    return backward"
+    source = f"def made(Tensor, edits_upstreams, unshared, code_of):{source}\n    return backward"
     exec(compile(source, "<tf_compat_grad compile backward>", "exec"), globals(), generated)
-    return staticmethod(generated["made"](torch.Tensor))
+    return staticmethod(generated["made"](torch.Tensor, edits_upstreams, unshared, code_of))
 
 
 InsideNode.backward = _generate(  # type: ignore[method-assign]
-    _INSIDE_BACKWARD, "ctx.grad_fn(*upstream)", "[]", f"g is None if meta is None else ({_LIKE})"
+    _INSIDE_BACKWARD,
+    "ctx.grad_fn(*upstream)",
+    "[]",
+    f"g is None if meta is None else ({_LIKE})",
+    'ctx.question("edits", code)[1]',
 )
 CompileNode.backward = _generate(  # type: ignore[method-assign]
     _COMPILE_BACKWARD,
     "ctx.grad_fn(*upstream, variables=[*variables]) if variables else ctx.grad_fn(*upstream)",
     "variables",
     _LIKE,
+    "edits_upstreams(code)",
 )
 
 

@@ -47,7 +47,14 @@ from typing import Any
 import torch
 
 from ._captures import CapturedRule, settle
-from ._closure import EXACT_TENSOR_TYPES, PLAIN_TYPES, UNSHARED, UNSHARED_OWN, plain
+from ._closure import (
+    EXACT_TENSOR_TYPES,
+    PLAIN_TYPES,
+    UNSHARED,
+    UNSHARED_OWN,
+    attribute_tensors,
+    plain,
+)
 from ._places import close_cache, open_cache
 from ._plan_node import plan_fields, saves
 from ._plan_shape import KEYWORD_VALUES, NUMBERS, Shape, Source, tree_leaves, unflatten_source
@@ -281,9 +288,9 @@ def _call_maker(
         cell_checks = [f"type({v}) is not {exact[k]}" for v, k in zip(values, cells, strict=True) if k in "tp"]  # fmt: skip
         cell_checks += [f"{a} is {b}" for i, a in enumerate(saved) for b in saved[i + 1 :]]
         cell_checks += [
-            f"(type({v}) not in PLAIN and isinstance({v}, {'UNSHARED' if k == 's' else 'UNSHARED_OWN'}))"
+            f"(type({v}) not in PLAIN and {_UNSHARED_CELL[k].format(v=v)})"
             for v, k in zip(values, cells, strict=True)
-            if k in "so"
+            if k in _UNSHARED_CELL
         ]
         if cell_checks:
             add(1, f"if {' or '.join(cell_checks)}:")
@@ -366,11 +373,21 @@ def _upstreams_check(
     return upstreams, ok
 
 
+# Per kind of shared cell (`flat_cells`), the test of a value `capture` would not share as it
+# is: for an object f made, one holding tensors (`capture` saves them).
+_UNSHARED_CELL = {
+    "s": "isinstance({v}, UNSHARED)",
+    "o": "isinstance({v}, UNSHARED_OWN)",
+    "m": "(isinstance({v}, UNSHARED_OWN) or attribute_tensors({v}))",
+}
+
+
 # The names of a plan's call that are the same for every plan, then those of one decoration.
 _CALL_NAMES: dict[str, Any] = {
     **MODE_NAMES, "UNBOUND": UNBOUND, "MISSING": _MISSING, "KEYWORD": KEYWORD_VALUES,
     "NUMBERS": NUMBERS, "EXACT": EXACT_TENSOR_TYPES, "PLAIN": PLAIN_TYPES,
     "UNSHARED": UNSHARED, "UNSHARED_OWN": UNSHARED_OWN, "Tensor": _Tensor, "Parameter": torch.nn.Parameter,
+    "attribute_tensors": attribute_tensors,
     "FunctionType": types.FunctionType,
     "plain": plain, "is_wrapped": is_functorch_wrapped, "grad_enabled": torch.is_grad_enabled,
     "any_autocast": any_autocast_enabled, "Watcher": ParameterWatcher,

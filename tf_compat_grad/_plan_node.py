@@ -72,7 +72,7 @@ def plan_fields(
         ]  # fmt: skip
         if shape.kwdefaults:
             fields.append(("kwd", "dict(kwd)"))
-        fields += [(f"c{i}", f"c{i}") for i, k in enumerate(shape.cells or "") if k in "spo"]
+        fields += [(f"c{i}", f"c{i}") for i, k in enumerate(shape.cells or "") if k in "spom"]
     for i, a in enumerate(inputs):
         shape_, dtype, device = NOTED_INPUT_META.format(t=a).split(", ")
         fields += [(f"s{i}", shape_), (f"d{i}", dtype), (f"v{i}", device)]

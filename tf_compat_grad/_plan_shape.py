@@ -19,6 +19,7 @@ from ._closure import (
     PLAIN_TYPES,
     edits_arguments,
     flat_cells,
+    made_cells,
     own_cells,
     plain,
 )
@@ -41,7 +42,8 @@ class Shape:
     args: tuple[Tree, ...]  # one tree per positional argument
     keywords: tuple[str, ...]  # the keyword arguments' names
     outputs: Tree  # the tree of f's outputs
-    # Per closure cell of grad_fn: "t" a tensor, "p" a Parameter, "s" or "o" (f's own) shared;
+    # Per closure cell of grad_fn: "t" a tensor, "p" a Parameter, "s", "o" (f's own) or "m" (a
+    # value f made) shared;
     # None: no closure.
     cells: str | None
     defaults: int | None  # how many default values grad_fn has, None for none
@@ -123,9 +125,10 @@ def shape_of(key: tuple[Any, ...], result: Any, grad_fn: Any, f: Any) -> Shape |
         return None
     cells = None
     if grad_fn.__closure__ is not None:
-        cells = flat_cells(
-            grad_fn, own_cells(code) if type(code) is types.CodeType else frozenset()
-        )
+        if type(code) is types.CodeType:
+            cells = flat_cells(grad_fn, own_cells(code), made_cells(code))
+        else:
+            cells = flat_cells(grad_fn, frozenset(), frozenset())
         if cells is None:
             return None
     bound, args, keywords = key

@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 import torch
 
 from . import _autocast, _structure
-from ._closure import edits_arguments, unshared
+from ._closure import code_of, edits_upstreams, unshared
 from ._errors import (
     PREFIX,
     CustomGradientTypeError,
@@ -334,8 +334,7 @@ class Record:
         `raw`: what grad_fn returned for each, counted but neither checked nor repaired (the
         checker's view of grad_fn itself).
         """
-        code = getattr(grad_fn, "__code__", None)
-        if type(code) is types.CodeType and edits_arguments(code):
+        if edits_upstreams(getattr(grad_fn, "__code__", None) or code_of(grad_fn)):
             upstream = unshared(upstream)  # Note [upstreams edited in place] in `_closure.py`
         try:
             if self.autocast or self.variables:

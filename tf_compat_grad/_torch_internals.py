@@ -269,6 +269,43 @@ def traced_tree(ctx: Any, name: str) -> Any:
         return None
 
 
+def traced_cells(ctx: Any, name: str) -> list[Any] | None:
+    """In a `comptime` callback: the fake tensors that the cells of the frame's local function
+    `name` hold (in tuples, lists and dicts too), where Dynamo holds a function defined in the
+    traced code; none for another callable (a function made outside the traced frame; a
+    `functools.partial`, a bound method, an object with `__call__`, whose tensors eager mode
+    leaves unchecked too: Note [saved closures] in `_closure.py`); None where Dynamo's
+    internals changed."""
+    try:
+        from torch._dynamo.variables import functions
+
+        local = ctx.get_local(name)
+        held = local._i_will_not_complain_if_bc_breaks_VariableTracker()
+        if type(held) is not functions.NestedUserFunctionVariable:
+            return []
+        side_effects = ctx._i_will_not_complain_if_bc_breaks_InstructionTranslator().output
+        side_effects = side_effects.side_effects
+        found: list[Any] = []
+
+        def leaves(value: Any) -> None:
+            kind = value.python_type()
+            if issubclass(kind, torch.Tensor):
+                found.append(type(local)(value).as_fake())
+            elif kind in (tuple, list):
+                for item in value.items:
+                    leaves(item)
+            elif kind is dict:
+                for item in value.items.values():
+                    leaves(item)
+
+        closure: Any = held.closure
+        for cell in closure.items if closure is not None else ():
+            leaves(side_effects.load_cell(cell))
+        return found
+    except Exception:  # (Dynamo's internals changed)
+        return None
+
+
 def traced_function(ctx: Any, name: str) -> Any:
     """In a `comptime` callback: the frame's local `name` where Dynamo holds a function, as
     the function itself where it was defined outside the traced code, else as `(code, whether

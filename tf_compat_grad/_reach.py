@@ -94,7 +94,7 @@ class ParameterReach:
         if proof is not None:
             checks = proof.make(f)
             if checks is not None:
-                self._take(proof.answer, checks)
+                self._take(proof, checks)
                 return
         # The last analysis's answer (`prove`): "none", "own" or None; `reads_own` is the
         # per-call check that an "own" answer still holds (Note [Parameters of f's own]), as
@@ -133,25 +133,32 @@ class ParameterReach:
     def _analyse(self) -> None:
         f = self._f
         answer, deps = prove(f)
-        proof = Proof(answer, checks_maker(deps))
+        proof = Proof(answer, checks_maker(deps), _runs(f, answer))
         if deps.shared and deps.own is not None:
             keep(f, proof)
         checks = proof.make(f)
         if checks is None:
             raise bug("a proof's checks refused the function they were made for")
-        self._take(answer, checks)
+        self._take(proof, checks)
 
-    def _take(self, answer: str | None, checks: Checks) -> None:
-        self.proof = answer
+    def _take(self, proof: Proof, checks: Checks) -> None:
+        answer = self.proof = proof.answer
         self._unchanged, self.calm = checks
         self.reads_none = self.calm if answer == "none" else _never
         self.reads_own = self.calm if answer == "own" else _never
-        self.unrecorded = answer in ("none", "own") and unrecorded(self._f)
-        self.rerun = answer == "none" and not self.unrecorded and rerunnable(self._f)
+        self.unrecorded, self.rerun = proof.runs
 
 
 def _never() -> bool:
     return False
+
+
+def _runs(f: Any, answer: str | None) -> tuple[bool, bool]:
+    """Whether f's ops need no recording (Note [f unrecorded] in `_unrecorded.py`), else whether
+    f may run unrecorded and run again for a second derivative (Note [f run again] in
+    `_rerun.py`), for the proof's answer: read once per analysis (`Proof.runs`)."""
+    none_recorded = answer in ("none", "own") and unrecorded(f)
+    return none_recorded, answer == "none" and not none_recorded and rerunnable(f)
 
 
 def _check_value(

@@ -67,14 +67,20 @@ class Deps:
 
 
 class Proof:
-    """An analysis's answer and `make`, which binds its per-call checks to a function of the
-    analysed code, or answers None when that function's own values ask for a new analysis."""
+    """An analysis's answer, `make`, which binds its per-call checks to a function of the
+    analysed code, or answers None when that function's own values ask for a new analysis, and
+    `runs`: whether f's ops need no recording, else whether f may run again (`_reach._runs`),
+    which holds for every function `make` accepts (its cells hold values of the same types, its
+    globals are f's and it has no defaults)."""
 
-    __slots__ = ("answer", "make")
+    __slots__ = ("answer", "make", "runs")
 
-    def __init__(self, answer: str | None, make: Callable[[Any], Checks | None]) -> None:
+    def __init__(
+        self, answer: str | None, make: Callable[[Any], Checks | None], runs: tuple[bool, bool]
+    ) -> None:
         self.answer = answer
         self.make = make
+        self.runs = runs
 
 
 _PROOFS: dict[types.CodeType, Proof] = {}

@@ -261,16 +261,15 @@ class EagerPath:
         """Put the plan for a learned shape in front of the plans there are (`holder._entry`);
         watched (Note [plans]), or of kind "none", which a call takes while f provably reads no
         Parameter."""
-        if learned.key in self._planned or len(self._planned) >= _plan.MAX_PLANS:
+        planned, key = self._planned, learned.key
+        if key in planned or len(planned) >= _plan.MAX_PLANS:
             return
-        self._planned.add(learned.key)
+        planned.add(key)
         reach = self.reach
         # First: a new decoration whose code's proof was not kept (Note [a proof per code]) is
         # analysed here, before its kind is read from the proof.
-        possible = reach.possible(())
-        watched = learned.watched or possible
-        # Note [f unrecorded]: the same question as `_runs_unrecorded`'s.
-        flat = not learned.shape.bound and all(a in ("t", "n") for a in learned.shape.args)
+        watched = reach.possible(()) or learned.watched
+        flat = learned.flat
         unrecorded = flat and reach.unrecorded
         if watched:
             own = reach.proof == "own" and unrecorded
@@ -411,12 +410,15 @@ class _Learned:
     binds a decoration to its plan's call (`_plan.call_binder`), made when first asked for,
     by kind."""
 
-    __slots__ = ("key", "made", "shape", "spec", "watched")
+    __slots__ = ("flat", "key", "made", "shape", "spec", "watched")
 
     def __init__(self, shape: _plan_shape.Shape, watched: bool, layout: Layout) -> None:
         self.shape = shape
         self.key = shape.key()
         self.watched = watched
+        # Unbound, of tensors and numbers: the call may run f unrecorded (Note [f unrecorded]),
+        # the question of `EagerPath._runs_unrecorded`.
+        self.flat = not shape.bound and all(a in ("t", "n") for a in shape.args)
         self.spec: _LayoutSpec = (layout.bound, layout.spec, layout.n_args, layout.positions)
         self.made: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}
 

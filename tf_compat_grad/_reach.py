@@ -47,6 +47,7 @@ from typing import Any
 import torch
 from torch.nn import Parameter
 
+from ._closure import plain
 from ._errors import bug
 from ._reach_check import MISSING, Checks, Deps, Proof, checks_maker, contents, items, keep, kept
 from ._unrecorded import rerunnable, unrecorded
@@ -240,7 +241,8 @@ def _check_function(
         deps.functions.append(entry)
     else:  # f itself (Note [a proof per code] in `_reach_check.py`)
         deps.own = entry
-        deps.shared = not (fn.__defaults__ or fn.__kwdefaults__ or fn.__dict__)
+        defaults = (*(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values())
+        deps.shared = not fn.__dict__ and plain(defaults)
     code = _read(fn.__code__)
     if code.names & _UNSAFE_NAMES or any(
         module.partition(".")[0] not in _SAFE_MODULES for module in code.imports

@@ -268,7 +268,7 @@ class EagerPath:
         reach = self.reach
         # First: a new decoration whose code's proof was not kept (Note [a proof per code]) is
         # analysed here, before its kind is read from the proof.
-        watched = reach.possible(()) or learned.watched
+        watched = reach.planned_possible() or learned.watched
         flat = learned.flat
         unrecorded = flat and reach.unrecorded
         if watched:
@@ -287,7 +287,7 @@ class EagerPath:
         checked = functools.partial(self._checked_gradients, learned.spec)
         holder._entry = _plan.make_call(
             self._f,
-            learned.shape,
+            learned.n_outputs,
             bind,
             holds,
             apply,
@@ -410,7 +410,7 @@ class _Learned:
     binds a decoration to its plan's call (`_plan.call_binder`), made when first asked for,
     by kind."""
 
-    __slots__ = ("flat", "key", "made", "shape", "spec", "watched")
+    __slots__ = ("flat", "key", "made", "n_outputs", "shape", "spec", "watched")
 
     def __init__(self, shape: _plan_shape.Shape, watched: bool, layout: Layout) -> None:
         self.shape = shape
@@ -419,6 +419,7 @@ class _Learned:
         # Unbound, of tensors and numbers: the call may run f unrecorded (Note [f unrecorded]),
         # the question of `EagerPath._runs_unrecorded`.
         self.flat = not shape.bound and all(a in ("t", "n") for a in shape.args)
+        self.n_outputs = len(_plan_shape.tree_leaves(shape.outputs))
         self.spec: _LayoutSpec = (layout.bound, layout.spec, layout.n_args, layout.positions)
         self.made: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}
 

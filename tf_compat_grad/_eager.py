@@ -131,7 +131,7 @@ class EagerPath:
     """
 
     __slots__ = (
-        "_checked", "_f", "_holder", "_inside", "_pending", "_planned", "_shared", "captured",
+        "_checked", "_f", "_holder", "_pending", "_planned", "_shared", "captured",
         "reach",
     )  # fmt: skip
 
@@ -142,10 +142,9 @@ class EagerPath:
         self._holder = weakref.ref(holder)
         holder._entry = self.call
         self._shared = shared
-        self._inside = getattr(f, "__qualname__", "") + ".<locals>."
         self._checked = False  # a call has passed the `variables` check (item 33)
         self.reach = ParameterReach(f)
-        self._planned: set[tuple[Any, ...]] = set()  # the `Shape.key`s that have a plan
+        self._planned: tuple[tuple[Any, ...], ...] = ()  # the `Shape.key`s that have a plan
         # What a call does with a tensor its outputs depend on that it was not given
         # (`custom_gradient(captured=...)`, Note [lost gradients] in `_captures.py`).
         self.captured = captured
@@ -264,7 +263,7 @@ class EagerPath:
         planned, key = self._planned, learned.key
         if key in planned or len(planned) >= _plan.MAX_PLANS:
             return
-        planned.add(key)
+        self._planned = (*planned, key)
         reach = self.reach
         # First: a new decoration whose code's proof was not kept (Note [a proof per code]) is
         # analysed here, before its kind is read from the proof.
@@ -362,7 +361,7 @@ class EagerPath:
         record = Record.of_call(layout, inputs, variables)
         sources = (*inputs, *variables)
         captured: Captured | Rerun
-        captured, saved = capture(grad_fn, self._inside, f)
+        captured, saved = capture(grad_fn, getattr(f, "__qualname__", "") + ".<locals>.", f)
         if again is not None:
             captured = Rerun(captured, again)
         if type(result) is _Tensor:  # one output: the node returns it as it is

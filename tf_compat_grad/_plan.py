@@ -101,7 +101,8 @@ def make_call(
     [lost gradients] while `holds` (unbound calls only), and settling by the rule `captured`
     otherwise. `apply` applies the plan's node, whose backward hands what it cannot pass to
     `checked`."""
-    upstreams, upstreams_ok = _upstreams_check(f, n_outputs)
+    # (a plan of one output checks no upstreams: `_call_maker`)
+    upstreams, upstreams_ok = _upstreams_check(f, n_outputs) if n_outputs > 1 else (None, None)
     return bind(  # type: ignore[no-any-return]
         f, holds, apply, checked, general, unplanned, unplanned_fresh, upstreams, upstreams_ok,
         captured,

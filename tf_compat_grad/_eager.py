@@ -25,8 +25,8 @@ node classes, whose methods take f from the call, a plan's generated code, and t
 the calls the decorations of that code have learned, with their plans' node classes; one
 lookup per decoration finds them all (`Shared`, within `_decoration.Decoration`). A new
 decoration plans those shapes at its first call, with its own f, closure and reach proof (the
-answer of the code's last analysis where its closure allows, Note [a proof per code] in
-`_reach_check.py`), so that it starts on a plan; a plan's guards hold for whatever closure it
+answer of the code's last analysis where its closure and defaults allow, Note [a proof per
+code] in `_reach_check.py`), so that it starts on a plan; a plan's guards hold for whatever closure it
 serves (Note [plans]). Without grad, unless that proof says f reads no Parameter, the first
 calls take the general code until one has passed the `variables` check (item 33).
 

@@ -12,6 +12,8 @@ METRICS = {
     "no_grad_forward": "no-grad forward",
     "compiled_fwd_bwd": "compiled fwd+bwd",
 }
+# A ratio to the op decorated once, not to the Function (`_redecorate.compare`).
+REDECORATED = {"redecorated": "decorated in forward / decorated once"}
 MEMORY_POINTS = {
     "after_forward": "after forward",
     "after_backward": "after backward, y alive",
@@ -30,7 +32,7 @@ def targets(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     checks: list[dict[str, Any]] = []
     for case in cases:
         key, title = case["key"], case["title"]
-        for metric, label in METRICS.items():
+        for metric, label in {**METRICS, **REDECORATED}.items():
             target = TARGETS.get((key, metric))
             if target is None or (metric == "compiled_fwd_bwd" and "compiled" not in case):
                 continue
@@ -151,6 +153,25 @@ def text(report: dict[str, Any]) -> str:
     for label in ("fwd+bwd", "no-grad fwd"):
         header += [f"{label}: Function", "native", "tf_compat", "target"]
     out += _table(header, rows)
+
+    redecorated = [case for case in cases if "redecorated" in case]
+    if redecorated:
+        out += [
+            "",
+            "Decorated in forward: a new function of the op's code decorated on every fwd+bwd "
+            "step, against the op decorated once (its time per call, and the ratio)",
+        ]
+        rows = [
+            [
+                case["title"],
+                _micro(case["redecorated"]["decorated once"]),
+                _micro(case["redecorated"][TF]),
+                _ratio(ratio(case, "redecorated", TF)),
+                _target(case, "redecorated"),
+            ]
+            for case in redecorated
+        ]
+        out += _table(["case", "decorated once", "in forward", "ratio", "target"], rows)
 
     if any("memory" in case for case in cases):
         out += ["", "Bytes kept alive by the graph (storages not held by the benchmark itself)"]

@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import _memory
+import _redecorate
 import _report
 import _timing
 import torch
-from _cases import CASES, FUNCTION, IMPLS
+from _cases import CASES, FUNCTION, IMPLS, TF
 
 SETTINGS = {
     # repetitions and block length of the eager timings, and of the compiled timings
@@ -98,6 +99,8 @@ def run(mode: str, keys: list[str] | None, compile_: bool, seed: int) -> dict[st
                 ),
             }
         )
+        if case.key in _redecorate.IN_FORWARD:
+            results[-1]["redecorated"] = _redecorate.compare(case.key, made[TF], rng=rng, **timing)
     for case, result in zip(cases, results, strict=True):
         _log(f"memory {case.title}")
         result["memory"] = {name: _memory.measure(impl) for name, impl in impls[case.key].items()}

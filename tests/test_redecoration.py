@@ -9,7 +9,7 @@ import weakref
 
 import pytest
 import torch
-from helpers import D, closure_layer, cyclic_garbage_of, saved_while_called
+from helpers import D, closure_layer, cyclic_garbage_of, flatten, saved_while_called
 from torch import nn
 
 from tf_compat_grad import _eager, _reach, _reach_check, _record, _unrecorded, custom_gradient
@@ -445,6 +445,150 @@ def test_a_default_is_read_for_each_decoration():
     assert not f._eager.reach.reads_none()
     _, gw = _grads(f, x, w)
     torch.testing.assert_close(gw, 7 * x.detach().sum())
+
+
+def _plain_scaled(x, scale=2.0, *, shift=0.0):
+    """Plain default values (`scale=1.0`): a new function of this code takes the kept proof
+    where its defaults are plain values of the same types."""
+
+    def grad(dy, variables=None):
+        return dy * scale, [(dy * x).sum() for _ in variables or ()]
+
+    return x * scale + shift, grad
+
+
+def _with_defaults(defaults, kwdefaults):
+    f = _plain_scaled
+    g = types.FunctionType(f.__code__, f.__globals__, f.__name__, defaults, f.__closure__)
+    g.__kwdefaults__ = kwdefaults
+    return custom_gradient(g)
+
+
+def test_a_new_decoration_with_plain_defaults_takes_the_kept_proof(monkeypatch):
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+    custom_gradient(_plain_scaled)(x)  # analysed: reads no Parameter
+    analysed = _analyses(monkeypatch)
+    for scale, shift in ((3.0, 1.0), (4.0, -1.0)):
+        f = _with_defaults((scale,), {"shift": shift})
+        assert f._eager.reach.reads_none()  # before its first call
+        y = f(x)
+        assert hasattr(y.grad_fn, "plan")  # its first call: the plan the first one learned
+        torch.testing.assert_close(y, x.detach() * scale + shift)
+        (gx,) = torch.autograd.grad(y.sum(), x)
+        torch.testing.assert_close(gx, torch.full((3,), scale, dtype=D))
+    assert analysed == []
+
+
+@pytest.mark.parametrize(
+    "defaults, kwdefaults",
+    [
+        ((3,), {"shift": 0.0}),
+        ((3.0,), {"shift": 0}),
+        ((torch.tensor(3.0, dtype=D),), {"shift": 0.0}),
+        ((3.0,), {"shift": torch.tensor(0.0, dtype=D)}),
+    ],
+    ids=["an int for a float", "an int keyword default", "a tensor", "a tensor keyword default"],
+)
+def test_a_new_decoration_whose_defaults_differ_in_type_is_proved_anew(
+    monkeypatch, defaults, kwdefaults
+):
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+    custom_gradient(_plain_scaled)(x)
+    analysed = _analyses(monkeypatch)
+    f = _with_defaults(defaults, kwdefaults)
+    assert not f._eager.reach.reads_none()  # not taken: analysed at its first call
+    _grads(f, x)
+    assert analysed == [f.__wrapped__]
+    assert f._eager.reach.reads_none()
+
+
+def test_a_parameter_default_of_a_new_decoration_gives_its_gradient():
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+    custom_gradient(_plain_scaled)(x)  # the kept proof: reads no Parameter
+    w = nn.Parameter(torch.tensor(2.0, dtype=D))
+    f = _with_defaults((w,), {"shift": 0.0})
+    assert not f._eager.reach.reads_none()
+    _, gw = _grads(f, x, w)
+    torch.testing.assert_close(gw, x.detach().sum())
+
+
+# --- a decoration per call takes the route of a decoration made once --------------------------
+
+
+def _fresh(f):
+    """A new function of f's code, as a `def` inside `forward` makes it."""
+    g = types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
+    g.__kwdefaults__ = f.__kwdefaults__ and dict(f.__kwdefaults__)
+    return g
+
+
+def _log1pexp(x):
+    e = torch.exp(x)
+    return torch.log(1 + e), lambda dy: dy * (1 - 1 / (1 + e))
+
+
+def _clipped_relu(x, clip):
+    def grad(dy):
+        return dy * ((x > 0) & (x < clip)).to(dy.dtype), None
+
+    return x.clamp(min=0, max=clip), grad
+
+
+def _mul_sub(a, b):
+    return (a * b, a - b), lambda du, dv: (du * b + dv, du * a - dv)
+
+
+def _nested(a, b):
+    def grad(dp, ds, dd):
+        return dp * b + ds + dd, dp * a + ds - dd
+
+    return {"p": a * b, "q": (a + b, a - b)}, grad
+
+
+def _true(f):
+    """f's maths under plain autograd, without its grad_fn (each grad_fn here is exact)."""
+    return lambda *args, **kwargs: f(*args, **kwargs)[0]
+
+
+_W, _B = nn.Parameter(torch.randn(3, 4, dtype=D)), nn.Parameter(torch.randn(3, dtype=D))
+_ROUTE_CASES = {
+    # name: (a new function of the code on each call, its tensor arguments, then its other
+    # positional arguments and its keyword arguments)
+    "log1pexp": (lambda: _fresh(_log1pexp), 1, (), {}),
+    "clipped_relu, a float argument": (lambda: _fresh(_clipped_relu), 1, (0.5,), {}),
+    "two in, two out": (lambda: _fresh(_mul_sub), 2, (), {}),
+    "nested outputs": (lambda: _fresh(_nested), 2, (), {}),
+    "a keyword argument over a default": (lambda: _fresh(_plain_scaled), 1, (), {"scale": 1.5}),
+    "closure Parameters": (lambda: closure_layer(_W, _B).__wrapped__, 1, (), {}),
+}
+
+
+@pytest.mark.parametrize("case", _ROUTE_CASES.values(), ids=list(_ROUTE_CASES))
+def test_a_decoration_per_call_takes_the_plan_of_a_decoration_made_once(case, monkeypatch):
+    """Decorated once, then decorated anew on each call: from its first call, each new
+    decoration takes the plan (its node, its kind) the decoration made once took, without
+    proving its reach again, and gives plain autograd's gradients, to the Parameters too."""
+    make, n_tensors, others, kwargs = case
+    gen = torch.Generator().manual_seed(0)
+    tensors = [torch.randn(2, 4, dtype=D, generator=gen).requires_grad_() for _ in range(n_tensors)]  # fmt: skip
+    args = (*tensors, *others)
+    sources = [*tensors, _W, _B]
+    once = custom_gradient(make())
+    once(*args, **kwargs)  # the general code: learns the plan
+    y_once = once(*args, **kwargs)
+    node, kind = type(flatten(y_once)[0].grad_fn), once._eager.reach.proof
+    analysed = _analyses(monkeypatch)
+    for _ in range(3):
+        f = make()
+        y = custom_gradient(f)(*args, **kwargs)
+        assert [type(t.grad_fn) for t in flatten(y)] == [node] * len(flatten(y))
+        assert all(hasattr(t.grad_fn, "plan") for t in flatten(y))
+        got = torch.autograd.grad(flatten(y), sources, [torch.ones_like(t) for t in flatten(y)], allow_unused=True)  # fmt: skip
+        want_y = _true(f)(*args, **kwargs)
+        want = torch.autograd.grad(flatten(want_y), sources, [torch.ones_like(t) for t in flatten(want_y)], allow_unused=True)  # fmt: skip
+        torch.testing.assert_close(got, want)
+    assert analysed == []
+    assert custom_gradient(make())._eager.reach.proof == kind
 
 
 # --- the route of a new decoration does not depend on whether its code's proof is kept ------

@@ -78,11 +78,11 @@ class CustomGradient(Generic[P, R]):
         wrap(self, f)
         self._f = f  # what is called; `__wrapped__` may name another (recompute_grad's f)
         self._eager = eager = EagerPath(f, shared.eager, captured, self)  # sets `_entry`
-        self._call_eager = eager.call  # every call outside torch.compile
+        call_eager = self._call_eager = self._entry  # every call outside torch.compile
         # The description of f for messages made while Dynamo traces, and what a call that
         # leaves the compiled graph runs.
         self._described = shared.described
-        self._leave = _leaving(f, shared, eager.call)
+        self._leave = _leaving(f, shared, call_eager)
         self._compiling = compiling_call(f, shared.described, captured, self._leave, eager.reach)
         self.example = example  # example inputs for the checker (`custom_gradient(example=)`)
         # Why grad_fn is not the true derivative, when that is intended (`surrogate=`).

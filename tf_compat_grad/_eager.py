@@ -25,8 +25,8 @@ node classes, whose methods take f from the call, a plan's generated code, and t
 the calls the decorations of that code have learned, with their plans' node classes; one
 lookup per decoration finds them all (`Shared`, within `_decoration.Decoration`). A new
 decoration plans those shapes at its first call, with its own f, closure and reach proof (the
-answer of the code's last analysis where its closure allows, Note [a proof per code] in
-`_reach_check.py`), so that it starts on a plan; a plan's guards hold for whatever closure it
+answer of the code's last analysis where its closure and defaults allow, Note [a proof per
+code] in `_reach_check.py`), so that it starts on a plan; a plan's guards hold for whatever closure it
 serves (Note [plans]). Without grad, unless that proof says f reads no Parameter, the first
 calls take the general code until one has passed the `variables` check (item 33).
 
@@ -131,7 +131,7 @@ class EagerPath:
     """
 
     __slots__ = (
-        "_checked", "_f", "_holder", "_inside", "_pending", "_planned", "_shared", "captured",
+        "_checked", "_f", "_holder", "_pending", "_planned", "_shared", "captured",
         "reach",
     )  # fmt: skip
 
@@ -142,10 +142,9 @@ class EagerPath:
         self._holder = weakref.ref(holder)
         holder._entry = self.call
         self._shared = shared
-        self._inside = getattr(f, "__qualname__", "") + ".<locals>."
         self._checked = False  # a call has passed the `variables` check (item 33)
         self.reach = ParameterReach(f)
-        self._planned: set[tuple[Any, ...]] = set()  # the `Shape.key`s that have a plan
+        self._planned: tuple[tuple[Any, ...], ...] = ()  # the `Shape.key`s that have a plan
         # What a call does with a tensor its outputs depend on that it was not given
         # (`custom_gradient(captured=...)`, Note [lost gradients] in `_captures.py`).
         self.captured = captured
@@ -261,16 +260,15 @@ class EagerPath:
         """Put the plan for a learned shape in front of the plans there are (`holder._entry`);
         watched (Note [plans]), or of kind "none", which a call takes while f provably reads no
         Parameter."""
-        if learned.key in self._planned or len(self._planned) >= _plan.MAX_PLANS:
+        planned, key = self._planned, learned.key
+        if key in planned or len(planned) >= _plan.MAX_PLANS:
             return
-        self._planned.add(learned.key)
+        self._planned = (*planned, key)
         reach = self.reach
         # First: a new decoration whose code's proof was not kept (Note [a proof per code]) is
         # analysed here, before its kind is read from the proof.
-        possible = reach.possible(())
-        watched = learned.watched or possible
-        # Note [f unrecorded]: the same question as `_runs_unrecorded`'s.
-        flat = not learned.shape.bound and all(a in ("t", "n") for a in learned.shape.args)
+        watched = reach.planned_possible() or learned.watched
+        flat = learned.flat
         unrecorded = flat and reach.unrecorded
         if watched:
             own = reach.proof == "own" and unrecorded
@@ -288,7 +286,7 @@ class EagerPath:
         checked = functools.partial(self._checked_gradients, learned.spec)
         holder._entry = _plan.make_call(
             self._f,
-            learned.shape,
+            learned.n_outputs,
             bind,
             holds,
             apply,
@@ -363,7 +361,7 @@ class EagerPath:
         record = Record.of_call(layout, inputs, variables)
         sources = (*inputs, *variables)
         captured: Captured | Rerun
-        captured, saved = capture(grad_fn, self._inside, f)
+        captured, saved = capture(grad_fn, getattr(f, "__qualname__", "") + ".<locals>.", f)
         if again is not None:
             captured = Rerun(captured, again)
         if type(result) is _Tensor:  # one output: the node returns it as it is
@@ -411,12 +409,16 @@ class _Learned:
     binds a decoration to its plan's call (`_plan.call_binder`), made when first asked for,
     by kind."""
 
-    __slots__ = ("key", "made", "shape", "spec", "watched")
+    __slots__ = ("flat", "key", "made", "n_outputs", "shape", "spec", "watched")
 
     def __init__(self, shape: _plan_shape.Shape, watched: bool, layout: Layout) -> None:
         self.shape = shape
         self.key = shape.key()
         self.watched = watched
+        # Unbound, of tensors and numbers: the call may run f unrecorded (Note [f unrecorded]),
+        # the question of `EagerPath._runs_unrecorded`.
+        self.flat = not shape.bound and all(a in ("t", "n") for a in shape.args)
+        self.n_outputs = len(_plan_shape.tree_leaves(shape.outputs))
         self.spec: _LayoutSpec = (layout.bound, layout.spec, layout.n_args, layout.positions)
         self.made: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}
 

@@ -92,7 +92,7 @@ def call_binder(f: Callable[..., Any], shape: Shape, kind: str) -> Callable[...,
 
 def make_call(
     f: Callable[..., Any],
-    shape: Shape,
+    n_outputs: int,
     bind: Callable[..., Any],
     holds: Callable[[], bool],
     apply: Callable[..., Any],
@@ -102,13 +102,14 @@ def make_call(
     unplanned_fresh: Callable[[Any], Any],
     captured: CapturedRule = "refuse",
 ) -> Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]:
-    """The call of f's plan for `shape` (Note [plans]) of the kind `bind` was made for
-    (`call_binder`): "none" when f provably reads no Parameter, while the per-call check
-    `holds`; "watched" when it runs under the watcher, skipping the walk of Note [lost
-    gradients] while `holds` (unbound calls only), and settling by the rule `captured`
+    """The call of f's plan for a shape of `n_outputs` outputs (Note [plans]) of the kind
+    `bind` was made for (`call_binder`): "none" when f provably reads no Parameter, while the
+    per-call check `holds`; "watched" when it runs under the watcher, skipping the walk of Note
+    [lost gradients] while `holds` (unbound calls only), and settling by the rule `captured`
     otherwise. `apply` applies the plan's node, whose backward hands what it cannot pass to
     `checked`."""
-    upstreams, upstreams_ok = _upstreams_check(f, len(tree_leaves(shape.outputs)))
+    # (a plan of one output checks no upstreams: `_call_maker`)
+    upstreams, upstreams_ok = _upstreams_check(f, n_outputs) if n_outputs > 1 else (None, None)
     return bind(  # type: ignore[no-any-return]
         f, holds, apply, checked, general, unplanned, unplanned_fresh, upstreams, upstreams_ok,
         captured,

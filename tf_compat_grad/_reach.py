@@ -47,6 +47,7 @@ from typing import Any
 import torch
 from torch.nn import Parameter
 
+from ._closure import plain
 from ._errors import bug
 from ._reach_check import MISSING, Checks, Deps, Proof, checks_maker, contents, items, keep, kept
 from ._unrecorded import rerunnable, unrecorded
@@ -94,7 +95,7 @@ class ParameterReach:
         if proof is not None:
             checks = proof.make(f)
             if checks is not None:
-                self._take(proof.answer, checks)
+                self._take(proof, checks)
                 return
         # The last analysis's answer (`prove`): "none", "own" or None; `reads_own` is the
         # per-call check that an "own" answer still holds (Note [Parameters of f's own]), as
@@ -130,28 +131,43 @@ class ParameterReach:
             self._analyse()
         return self.proof != "none"
 
+    def planned_possible(self) -> bool:
+        """`possible(())` for the making of a plan, without the check that the analysis f took
+        or made still holds: a plan's per-call check (`calm`) asks that on each of its calls,
+        handing the general code a call it no longer holds for."""
+        if self._unchanged is _never:
+            self._analyse()
+        return self.proof != "none"
+
     def _analyse(self) -> None:
         f = self._f
         answer, deps = prove(f)
-        proof = Proof(answer, checks_maker(deps))
+        proof = Proof(answer, checks_maker(deps), _runs(f, answer))
         if deps.shared and deps.own is not None:
             keep(f, proof)
         checks = proof.make(f)
         if checks is None:
             raise bug("a proof's checks refused the function they were made for")
-        self._take(answer, checks)
+        self._take(proof, checks)
 
-    def _take(self, answer: str | None, checks: Checks) -> None:
-        self.proof = answer
+    def _take(self, proof: Proof, checks: Checks) -> None:
+        answer = self.proof = proof.answer
         self._unchanged, self.calm = checks
         self.reads_none = self.calm if answer == "none" else _never
         self.reads_own = self.calm if answer == "own" else _never
-        self.unrecorded = answer in ("none", "own") and unrecorded(self._f)
-        self.rerun = answer == "none" and not self.unrecorded and rerunnable(self._f)
+        self.unrecorded, self.rerun = proof.runs
 
 
 def _never() -> bool:
     return False
+
+
+def _runs(f: Any, answer: str | None) -> tuple[bool, bool]:
+    """Whether f's ops need no recording (Note [f unrecorded] in `_unrecorded.py`), else whether
+    f may run unrecorded and run again for a second derivative (Note [f run again] in
+    `_rerun.py`), for the proof's answer: read once per analysis (`Proof.runs`)."""
+    none_recorded = answer in ("none", "own") and unrecorded(f)
+    return none_recorded, answer == "none" and not none_recorded and rerunnable(f)
 
 
 def _check_value(
@@ -233,7 +249,8 @@ def _check_function(
         deps.functions.append(entry)
     else:  # f itself (Note [a proof per code] in `_reach_check.py`)
         deps.own = entry
-        deps.shared = not (fn.__defaults__ or fn.__kwdefaults__ or fn.__dict__)
+        defaults = (*(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values())
+        deps.shared = not fn.__dict__ and plain(defaults)
     code = _read(fn.__code__)
     if code.names & _UNSAFE_NAMES or any(
         module.partition(".")[0] not in _SAFE_MODULES for module in code.imports

@@ -18,13 +18,16 @@ its answer when, checked once as it is decorated (`make(g)` answers None otherwi
   (one of f's own, Note [Parameters of f's own]), an empty cell; or the very object the
   analysis met, held weakly, when the analysis answered for it without reading anything
   through it (`self` of a `forward`, where the proof stops; torch's own modules and functions);
-- and, on each call, as for f: g's code is still that code, g has no defaults, keyword defaults
-  or attributes, g's cells still hold what they held when g was decorated, and every other name,
-  cell and function the analysis read still holds what it held (the check f's own calls run).
+- g's defaults and keyword defaults are plain values (None, numbers, strings: read as they are)
+  of the types f's are (`scale=1.0`), and g has no attributes;
+- and, on each call, as for f: g's code is still that code, g's defaults, keyword defaults and
+  attributes are still those, g's cells still hold what they held when g was decorated, and every
+  other name, cell and function the analysis read still holds what it held (the check f's own
+  calls run).
 
 With those, the analysis of g would visit the very objects the analysis of f visited, in the same
 order, and give the same answer. A proof that read anything else through f's own cells or
-defaults (a helper function defined in `forward`, a tuple, a default value) is not kept: what it
+defaults (a helper function defined in `forward`, a tuple, a default tensor) is not kept: what it
 read would then be a decoration's, and holding it would keep that decoration's closure alive;
 such a decoration is proved anew. The kept proofs hold the globals they read, which hold the
 code; so `_PROOFS` is bounded: it keeps the answers for the last `_KEPT` codes, as the reading
@@ -67,14 +70,20 @@ class Deps:
 
 
 class Proof:
-    """An analysis's answer and `make`, which binds its per-call checks to a function of the
-    analysed code, or answers None when that function's own values ask for a new analysis."""
+    """An analysis's answer, `make`, which binds its per-call checks to a function of the
+    analysed code, or answers None when that function's own values ask for a new analysis, and
+    `runs`: whether f's ops need no recording, else whether f may run again (`_reach._runs`),
+    which holds for every function `make` accepts (its cells and defaults hold values of the
+    same types, its globals are f's)."""
 
-    __slots__ = ("answer", "make")
+    __slots__ = ("answer", "make", "runs")
 
-    def __init__(self, answer: str | None, make: Callable[[Any], Checks | None]) -> None:
+    def __init__(
+        self, answer: str | None, make: Callable[[Any], Checks | None], runs: tuple[bool, bool]
+    ) -> None:
         self.answer = answer
         self.make = make
+        self.runs = runs
 
 
 _PROOFS: dict[types.CodeType, Proof] = {}
@@ -106,6 +115,11 @@ def _same_items(then: tuple[tuple[str, Any], ...] | None, now: dict[str, Any] | 
     return all(now.get(name, MISSING) is value for name, value in then)
 
 
+def _types(pairs: tuple[tuple[str, Any], ...]) -> tuple[tuple[str, type], ...]:
+    """The names of `items`'s pairs with the types of their values."""
+    return tuple((name, type(value)) for name, value in pairs)
+
+
 def contents(cell: types.CellType) -> Any:
     try:
         return cell.cell_contents
@@ -123,7 +137,8 @@ def checks_maker(deps: Deps) -> Callable[[Any], Checks | None]:
     bound as closure variables, and without a loop or a call of its own.
     """
     env: dict[str, Any] = {
-        "MISSING": MISSING, "contents": contents, "same": _same_items, "items": items
+        "MISSING": MISSING, "contents": contents, "same": _same_items, "items": items,
+        "types": _types,
     }  # fmt: skip
     lines: list[str] = []  # of `make`, before the checks
     terms: list[str] = []
@@ -195,10 +210,15 @@ def _function_terms(
             continue
         if lines is None:
             env[key] = value
-        elif attribute == "__defaults__":
+        elif attribute == "__defaults__":  # plain values, as `types` lists them, when kept
+            env["DT"] = tuple(map(type, value))
             lines.append(f"{key} = {fn}.{attribute}")
+            lines.append(f"if {key} is None or tuple(map(type, {key})) != DT: return None")
         else:
             lines.append(f"{key} = items({fn}.{attribute})")
+            if attribute == "__kwdefaults__":
+                env["KT"] = _types(value)
+                lines.append(f"if {key} is None or types({key}) != KT: return None")
         if attribute == "__defaults__":
             terms.append(f"{fn}.__defaults__ is {key}")
         else:

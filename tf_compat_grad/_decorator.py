@@ -60,7 +60,10 @@ class CustomGradient(Generic[P, R]):
 
     __wrapped__: Callable[..., Any]
     # What a call outside torch.compile runs: the newest plan, else the general code (set and
-    # replaced by its `EagerPath`).
+    # replaced by its `EagerPath`). A slot, read on every call: the attributes of a decorated
+    # plain function are not a dict exactly (Note [the inline mark] in `_decoration.py`), and
+    # CPython reads an attribute from those about ten times slower.
+    __slots__ = ("__dict__", "__weakref__", "_entry")
     _entry: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]
     # The decorator that made this wrapper of `__wrapped__`: a pickle not by reference remakes
     # it (`recompute_grad` sets itself on its wrappers).

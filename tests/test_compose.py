@@ -548,6 +548,53 @@ def test_a_copied_decorated_function_compiles_as_the_original(dynamo, copied):
     assert counters["stats"]["unique_graphs"] == 1
 
 
+@custom_gradient
+def _with_attribute(x):
+    return x * 2, lambda dy: dy * 3
+
+
+_with_attribute.scale = 5.0  # set after decoration, as users do
+
+
+def _scaled_by_attribute(x):
+    return _with_attribute(x) * _with_attribute.scale
+
+
+@pytest.mark.traced_compile
+def test_a_decorated_functions_attribute_read_while_compiled_is_its_value(dynamo):
+    """An attribute of a decorated function read in a compiled frame: Dynamo reads those of the
+    compile closure it traces in its place (Note [the inline mark] in `_decoration.py`), so
+    Dynamo gives up on the frame where the closure lacks it, which then runs as Python: eager's
+    values and gradients."""
+    x = inputs(0, 1)[0]
+    out = torch.compile(_scaled_by_attribute, backend="aot_eager")(x)
+    out.sum().backward()
+    (ex,) = fresh([x])
+    expected = _scaled_by_attribute(ex)
+    expected.sum().backward()
+    torch.testing.assert_close([out, x.grad], [expected, ex.grad])
+
+
+@pytest.mark.traced_compile
+@pytest.mark.xfail(
+    DYNAMO_TRACES_WATCHER,
+    strict=True,
+    reason="known limitation: Dynamo reads a decorated function's attributes from the compile "
+    "closure it traces in its place (Note [the inline mark]): `fullgraph=True` refuses the "
+    "read of one set on the function, and `__code__` is the closure's",
+)
+@pytest.mark.parametrize("read", ["attribute", "__code__"])
+def test_a_decorated_functions_attribute_read_under_fullgraph(dynamo, read):
+    def step(x):
+        if read == "attribute":
+            return _scaled_by_attribute(x)
+        return _with_attribute(x), _with_attribute.__code__.co_name
+
+    x = inputs(0, 1)[0]
+    got = torch.compile(step, backend="aot_eager", fullgraph=True)(x)
+    torch.testing.assert_close(got, step(x))
+
+
 TRANSFORMS = {
     "grad": lambda loss: torch.func.grad(loss),
     "vmap of grad": lambda loss: torch.func.vmap(torch.func.grad(loss)),

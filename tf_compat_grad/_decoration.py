@@ -27,9 +27,10 @@ own body skipped; so the attributes are `_Attributes`, a dict whose iteration, v
 `|`, `len` and repr leave the mark out: `dict.update`, `{**d}` and `dict(d)` read a dict whose
 `__iter__` is not dict's through its `keys()`, `copy` and `pickle` through its `items()`. Dynamo
 reads the mark with `inspect.getattr_static` (`dict.get`), as attribute lookup reads the dict
-itself. What it costs: Dynamo reads the function's other attributes from the closure it traces
-(as it does for torch's wrappers), so a compiled frame that reads one set on the function runs
-as Python (refused under `fullgraph=True`), and `__code__` read there is the closure's.
+itself. What it costs: Dynamo reads the function's `__code__` from the closure it traces (as
+for torch's wrappers), and on torch 2.13 its other attributes too, so that a compiled frame
+reading one set on the function runs as Python there (refused under `fullgraph=True`); torch
+2.15 reads those from the function.
 """
 
 from __future__ import annotations

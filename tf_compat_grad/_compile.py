@@ -66,14 +66,17 @@ builtins are not read by name where a method or a literal's class does (`out.__l
 Parameters, whether grad_fn takes `variables=` is read from its code while tracing
 (`code_accepts_variables`: MLP closure 115 -> 109 guards), `check_accepts` called only to
 refuse; one output is handed back without `rebuilt`; the inside node's backward reads no global
-where every gradient is like its input, and builds the record only where one is not. The function `custom_gradient` returns calls a closure (`CustomGradient._caller`), not
-the wrapper object, whose `__call__` cost six guards (its type, `__call__`, an instance dict
-without `__call__`, `_decorator` and `_is_compiling`, `_compiling`), and `compiling` holds the
-node class and `rebuilt` in cells (one guard each,
-where a global of `_compile` cost the module's too). These are safe to lose: they guarded the
-way to the compile closure, and the way is now cells, each guarded as `_compiling` was (the code
-of the function in it); the question, f, the node class and the arguments are read and guarded
-as before. f's outputs' class is read with `__class__`
+where every gradient is like its input, and builds the record only where one is not. Dynamo traces the compile closure (`compiling_call`) in place of the function
+`custom_gradient` returns, guarding that function by its type and the closure by its code (the
+function's inline mark: Note [the inline mark] in `_decoration.py`), where tracing the function
+cost a guard for it, its own closure (`CustomGradient._caller`), and `is_compiling` and the
+compile closure in that one's cells, and the wrapper object's `__call__` six (its type,
+`__call__`, an instance dict without `__call__`, `_decorator` and `_is_compiling`,
+`_compiling`); `compiling` holds the node class and `rebuilt` in cells (one guard each, where a
+global of `_compile` cost the module's too). These are safe to lose: they guarded the way to the
+compile closure; the mark's guard fails on a function without one (a name rebound to another
+function, a user's wrapper, whose copied attributes never carry it), and the question, f, the
+node class and the arguments are read and guarded as before. f's outputs' class is read with `__class__`
 (`type()` of a tensor cost `type`, `Tensor` reached through torch, and a guard comparing the
 two names); a class Dynamo knows from the graph, so the split's decision is the same. A
 Parameter argument's gradient that is a plain tensor with its metadata goes out as it is, as
@@ -101,9 +104,9 @@ the question (`numbered_plan` and a global recursive function cost 3 guards); it
 out (`_INSIDE_BACKWARD`: `like_input` and the `_compile_node` module cost a guard each). These
 are safe to lose: each answer is a constant of the graph decided from what the graph's guards
 already pin, and decided as the traced code decided it (the same functions, on the trackers
-and fake tensors the traced code would have read). What is left (log1pexp, torch 2.13: 28
-guards against the Function's 22) is the way in (6: `_caller`'s closure, `is_compiling`,
-`compiling`, the question, f, the node class).
+and fake tensors the traced code would have read). What is left (log1pexp, torch 2.13: 26
+guards against the Function's 22) is the way in (4: the compile closure, the question, f, the node
+class).
 Routes that failed on torch 2.13: the node's helper functions as trace-time constants (in the
 question's answer, or returned by a `run_while_tracing` function), which would spare a guard
 each (Dynamo raised `NotImplementedError` guarding a function it had no source for), and the
@@ -203,19 +206,21 @@ def compiling_call(
     captured: CapturedRule,
     leave: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any],
     reach: ParameterReach,
-) -> Callable[[tuple[Any, ...], dict[str, Any]], Any]:
+) -> Callable[..., Any]:
     """What a call of a decorated plain function does while Dynamo traces (or `torch.export`
     exports) its caller: `call_compiled` where Dynamo traces the call, else `leave` (the
     wrapper's route out of the graph, Notes [compile on older torch] and [compile under
-    torch.func]). A closure per decoration and rule, so that Dynamo guards one object on the way
-    in (Note [compile guards]); `reach`: f's reach proof (Note [compile unwatched])."""
+    torch.func]). A closure per decoration and rule, called as f is, which Dynamo traces in place
+    of the decorated function (Note [the inline mark] in `_decoration.py`), so that it guards one
+    object on the way in (Note [compile guards]); `reach`: f's reach proof (Note [compile
+    unwatched])."""
     if not DYNAMO_TRACES_WATCHER:
-        return lambda args, kwargs: leave(UNBOUND, args, kwargs)
+        return lambda *args, **kwargs: leave(UNBOUND, args, kwargs)
     question = _route_question(reach, described)
     # Cells: one guard each, where a global of this module costs the module's too
     inside, rebuilt_outputs = InsideNode, rebuilt
 
-    def compiling(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def compiling(*args: Any, **kwargs: Any) -> Any:
         from torch._dynamo.comptime import comptime  # a local import: no guard
 
         comptime(lambda ctx: _note_classes(ctx))  # a literal lambda: no guard

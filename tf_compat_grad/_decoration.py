@@ -14,6 +14,23 @@ be a method, whose instance it binds without making it an input (item 4): f defi
 (its `__qualname__` is `Class.name`) or taking `self` or `cls` first (`Class.method =
 custom_gradient(f)`), and where f is not a function (an `nn.Module`, a partial, a callable object),
 which `deepcopy` copies with its state.
+
+Note [the inline mark]
+Dynamo traces a function whose own attributes hold `_torchdynamo_inline` by tracing that value
+instead, guarding the function by its type alone (as it does for the wrappers `torch.compile` and
+TorchScript make). Where Dynamo traces the compile route (`DYNAMO_TRACES_WATCHER`), a decorated
+function's attributes hold its wrapper's compile closure there (`CustomGradient._compiling`), so
+that the way in costs that closure's guard alone, not also the function's, `_caller`'s and
+`is_compiling`'s (Note [compile guards] in `_compile.py`). `functools.wraps` copies a function's
+attributes into the user's wrapper, which Dynamo would then trace as the closure, the wrapper's
+own body skipped; so the attributes are `_Attributes`, a dict whose iteration, views, `copy`,
+`|`, `len` and repr leave the mark out: `dict.update`, `{**d}` and `dict(d)` read a dict whose
+`__iter__` is not dict's through its `keys()`, `copy` and `pickle` through its `items()`. Dynamo
+reads the mark with `inspect.getattr_static` (`dict.get`), as attribute lookup reads the dict
+itself. What it costs: Dynamo reads the function's `__code__` from the closure it traces (as
+for torch's wrappers), and on torch 2.13 its other attributes too, so that a compiled frame
+reading one set on the function runs as Python there (refused under `fullgraph=True`); torch
+2.15 reads those from the function.
 """
 
 from __future__ import annotations
@@ -34,7 +51,12 @@ from ._eager import Shared
 from ._errors import describe
 from ._record import per_code
 from ._script import refuse_function
-from ._torch_internals import inlined_only, older_torch_reason, outside_compile
+from ._torch_internals import (
+    DYNAMO_TRACES_WATCHER,
+    inlined_only,
+    older_torch_reason,
+    outside_compile,
+)
 
 
 class Decoration:
@@ -82,7 +104,12 @@ class Decoration:
         function.__annotations__ = f.__annotations__
         if _TYPE_PARAMS:
             function.__type_params__ = f.__type_params__  # type: ignore[attr-defined]
-        attributes = function.__dict__ = owner.__dict__
+        attributes = owner.__dict__
+        if DYNAMO_TRACES_WATCHER:  # Note [the inline mark]
+            attributes = owner.__dict__ = _Attributes(
+                attributes, _torchdynamo_inline=owner._compiling
+            )
+        function.__dict__ = attributes
         attributes.update(self.marks)
         attributes["__tf_compat_grad__"] = weakref.ref(owner)
         return function
@@ -99,6 +126,43 @@ class Decoration:
         if placed is None:
             placed = self.placed[False] = _placed(f, method.__code__, False)
         method.__code__ = placed
+
+
+_INLINE = "_torchdynamo_inline"
+
+
+class _Attributes(dict):  # type: ignore[type-arg]
+    """The attributes a decorated function shares with its wrapper: every item but the inline
+    mark is shown and copied (Note [the inline mark])."""
+
+    __slots__ = ()
+
+    def _shown(self) -> dict[str, Any]:
+        return {name: value for name, value in dict.items(self) if name != _INLINE}
+
+    def __iter__(self) -> Any:
+        return iter(self._shown())
+
+    def __len__(self) -> int:
+        return dict.__len__(self) - (_INLINE in self)
+
+    def __repr__(self) -> str:
+        return repr(self._shown())
+
+    def __or__(self, other: Any) -> Any:
+        return self._shown().__or__(other)
+
+    def keys(self) -> Any:
+        return self._shown().keys()
+
+    def values(self) -> Any:
+        return self._shown().values()
+
+    def items(self) -> Any:
+        return self._shown().items()
+
+    def copy(self) -> dict[str, Any]:
+        return self._shown()
 
 
 def decoration_of(f: Callable[..., Any]) -> Decoration:

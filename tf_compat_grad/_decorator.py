@@ -60,7 +60,10 @@ class CustomGradient(Generic[P, R]):
 
     __wrapped__: Callable[..., Any]
     # What a call outside torch.compile runs: the newest plan, else the general code (set and
-    # replaced by its `EagerPath`).
+    # replaced by its `EagerPath`). A slot, read on every call: the attributes of a decorated
+    # plain function are not a dict exactly (Note [the inline mark] in `_decoration.py`), and
+    # CPython reads an attribute from those about ten times slower.
+    __slots__ = ("__dict__", "__weakref__", "_entry")
     _entry: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]
     # The decorator that made this wrapper of `__wrapped__`: a pickle not by reference remakes
     # it (`recompute_grad` sets itself on its wrappers).
@@ -129,21 +132,21 @@ class CustomGradient(Generic[P, R]):
     # Note [where f runs] (in _eager.py) explains the order of the steps of an eager call.
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         if _is_compiling():
-            return self._compiling(args, kwargs)  # type: ignore[no-any-return]
+            return self._compiling(*args, **kwargs)  # type: ignore[no-any-return]
         return self._entry(UNBOUND, args, kwargs)  # type: ignore[no-any-return]
 
     def _caller(self) -> Callable[..., Any]:
         """What the function `custom_gradient` returns for a plain function calls (Note [a
         decorated function is a function]): `__call__` as a closure, made per function and kept
         only by it (a wrapper holding it would be a cycle: Note [decorated again] in
-        `_eager.py`). Dynamo, inlining it, guards the code of each function it reads from a cell
-        (it, `is_compiling`, the compile closure): half what the wrapper's `__call__` costs
-        (Note [compile guards] in `_compile.py`)."""
+        `_eager.py`). Dynamo traces the compile closure in its place where it reaches the
+        function as a value (Note [the inline mark] in `_decoration.py`), and this one where it
+        compiles a frame of it (the function's own is `inlined_only`)."""
         wrapper, compiling, is_compiling = self, self._compiling, _is_compiling
 
         def call(*args: Any, **kwargs: Any) -> Any:
             if is_compiling():
-                return compiling(args, kwargs)
+                return compiling(*args, **kwargs)
             return wrapper._entry(UNBOUND, args, kwargs)
 
         return call

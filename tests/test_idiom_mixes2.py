@@ -5,6 +5,7 @@ ordinary ones. Each call is compared with plain autograd of the same math, or mu
 by a library error that names f. `tests/test_idiom_mixes.py` covers the idioms around one
 call."""
 
+import dataclasses
 import functools
 import threading
 import types
@@ -192,12 +193,46 @@ def _kept_in_a_namespace(x):
     return kept.e, lambda dy: dy * kept.e * kept.scale
 
 
+def _kept_in_a_list_attribute(x):
+    kept = types.SimpleNamespace(es=[torch.exp(x)])
+    return kept.es[0], lambda dy: dy * kept.es[0]
+
+
+def _kept_in_a_dict_attribute(x):
+    kept = types.SimpleNamespace(d={"e": torch.exp(x)})
+    return kept.d["e"], lambda dy: dy * kept.d["e"]
+
+
+class _Slotted:
+    __slots__ = ("e", "unset")
+
+
+def _kept_in_a_slot(x):
+    kept = _Slotted()
+    kept.e = torch.exp(x)
+    return kept.e, lambda dy: dy * kept.e
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Frozen:
+    e: torch.Tensor
+
+
+def _kept_in_a_slotted_dataclass(x):
+    kept = _Frozen(torch.exp(x))
+    return kept.e, lambda dy: dy * kept.e
+
+
 KEEPERS = [
     _kept_in_a_list,
     _kept_in_a_dict,
     _kept_in_a_tuple_of_lists,
     _kept_as_an_attribute,
     _kept_in_a_namespace,
+    _kept_in_a_list_attribute,
+    _kept_in_a_dict_attribute,
+    _kept_in_a_slot,
+    _kept_in_a_slotted_dataclass,
 ]
 
 

@@ -32,7 +32,8 @@ saved as well, as a Parameter is: an in-place edit of one before backward (of f'
 may be that very tensor) is then torch's version error, as in plain autograd, not a gradient
 computed from the edited value. So are the tensors among the attributes of an object that f
 made for the call (`made_cells`: a cell of f's own that is not one of its arguments, holding a
-`SimpleNamespace` or an instance of a class: `attribute_tensors`). The plans leave such a
+`SimpleNamespace` or an instance of a class: `attribute_tensors`, which reads its `__dict__` and
+its slots, and the lists, tuples and dicts held there, not another object). The plans leave such a
 grad_fn to `capture`. A grad_fn that is not a plain Python function (a bound method, a
 `functools.partial`, an object with `__call__`), and the attributes of an object f did not
 make (`self`, an argument), are shared as they are: the tensors they hold stay alive on the
@@ -41,6 +42,7 @@ node, unchecked.
 
 from __future__ import annotations
 
+import contextlib
 import dis
 import functools
 import inspect
@@ -257,12 +259,20 @@ def made_cells(code: types.CodeType) -> frozenset[str]:
 
 
 def attribute_tensors(value: Any) -> list[torch.Tensor]:
-    """The tensors among the attributes of an object (its instance `__dict__`; a module or a
-    class has none of its own here), which `capture` saves where f made it."""
-    attributes = getattr(value, "__dict__", None)
-    if type(attributes) is not dict or isinstance(value, types.ModuleType):
+    """The tensors among the attributes of an object (its instance `__dict__` and its slots, in
+    lists, tuples and dicts there too; a module or a class has none of its own here), which
+    `capture` saves where f made it."""
+    if isinstance(value, types.ModuleType):
         return []
-    return [a for a in attributes.values() if isinstance(a, _Tensor)]
+    attributes = getattr(value, "__dict__", None)
+    found = list(attributes.values()) if type(attributes) is dict else []
+    for kind in type(value).__mro__:
+        if "__slots__" in kind.__dict__:
+            for slot in kind.__dict__.values():
+                if type(slot) is types.MemberDescriptorType:
+                    with contextlib.suppress(AttributeError):  # (a slot not set)
+                        found.append(slot.__get__(value))
+    return [leaf for a in found for leaf in _structure.leaves(a) if isinstance(leaf, _Tensor)]
 
 
 def rebuild_source(closure: str, kwdefaults: str | None) -> list[str]:

@@ -303,6 +303,29 @@ def test_an_object_f_made_that_holds_a_tensor_is_saved_not_planned():
         y.sum().backward()
 
 
+class _NormedByRunningStatistics(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(2, affine=False, dtype=D)
+
+    @custom_gradient
+    def forward(self, x):
+        bn = self.bn  # a module f did not make, in a cell of f's own
+        return bn(x), lambda dy: dy / torch.sqrt(bn.running_var + bn.eps)
+
+
+def test_a_modules_buffers_grad_fn_reads_through_a_local_name_are_read_when_backward_runs():
+    # The module's buffers are its own, not saved as an object f made would have them: a
+    # second forward updates the running statistics in place before backward, and grad_fn's
+    # rule reads them then, as it would read `self.bn.running_var` (no version error).
+    model = _NormedByRunningStatistics()
+    for _ in range(2):
+        x1, x2 = (torch.randn(4, 2, dtype=D, requires_grad=True) for _ in range(2))
+        (model(x1).sum() + model(x2).sum()).backward()
+        expected = 1 / torch.sqrt(model.bn.running_var + model.bn.eps)
+        torch.testing.assert_close((x1.grad, x2.grad), (expected.expand(4, 2),) * 2)
+
+
 def test_a_list_from_outside_f_that_grad_fn_adds_to_is_shared_and_not_saved():
     # A list that outlives the call (a log grad_fn appends to) is f's caller's: saving what
     # it holds would save every earlier upstream again, and a non-reentrant checkpoint would

@@ -261,11 +261,15 @@ def made_cells(code: types.CodeType) -> frozenset[str]:
 def attribute_tensors(value: Any) -> list[torch.Tensor]:
     """The tensors among the attributes of an object (its instance `__dict__` and its slots, in
     lists, tuples and dicts there too; a module or a class has none of its own here), which
-    `capture` saves where f made it."""
+    `capture` saves where f made it. An `nn.Module`'s are those directly in its `__dict__`:
+    its Parameters and buffers (`_parameters`, `_buffers`) are read when backward runs, as for
+    an object f did not make (a running statistic updated by another forward before then)."""
     if isinstance(value, types.ModuleType):
         return []
     attributes = getattr(value, "__dict__", None)
     found = list(attributes.values()) if type(attributes) is dict else []
+    if isinstance(value, torch.nn.Module):
+        return [a for a in found if isinstance(a, _Tensor)]
     for kind in type(value).__mro__:
         if "__slots__" in kind.__dict__:
             for slot in kind.__dict__.values():

@@ -326,6 +326,31 @@ def test_a_modules_buffers_grad_fn_reads_through_a_local_name_are_read_when_back
         torch.testing.assert_close((x1.grad, x2.grad), (expected.expand(4, 2),) * 2)
 
 
+class _ScaledByARunningStatistic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.state = types.SimpleNamespace(scale=torch.ones(2, dtype=D))
+
+    @custom_gradient
+    def forward(self, x):
+        state = self.state  # an object f did not make, in a cell of f's own
+        with torch.no_grad():
+            state.scale.mul_(2)  # each forward updates it in place
+        return x * 1.0, lambda dy: dy * state.scale
+
+
+def test_an_object_f_did_not_make_in_a_cell_of_its_own_is_read_when_backward_runs():
+    # As `self.state.scale` read in grad_fn would be (the migration guide: an object f did
+    # not make is read when backward runs): a second forward's in-place update before
+    # backward is no version error, and grad_fn's rule reads the statistic then.
+    model = _ScaledByARunningStatistic()
+    for call in range(2):
+        x1, x2 = (torch.ones(2, dtype=D, requires_grad=True) for _ in range(2))
+        (model(x1).sum() + model(x2).sum()).backward()
+        expected = torch.full((2,), 4.0**call * 4, dtype=D)
+        torch.testing.assert_close((x1.grad, x2.grad), (expected, expected))
+
+
 def test_a_list_from_outside_f_that_grad_fn_adds_to_is_shared_and_not_saved():
     # A list that outlives the call (a log grad_fn appends to) is f's caller's: saving what
     # it holds would save every earlier upstream again, and a non-reentrant checkpoint would

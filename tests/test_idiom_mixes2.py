@@ -5,6 +5,7 @@ ordinary ones. Each call is compared with plain autograd of the same math, or mu
 by a library error that names f. `tests/test_idiom_mixes.py` covers the idioms around one
 call."""
 
+import dataclasses
 import functools
 import threading
 import types
@@ -192,12 +193,46 @@ def _kept_in_a_namespace(x):
     return kept.e, lambda dy: dy * kept.e * kept.scale
 
 
+def _kept_in_a_list_attribute(x):
+    kept = types.SimpleNamespace(es=[torch.exp(x)])
+    return kept.es[0], lambda dy: dy * kept.es[0]
+
+
+def _kept_in_a_dict_attribute(x):
+    kept = types.SimpleNamespace(d={"e": torch.exp(x)})
+    return kept.d["e"], lambda dy: dy * kept.d["e"]
+
+
+class _Slotted:
+    __slots__ = ("e", "unset")
+
+
+def _kept_in_a_slot(x):
+    kept = _Slotted()
+    kept.e = torch.exp(x)
+    return kept.e, lambda dy: dy * kept.e
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Frozen:
+    e: torch.Tensor
+
+
+def _kept_in_a_slotted_dataclass(x):
+    kept = _Frozen(torch.exp(x))
+    return kept.e, lambda dy: dy * kept.e
+
+
 KEEPERS = [
     _kept_in_a_list,
     _kept_in_a_dict,
     _kept_in_a_tuple_of_lists,
     _kept_as_an_attribute,
     _kept_in_a_namespace,
+    _kept_in_a_list_attribute,
+    _kept_in_a_dict_attribute,
+    _kept_in_a_slot,
+    _kept_in_a_slotted_dataclass,
 ]
 
 
@@ -266,6 +301,54 @@ def test_an_object_f_made_that_holds_a_tensor_is_saved_not_planned():
     y.mul_(10)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.sum().backward()
+
+
+class _NormedByRunningStatistics(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(2, affine=False, dtype=D)
+
+    @custom_gradient
+    def forward(self, x):
+        bn = self.bn  # a module f did not make, in a cell of f's own
+        return bn(x), lambda dy: dy / torch.sqrt(bn.running_var + bn.eps)
+
+
+def test_a_modules_buffers_grad_fn_reads_through_a_local_name_are_read_when_backward_runs():
+    # The module's buffers are its own, not saved as an object f made would have them: a
+    # second forward updates the running statistics in place before backward, and grad_fn's
+    # rule reads them then, as it would read `self.bn.running_var` (no version error).
+    model = _NormedByRunningStatistics()
+    for _ in range(2):
+        x1, x2 = (torch.randn(4, 2, dtype=D, requires_grad=True) for _ in range(2))
+        (model(x1).sum() + model(x2).sum()).backward()
+        expected = 1 / torch.sqrt(model.bn.running_var + model.bn.eps)
+        torch.testing.assert_close((x1.grad, x2.grad), (expected.expand(4, 2),) * 2)
+
+
+class _ScaledByARunningStatistic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.state = types.SimpleNamespace(scale=torch.ones(2, dtype=D))
+
+    @custom_gradient
+    def forward(self, x):
+        state = self.state  # an object f did not make, in a cell of f's own
+        with torch.no_grad():
+            state.scale.mul_(2)  # each forward updates it in place
+        return x * 1.0, lambda dy: dy * state.scale
+
+
+def test_an_object_f_did_not_make_in_a_cell_of_its_own_is_read_when_backward_runs():
+    # As `self.state.scale` read in grad_fn would be (the migration guide: an object f did
+    # not make is read when backward runs): a second forward's in-place update before
+    # backward is no version error, and grad_fn's rule reads the statistic then.
+    model = _ScaledByARunningStatistic()
+    for call in range(2):
+        x1, x2 = (torch.ones(2, dtype=D, requires_grad=True) for _ in range(2))
+        (model(x1).sum() + model(x2).sum()).backward()
+        expected = torch.full((2,), 4.0**call * 4, dtype=D)
+        torch.testing.assert_close((x1.grad, x2.grad), (expected, expected))
 
 
 def test_a_list_from_outside_f_that_grad_fn_adds_to_is_shared_and_not_saved():
@@ -349,6 +432,28 @@ def test_a_compiled_tensor_grad_fn_keeps_edited_in_place_is_torchs_version_error
                 (y if edited == "y" else w).mul_(10)
             with pytest.raises(RuntimeError, match="modified by an inplace operation"):
                 y.sum().backward()
+
+
+@pytest.mark.slow
+@pytest.mark.traced_compile
+@pytest.mark.xfail(
+    strict=True,
+    reason="under torch.compile, the tensors grad_fn reads through an object f made (an "
+    "attribute of a SimpleNamespace or of an instance of a class) are not among those "
+    "traced_cells finds: an in-place edit of f's output before backward gives a gradient of "
+    "the edited value where eager mode and plain autograd raise torch's version error",
+)
+@pytest.mark.parametrize("keeper", [_kept_as_an_attribute, _kept_in_a_namespace])
+def test_a_compiled_output_kept_in_an_object_f_made_edited_in_place_is_a_version_error(
+    dynamo, keeper
+):
+    compiled = torch.compile(custom_gradient(keeper), backend="aot_eager")
+    x = torch.tensor([0.5, 1.0], dtype=D, requires_grad=True)
+    y = compiled(x)
+    with torch.no_grad():
+        y.mul_(10)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
 
 
 @pytest.mark.slow

@@ -31,16 +31,17 @@ the call, which grad_fn may add to on every backward), the tensors they hold whe
 saved as well, as a Parameter is: an in-place edit of one before backward (of f's output, which
 may be that very tensor) is then torch's version error, as in plain autograd, not a gradient
 computed from the edited value. So are the tensors among the attributes of an object that f
-made for the call (`made_cells`: a cell of f's own that is not one of its arguments, holding a
-`SimpleNamespace` or an instance of a class: `attribute_tensors`). The plans leave such a
+made for the call (`made_cells`: a cell of f's own given a call's result, not an argument; a
+`SimpleNamespace`, an instance of a class: `attribute_tensors`). The plans leave such a
 grad_fn to `capture`. A grad_fn that is not a plain Python function (a bound method, a
 `functools.partial`, an object with `__call__`), and the attributes of an object f did not
-make (`self`, an argument), are shared as they are: the tensors they hold stay alive on the
-node, unchecked.
+make (`self`, an argument, `st = self.st`), are shared as they are: the tensors they hold stay
+alive on the node, unchecked.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dis
 import functools
 import inspect
@@ -249,20 +250,41 @@ def own_cells(code: types.CodeType) -> frozenset[str]:
 
 @functools.lru_cache(maxsize=1024)
 def made_cells(code: types.CodeType) -> frozenset[str]:
-    """`own_cells` but f's arguments: a value in one is one that f (or code made inside it)
-    made for this call, not its caller's (Note [saved closures])."""
+    """`own_cells` but f's arguments and those given anything but a call's result (`st =
+    self.st`): a value in one was made for this call, not its caller's (Note [saved closures])."""
     count = code.co_argcount + code.co_kwonlyargcount
     count += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
-    return own_cells(code) - frozenset(code.co_varnames[:count])
+    return own_cells(code) - frozenset(code.co_varnames[:count]) - _given(code)
+
+
+def _given(code: types.CodeType) -> frozenset[str]:
+    """The cells that code (or code made inside it) stores anything but a call's result in."""
+    names, before = set(), ""
+    for ins in dis.get_instructions(code):
+        if ins.opname == "STORE_DEREF" and not before.startswith("CALL"):
+            names.add(ins.argval)
+        before = ins.opname
+    nested = [_given(const) for const in code.co_consts if type(const) is types.CodeType]
+    return frozenset(names.union(*nested))
 
 
 def attribute_tensors(value: Any) -> list[torch.Tensor]:
-    """The tensors among the attributes of an object (its instance `__dict__`; a module or a
-    class has none of its own here), which `capture` saves where f made it."""
-    attributes = getattr(value, "__dict__", None)
-    if type(attributes) is not dict or isinstance(value, types.ModuleType):
+    """The tensors among an object's attributes (its `__dict__`, its slots, and lists, tuples
+    and dicts there; a module or a class has none here; an `nn.Module` its `__dict__`'s alone,
+    its Parameters and buffers read when backward runs), which `capture` saves where f made it."""
+    if isinstance(value, types.ModuleType):
         return []
-    return [a for a in attributes.values() if isinstance(a, _Tensor)]
+    attributes = getattr(value, "__dict__", None)
+    found = list(attributes.values()) if type(attributes) is dict else []
+    if isinstance(value, torch.nn.Module):
+        return [a for a in found if isinstance(a, _Tensor)]
+    for kind in type(value).__mro__:
+        if "__slots__" in kind.__dict__:
+            for slot in kind.__dict__.values():
+                if type(slot) is types.MemberDescriptorType:
+                    with contextlib.suppress(AttributeError):  # (a slot not set)
+                        found.append(slot.__get__(value))
+    return [leaf for a in found for leaf in _structure.leaves(a) if isinstance(leaf, _Tensor)]
 
 
 def rebuild_source(closure: str, kwdefaults: str | None) -> list[str]:

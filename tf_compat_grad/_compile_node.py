@@ -61,10 +61,11 @@ inside node asks through its route question, `CompileNode.setup_context` holds t
 cell, which Dynamo does not guard there. Where the cells cannot be read (Dynamo's internals
 changed), every output and argument is saved: an edit is then refused, never used. Not seen,
 as in eager mode: a grad_fn that is not a function (a `functools.partial`, a bound method, an
-object with `__call__`); nor a grad_fn made in a frame of its own (a graph break in f), which
-Dynamo holds as a function defined outside the traced code. AOT's partitioner may compute a
-kept tensor again in backward instead of saving it (`aot_eager`, f reading a Parameter): the
-gradient is then grad_fn's rule applied to what f returned, and no error is raised.
+object with `__call__`), or made in a frame of its own (a graph break in f: Dynamo holds it as
+made outside the traced code); unlike eager mode, a tensor in an object f made (strict xfail).
+Dynamo's `eager` backend checks the version of nothing a node saves (nor a Function's). AOT's
+partitioner may compute a kept tensor again in backward instead of saving it (`aot_eager`, f
+reading a Parameter): the gradient is then grad_fn's rule applied to what f returned, unrefused.
 """
 
 from __future__ import annotations

@@ -178,19 +178,19 @@ def decoration_of(f: Callable[..., Any]) -> Decoration:
         getattr(f, "__module__", None),
         getattr(f, "__qualname__", None),
     )
-    code_ref, last_names, decoration = _last
+    code_ref, last_names, last = _last
     if code_ref() is code and code is not None and last_names == names:
-        return decoration
-    decoration = per_code(f, names[2], Decoration)
+        return last
+    decoration: Decoration = per_code(f, names[2], Decoration)
     if type(code) is types.CodeType:
         _last = weakref.ref(code), names, decoration
-    return decoration  # type: ignore[no-any-return]
+    return decoration
 
 
 # The code, names and `Decoration` of the last function `decoration_of` was asked for: a
 # function decorated inside `forward` asks for the same on every call, found here by identity
 # (the lookup in `per_code` hashes and compares code objects by value).
-_last: tuple[Any, Any, Any] = (lambda: None, None, None)
+_last: tuple[Callable[[], Any], Any, Decoration] = (lambda: None, None, None)  # type: ignore[assignment]
 
 
 def wrapper_of(obj: Any) -> Any:

@@ -189,7 +189,7 @@ def decoration_of(f: Callable[..., Any]) -> Decoration:
 
 # The code, names and `Decoration` of the last function `decoration_of` was asked for: a
 # function decorated inside `forward` asks for the same on every call, found here by identity
-# (the lookup in `per_code` hashes and compares code objects by value).
+# (`per_code` makes a weak reference to the code and reads two dicts).
 _last: tuple[Callable[[], Any], Any, Decoration] = (lambda: None, None, None)  # type: ignore[assignment]
 
 

@@ -12,7 +12,15 @@ import torch
 from helpers import D, closure_layer, cyclic_garbage_of, flatten, saved_while_called
 from torch import nn
 
-from tf_compat_grad import _eager, _reach, _reach_check, _record, _unrecorded, custom_gradient
+from tf_compat_grad import (
+    _decoration,
+    _eager,
+    _reach,
+    _reach_check,
+    _record,
+    _unrecorded,
+    custom_gradient,
+)
 
 
 def scaled_by(scale):
@@ -231,6 +239,29 @@ def test_what_is_made_per_code_goes_with_its_code():
     gc.collect()
     assert entry() is None
     assert entry not in _record._PER_CODE
+
+
+def test_a_decoration_finds_its_codes_decoration_by_code_and_names():
+    """The `Decoration` of the last code asked for is found by identity (a function decorated in
+    forward), and only for that code object and f's name, module and qualified name: another
+    qualified name (the description messages name) or a code equal in value gets its own entry."""
+    plain = scaled_by(1.0).__wrapped__
+    code = plain.__code__
+
+    def function_of(code, qualname=plain.__qualname__):
+        g = types.FunctionType(code, plain.__globals__, plain.__name__, None, plain.__closure__)
+        g.__qualname__ = qualname
+        return g
+
+    first = _decoration.decoration_of(function_of(code))
+    assert _decoration.decoration_of(function_of(code)) is first
+    other = _decoration.decoration_of(function_of(code, "renamed"))
+    assert other is not first and "renamed" in other.described
+    assert _decoration.decoration_of(function_of(code)) is first  # back to the first names
+    copied = code.replace()  # a code object equal in value: `per_code` shares its entry
+    assert copied is not code and copied == code
+    assert _decoration.decoration_of(function_of(copied)) is first
+    assert "renamed" not in custom_gradient(function_of(copied)).__tf_compat_grad__()._described
 
 
 # --- the reach proof kept per code (Note [a proof per code] in `_reach_check.py`) -----------

@@ -172,7 +172,26 @@ def decoration_of(f: Callable[..., Any]) -> Decoration:
     place name (its eager classes are still made once per code)."""
     if hasattr(f, "__wrapped__"):
         return Decoration(f)
-    return per_code(f, getattr(f, "__qualname__", None), Decoration)  # type: ignore[no-any-return]
+    global _last
+    code = getattr(f, "__code__", None)
+    names = (
+        getattr(f, "__name__", None),
+        getattr(f, "__module__", None),
+        getattr(f, "__qualname__", None),
+    )
+    code_ref, last_names, last = _last
+    if code_ref() is code and code is not None and last_names == names:
+        return last
+    decoration: Decoration = per_code(f, names[2], Decoration)
+    if type(code) is types.CodeType:
+        _last = weakref.ref(code), names, decoration
+    return decoration
+
+
+# The code, names and `Decoration` of the last function `decoration_of` was asked for: a
+# function decorated inside `forward` asks for the same on every call, found here by identity
+# (`per_code` makes a weak reference to the code and reads two dicts).
+_last: tuple[Callable[[], Any], Any, Decoration] = (lambda: None, None, None)  # type: ignore[assignment]
 
 
 def wrapper_of(obj: Any) -> Any:

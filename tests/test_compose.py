@@ -563,7 +563,7 @@ def _scaled_by_attribute(x):
 @pytest.mark.traced_compile
 def test_a_decorated_functions_attribute_read_while_compiled_is_its_value(dynamo):
     """An attribute set on a decorated function, read in a compiled frame: eager's values and
-    gradients, whether Dynamo reads it (torch 2.15) or, reading the compile closure's attributes
+    gradients, whether Dynamo reads it (torch 2.14 on) or, reading the compile closure's attributes
     (2.13: Note [the inline mark] in `_decoration.py`), gives the frame up to Python."""
     x = inputs(0, 1)[0]
     out = torch.compile(_scaled_by_attribute, backend="aot_eager")(x)
@@ -576,14 +576,14 @@ def test_a_decorated_functions_attribute_read_while_compiled_is_its_value(dynamo
 
 # Known limits of the inline mark (Note [the inline mark] in `_decoration.py`): Dynamo reads a
 # decorated function's `__code__` from the compile closure it traces in its place, and on torch
-# 2.13 (unmeasured on 2.14) its other attributes too, refusing under `fullgraph=True` the read
-# of one set on the function (torch 2.15 reads those from the function itself).
+# 2.13 its other attributes too, refusing under `fullgraph=True` the read
+# of one set on the function (torch 2.14 and 2.15 read those from the function itself).
 FULLGRAPH_READS = [
     pytest.param(
         "attribute",
         marks=pytest.mark.xfail(
-            DYNAMO_TRACES_WATCHER and TORCH_RELEASE < (2, 15),
-            strict=TORCH_RELEASE < (2, 14),
+            DYNAMO_TRACES_WATCHER and TORCH_RELEASE < (2, 14),
+            strict=True,
             reason="known limitation (torch 2.13): Dynamo reads the attribute from the compile "
             "closure, which lacks it",
         ),

@@ -30,8 +30,8 @@ reads the mark with `inspect.getattr_static` (`dict.get`), as attribute lookup r
 itself. What it costs: Dynamo reads the function's `__code__` from the closure it traces (as
 for torch's wrappers), and on torch 2.13 its other attributes too, so that a compiled frame
 reading one set on the function runs as Python there (refused under `fullgraph=True`); torch
-2.15 reads those from the function. Not seen: another function given this very dict as its own
-(`w.__dict__ = f.__dict__`) carries the mark, and Dynamo traces it as f.
+2.14 and 2.15 read those from the function. Not seen: another function given this very dict as
+its own (`w.__dict__ = f.__dict__`) carries the mark, and Dynamo traces it as f.
 """
 
 from __future__ import annotations

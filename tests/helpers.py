@@ -14,6 +14,7 @@ import torch
 from hypothesis import HealthCheck, settings
 
 from tf_compat_grad import custom_gradient
+from tf_compat_grad._decoration import wrapper_of
 
 D = torch.float64
 
@@ -117,3 +118,8 @@ def closure_layer(w: torch.Tensor, b: torch.Tensor) -> Callable[[torch.Tensor], 
         return torch.nn.functional.linear(x, w, b), grad
 
     return layer
+
+
+def reach_of(decorated: Any) -> Any:
+    """The reach proof (`_reach.ParameterReach`) of a decorated function's eager path."""
+    return wrapper_of(decorated)._eager.reach

@@ -8,7 +8,7 @@ import contextlib
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import D
+from helpers import D, reach_of
 
 from tf_compat_grad import custom_gradient
 from tf_compat_grad._reach import prove
@@ -196,7 +196,7 @@ def test_a_layer_with_closure_parameters_takes_a_watched_plan_that_does_not_walk
         y = layer(x)
         assert y.grad_fn.plan[1] == [w, b]
     assert "watched plan" in layer.__tf_compat_grad__()._entry.__code__.co_filename
-    assert layer._eager.reach.reads_own()
+    assert reach_of(layer).reads_own()
     walked = []
     import tf_compat_grad._captures as captures
 
@@ -223,9 +223,9 @@ def test_a_closure_tensor_that_comes_to_require_grad_is_still_refused_by_the_pla
 
     x = torch.randn(2, 3, dtype=D, requires_grad=True)
     layer(x)  # the plan, which does not walk
-    assert layer._eager.reach.reads_own()
+    assert reach_of(layer).reads_own()
     u.requires_grad_()  # now the outputs would lose u's gradient
-    assert not layer._eager.reach.reads_own()
+    assert not reach_of(layer).reads_own()
     with pytest.raises(ValueError, match="gradient") as caught:
         layer(x)
     assert "layer" in str(caught.value)

@@ -8,7 +8,7 @@ import types
 
 import pytest
 import torch
-from helpers import D
+from helpers import D, reach_of
 
 from tf_compat_grad import custom_gradient
 from tf_compat_grad.examples import log1pexp
@@ -140,12 +140,12 @@ def test_parameter_reached_through_a_keyword_argument_is_watched():
 
 @pytest.mark.parametrize("fn", [pure, log1pexp], ids=["pure", "log1pexp"])
 def test_pure_functions_are_not_watched(fn):
-    assert not fn._eager.reach.possible(())
+    assert not reach_of(fn).possible(())
 
 
 @pytest.mark.parametrize("fn", [via_global, via_helper, via_list], ids=["global", "helper", "list"])
 def test_functions_that_can_reach_a_parameter_are_watched(fn):
-    assert fn._eager.reach.possible(())
+    assert reach_of(fn).possible(())
 
 
 def test_function_without_module_name_is_analysed():
@@ -208,7 +208,7 @@ def test_a_module_imported_inside_f_is_watched():
 def test_importing_torch_inside_f_stays_unwatched():
     namespace: dict = {}
     exec("def pure(x):\n    import torch\n    return torch.exp(x), lambda dy: dy\n", namespace)
-    assert not custom_gradient(namespace["pure"])._eager.reach.possible(())
+    assert not reach_of(custom_gradient(namespace["pure"])).possible(())
 
 
 def test_only_names_looked_up_as_globals_are_read_from_the_globals():
@@ -216,7 +216,7 @@ def test_only_names_looked_up_as_globals_are_read_from_the_globals():
     not what f reads, while a class body inside f reads its free names from the globals."""
     namespace = {"torch": torch, "exp": torch.nn.Parameter(torch.ones(3, dtype=D))}
     exec("def attribute(x):\n    return torch.exp(x), lambda dy: dy\n", namespace)
-    assert not custom_gradient(namespace["attribute"])._eager.reach.possible(())
+    assert not reach_of(custom_gradient(namespace["attribute"])).possible(())
     namespace = {"_grad": _grad_with_variables, "SCALE": W}
     exec(
         "def class_body(x):\n"
@@ -358,8 +358,8 @@ def calls_decorated_reader(x):
 def test_a_decorated_function_called_inside_f_is_analysed_through():
     """What a decorated function runs is what it reads: `pure` keeps the caller unwatched,
     `via_global` (which reads W) does not."""
-    assert not calls_decorated_pure._eager.reach.possible(())
-    assert calls_decorated_reader._eager.reach.possible(())
+    assert not reach_of(calls_decorated_pure).possible(())
+    assert reach_of(calls_decorated_reader).possible(())
 
 
 def test_a_global_deleted_after_the_first_call_is_noticed():
@@ -373,9 +373,9 @@ def test_a_global_deleted_after_the_first_call_is_noticed():
     exec("def f(x):\n    return x * SCALE, _grad\n", namespace)
     fn = custom_gradient(namespace["f"])
     fn(_x()).sum().backward()
-    assert fn._eager.reach.reads_none()
+    assert reach_of(fn).reads_none()
     del namespace["SCALE"]
-    assert not fn._eager.reach.reads_none()
+    assert not reach_of(fn).reads_none()
     with pytest.raises(NameError, match="SCALE"):
         fn(_x())
 
@@ -396,9 +396,9 @@ def test_a_closure_cell_emptied_after_the_first_call_is_noticed():
 
     fn, forget = make()
     fn(_x()).sum().backward()
-    assert fn._eager.reach.reads_none()
+    assert reach_of(fn).reads_none()
     forget()
-    assert not fn._eager.reach.reads_none()
+    assert not reach_of(fn).reads_none()
     with pytest.raises(NameError, match="scale"):
         fn(_x())
 

@@ -9,7 +9,14 @@ import weakref
 
 import pytest
 import torch
-from helpers import D, closure_layer, cyclic_garbage_of, flatten, saved_while_called
+from helpers import (
+    D,
+    closure_layer,
+    cyclic_garbage_of,
+    flatten,
+    reach_of,
+    saved_while_called,
+)
 from torch import nn
 
 from tf_compat_grad import (
@@ -261,7 +268,9 @@ def test_a_decoration_finds_its_codes_decoration_by_code_and_names():
     copied = code.replace()  # a code object equal in value: `per_code` shares its entry
     assert copied is not code and copied == code
     assert _decoration.decoration_of(function_of(copied)) is first
-    assert "renamed" not in custom_gradient(function_of(copied)).__tf_compat_grad__()._described
+    assert (
+        "renamed" not in custom_gradient(function_of(copied)).__tf_compat_grad__()._shared.described
+    )
 
 
 # --- the reach proof kept per code (Note [a proof per code] in `_reach_check.py`) -----------
@@ -286,7 +295,7 @@ def test_a_new_decoration_takes_the_kept_proof_without_analysing(monkeypatch):
     analysed = _analyses(monkeypatch)
     for scale in (3.0, 4.0):
         f = exp_scaled_by(torch.tensor(scale, dtype=D))
-        assert f._eager.reach.reads_none()  # before its first call
+        assert reach_of(f).reads_none()  # before its first call
         (gx,) = _grads(f, x)
         torch.testing.assert_close(gx, scale * torch.exp(x.detach()))
     assert analysed == []
@@ -298,12 +307,12 @@ def test_a_cell_that_now_holds_a_parameter_is_proved_anew(monkeypatch):
     analysed = _analyses(monkeypatch)
     w = nn.Parameter(torch.tensor(3.0, dtype=D))
     f = exp_scaled_by(w)
-    assert not f._eager.reach.reads_none()
+    assert not reach_of(f).reads_none()
     _, gw = _grads(f, x, w)
     torch.testing.assert_close(gw, torch.exp(x.detach()).sum())
     assert analysed == [f.__wrapped__]
-    assert exp_scaled_by(nn.Parameter(torch.tensor(5.0, dtype=D)))._eager.reach.reads_own()
-    assert not exp_scaled_by(torch.tensor(5.0, dtype=D))._eager.reach.reads_own()
+    assert reach_of(exp_scaled_by(nn.Parameter(torch.tensor(5.0, dtype=D)))).reads_own()
+    assert not reach_of(exp_scaled_by(torch.tensor(5.0, dtype=D))).reads_own()
 
 
 def test_a_cell_rebound_after_its_decoration_took_the_kept_proof_is_noticed():
@@ -334,7 +343,7 @@ def test_a_cell_rebound_after_its_decoration_took_the_kept_proof_is_noticed():
         f(x)
     w = nn.Parameter(torch.tensor(3.0, dtype=D))
     rebind(w)
-    assert not f._eager.reach.reads_none()
+    assert not reach_of(f).reads_none()
     _, gw = _grads(f, x, w)
     torch.testing.assert_close(gw, torch.exp(x.detach()).sum())
 
@@ -359,7 +368,7 @@ def test_a_global_rebound_between_decorations_is_noticed(monkeypatch):
     w = nn.Parameter(torch.tensor(3.0, dtype=D))
     monkeypatch.setitem(globals(), "GLOBAL_SCALE", w)
     f = global_scaled()
-    assert not f._eager.reach.reads_none()
+    assert not reach_of(f).reads_none()
     _, gw = _grads(f, x, w)
     torch.testing.assert_close(gw, 7 * x.detach().sum())
 
@@ -382,7 +391,7 @@ def test_a_user_module_attribute_rebound_between_decorations_is_noticed():
     namespace["make"]()(x)
     weights.scale = nn.Parameter(torch.tensor(3.0, dtype=D))
     f = namespace["make"]()
-    assert not f._eager.reach.reads_none()
+    assert not reach_of(f).reads_none()
     _, gw = _grads(f, x, weights.scale)
     torch.testing.assert_close(gw, 7 * x.detach().sum())
 
@@ -394,7 +403,7 @@ def test_the_same_code_in_other_globals_is_proved_there():
     w = nn.Parameter(torch.tensor(3.0, dtype=D))
     other = {**globals(), "GLOBAL_SCALE": w}
     f = custom_gradient(types.FunctionType(code, other, "scaled"))
-    assert not f._eager.reach.reads_none()
+    assert not reach_of(f).reads_none()
 
 
 class _Scaled(nn.Module):
@@ -449,13 +458,13 @@ def test_a_nested_helper_is_read_for_each_decoration():
         for scale in (torch.tensor(2.0, dtype=D), nn.Parameter(torch.tensor(2.0, dtype=D))):
             f = nested_scaled_by(scale)
             if isinstance(scale, nn.Parameter):
-                assert f._eager.reach.possible(())
+                assert reach_of(f).possible(())
                 _, gw = _grads(f, x, scale)
                 torch.testing.assert_close(gw, 7 * x.detach().sum())
             else:
-                assert not f._eager.reach.possible(())
+                assert not reach_of(f).possible(())
                 _grads(f, x)
-                assert f._eager.reach.reads_none()
+                assert reach_of(f).reads_none()
 
 
 def test_a_default_is_read_for_each_decoration():
@@ -473,7 +482,7 @@ def test_a_default_is_read_for_each_decoration():
     make(torch.tensor(2.0, dtype=D))(x)
     w = nn.Parameter(torch.tensor(2.0, dtype=D))
     f = make(w)
-    assert not f._eager.reach.reads_none()
+    assert not reach_of(f).reads_none()
     _, gw = _grads(f, x, w)
     torch.testing.assert_close(gw, 7 * x.detach().sum())
 
@@ -501,7 +510,7 @@ def test_a_new_decoration_with_plain_defaults_takes_the_kept_proof(monkeypatch):
     analysed = _analyses(monkeypatch)
     for scale, shift in ((3.0, 1.0), (4.0, -1.0)):
         f = _with_defaults((scale,), {"shift": shift})
-        assert f._eager.reach.reads_none()  # before its first call
+        assert reach_of(f).reads_none()  # before its first call
         y = f(x)
         assert hasattr(y.grad_fn, "plan")  # its first call: the plan the first one learned
         torch.testing.assert_close(y, x.detach() * scale + shift)
@@ -527,10 +536,10 @@ def test_a_new_decoration_whose_defaults_differ_in_type_is_proved_anew(
     custom_gradient(_plain_scaled)(x)
     analysed = _analyses(monkeypatch)
     f = _with_defaults(defaults, kwdefaults)
-    assert not f._eager.reach.reads_none()  # not taken: analysed at its first call
+    assert not reach_of(f).reads_none()  # not taken: analysed at its first call
     _grads(f, x)
     assert analysed == [f.__wrapped__]
-    assert f._eager.reach.reads_none()
+    assert reach_of(f).reads_none()
 
 
 def test_a_parameter_default_of_a_new_decoration_gives_its_gradient():
@@ -538,7 +547,7 @@ def test_a_parameter_default_of_a_new_decoration_gives_its_gradient():
     custom_gradient(_plain_scaled)(x)  # the kept proof: reads no Parameter
     w = nn.Parameter(torch.tensor(2.0, dtype=D))
     f = _with_defaults((w,), {"shift": 0.0})
-    assert not f._eager.reach.reads_none()
+    assert not reach_of(f).reads_none()
     _, gw = _grads(f, x, w)
     torch.testing.assert_close(gw, x.detach().sum())
 
@@ -607,7 +616,7 @@ def test_a_decoration_per_call_takes_the_plan_of_a_decoration_made_once(case, mo
     once = custom_gradient(make())
     once(*args, **kwargs)  # the general code: learns the plan
     y_once = once(*args, **kwargs)
-    node, kind = type(flatten(y_once)[0].grad_fn), once._eager.reach.proof
+    node, kind = type(flatten(y_once)[0].grad_fn), reach_of(once).proof
     analysed = _analyses(monkeypatch)
     for _ in range(3):
         f = make()
@@ -619,7 +628,7 @@ def test_a_decoration_per_call_takes_the_plan_of_a_decoration_made_once(case, mo
         want = torch.autograd.grad(flatten(want_y), sources, [torch.ones_like(t) for t in flatten(want_y)], allow_unused=True)  # fmt: skip
         torch.testing.assert_close(got, want)
     assert analysed == []
-    assert custom_gradient(make())._eager.reach.proof == kind
+    assert reach_of(custom_gradient(make())).proof == kind
 
 
 # --- the route of a new decoration does not depend on whether its code's proof is kept ------

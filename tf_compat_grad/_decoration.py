@@ -68,7 +68,7 @@ class Decoration:
 
     __slots__ = (
         "described", "eager", "is_method", "marks", "outside_compile", "outside_older_compile",
-        "placed",
+        "placed", "template",
     )  # fmt: skip
 
     def __init__(self, f: Callable[..., Any]) -> None:
@@ -83,21 +83,43 @@ class Decoration:
         # `torch.jit.script` of it is refused by name (Note [TorchScript] in `_script.py`).
         refuse = functools.partial(refuse_function, self.described)
         self.marks = {**_IGNORED, "__prepare_scriptable__": refuse}
+        # The attributes of a decoration of a function (`attributes`), with those that the
+        # key of `decoration_of` fixes: f's name, module and qualified name.
+        self.template: dict[str, Any] | None = None
+        if type(f) is types.FunctionType:
+            self.template = dict(zip(_ASSIGNED, _assigned(f), strict=True), __wrapped__=None)
+            self.template.update(example=None, surrogate=None, captured=None)
+
+    def attributes(self, owner: Any, f: Callable[..., Any]) -> dict[str, Any]:
+        """owner's attributes: those `functools.update_wrapper(owner, f)` sets (a function
+        decorated inside `forward` is wrapped on every call, so for a function they are copied
+        from a template made once per `Decoration`, with those that differ between functions
+        of one code read from f). `CustomGradient.__init__` sets the rest."""
+        template = self.template
+        if template is None:  # not a function
+            functools.update_wrapper(owner, f)
+            return owner.__dict__  # type: ignore[no-any-return]
+        attributes = _Attributes(template) if DYNAMO_TRACES_WATCHER else template.copy()
+        attributes.update(zip(_READ, _read(f), strict=True))
+        if f.__dict__:
+            attributes.update(f.__dict__)
+        attributes["__wrapped__"] = f
+        return attributes
 
     def function(self, owner: Any, f: types.FunctionType) -> types.FunctionType:
         """The function `custom_gradient` returns for a plain function f (Note [a decorated
-        function is a function]): it calls owner, f's wrapper (through `owner._caller()`, a
-        closure: Note [compile guards] in `_compile.py`), with f's metadata (as
+        function is a function]): it calls owner, f's wrapper, with f's metadata (as
         `functools.wraps` copies it) and owner's attributes, which name owner weakly (Note
         [decorated again] in `_eager.py`): one set for both, whatever is set on either later.
-        Its code is placed as `place` places a method's, and `inlined_only`: Dynamo inlines it
-        into a compiled caller; a frame of its own (after a graph break) it leaves to the
-        closure it calls (its rest failed on a `torch.func` transform's tensor)."""
+        Its code is placed as `place` places a method's, and `inlined_only`: Dynamo traces the
+        compile closure in its place (Note [the inline mark]); a frame of its own (after a graph
+        break) it leaves to owner's `__call__` (its rest failed on a `torch.func` transform's
+        tensor)."""
         code = self.placed[True]
         if code is None:
-            code = self.placed[True] = _placed(f, _CALLING, inlined=True)
-        cell = types.CellType(owner._caller())
-        function = types.FunctionType(code, _GLOBALS, f.__name__, None, (cell,))
+            code = self.placed[True] = _placed(f, _CALLING)
+            inlined_only(code)
+        function = types.FunctionType(code, _GLOBALS, f.__name__, None, (types.CellType(owner),))
         # `functools.WRAPPER_ASSIGNMENTS` (the name was given above)
         function.__qualname__ = f.__qualname__
         function.__module__ = f.__module__
@@ -105,12 +127,9 @@ class Decoration:
         function.__annotations__ = f.__annotations__
         if _TYPE_PARAMS:
             function.__type_params__ = f.__type_params__  # type: ignore[attr-defined]
-        attributes = owner.__dict__
+        attributes = function.__dict__ = owner.__dict__
         if DYNAMO_TRACES_WATCHER:  # Note [the inline mark]
-            attributes = owner.__dict__ = _Attributes(
-                attributes, _torchdynamo_inline=owner._compiling
-            )
-        function.__dict__ = attributes
+            attributes[_INLINE] = owner._compiling
         attributes.update(self.marks)
         attributes["__tf_compat_grad__"] = weakref.ref(owner)
         return function
@@ -125,7 +144,7 @@ class Decoration:
         unless f wraps another, whose place it takes."""
         placed = self.placed[False]
         if placed is None:
-            placed = self.placed[False] = _placed(f, method.__code__, False)
+            placed = self.placed[False] = _placed(f, method.__code__)
         method.__code__ = placed
 
 
@@ -173,17 +192,22 @@ def decoration_of(f: Callable[..., Any]) -> Decoration:
     if hasattr(f, "__wrapped__"):
         return Decoration(f)
     global _last
+    code_ref, last_names, last = _last
+    function = type(f) is types.FunctionType
+    if (
+        function
+        and code_ref() is f.__code__
+        and last_names == (f.__name__, f.__module__, f.__qualname__)
+    ):
+        return last
     code = getattr(f, "__code__", None)
     names = (
         getattr(f, "__name__", None),
         getattr(f, "__module__", None),
         getattr(f, "__qualname__", None),
     )
-    code_ref, last_names, last = _last
-    if code_ref() is code and code is not None and last_names == names:
-        return last
     decoration: Decoration = per_code(f, names[2], Decoration)
-    if type(code) is types.CodeType:
+    if function:
         _last = weakref.ref(code), names, decoration
     return decoration
 
@@ -203,31 +227,20 @@ def wrapper_of(obj: Any) -> Any:
     return ref() if type(ref) is weakref.ref else ref
 
 
-# What `functools.update_wrapper` assigns from the function it wraps (`wrap`).
+# What `functools.update_wrapper` assigns from the function it wraps (`Decoration.attributes`),
+# and of those what differs between the functions of one code (`decoration_of`'s key).
 _ASSIGNED = functools.WRAPPER_ASSIGNMENTS
 _assigned = operator.attrgetter(*_ASSIGNED)
-
-
-def wrap(wrapper: Any, f: Callable[..., Any]) -> None:
-    """`functools.update_wrapper(wrapper, f)`, in fewer steps for a function (which has every
-    attribute it copies): a function decorated inside `forward` is wrapped on every call."""
-    if type(f) is not types.FunctionType:
-        functools.update_wrapper(wrapper, f)
-        return
-    attributes = wrapper.__dict__
-    attributes.update(zip(_ASSIGNED, _assigned(f), strict=True))
-    if f.__dict__:
-        attributes.update(f.__dict__)
-    attributes["__wrapped__"] = f
+_READ = tuple(n for n in _ASSIGNED if n not in ("__module__", "__name__", "__qualname__"))
+_read = operator.attrgetter(*_READ)
 
 
 def _calling() -> types.CodeType:
-    """The code of the function `Decoration.function` makes: a call of it calls its wrapper's
-    `_caller`."""
-    owner: Any = None
+    """The code of the function `Decoration.function` makes: a call of it calls its wrapper."""
+    wrapper: Any = None
 
     def function(*args: Any, **kwargs: Any) -> Any:  # one line: see `Decoration.place`
-        return owner(*args, **kwargs)
+        return wrapper(*args, **kwargs)
 
     return function.__code__
 
@@ -239,7 +252,7 @@ _TYPE_PARAMS = "__type_params__" in _ASSIGNED  # Python 3.12 and later
 _IGNORED = vars(torch.jit.ignore(lambda: None))  # type: ignore[no-untyped-call]
 
 
-def _placed(f: Callable[..., Any], code: types.CodeType, inlined: bool) -> types.CodeType:
+def _placed(f: Callable[..., Any], code: types.CodeType) -> types.CodeType:
     """`code` placed at f's first line (`Decoration.place`)."""
     place = getattr(inspect.unwrap(f), "__code__", None)
     if place is not None:
@@ -249,8 +262,6 @@ def _placed(f: Callable[..., Any], code: types.CodeType, inlined: bool) -> types
             co_firstlineno=max(place.co_firstlineno + 1 - (body - code.co_firstlineno), 1),
             co_name=place.co_name,
         )
-    if inlined:
-        inlined_only(code)
     return code
 
 

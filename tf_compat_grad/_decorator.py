@@ -18,7 +18,7 @@ from ._captures import CAPTURED_RULES, CapturedRule
 from ._compile import compiling_call, decorated_while_tracing
 from ._compile_exits import outside, parametrized, parametrized_reason
 from ._compile_watched import call_compiled
-from ._decoration import Decoration, decoration_of, wrap, wrapper_of
+from ._decoration import Decoration, decoration_of, wrapper_of
 from ._eager import EagerPath
 from ._errors import (
     PREFIX,
@@ -63,8 +63,15 @@ class CustomGradient(Generic[P, R]):
     # replaced by its `EagerPath`). A slot, read on every call: the attributes of a decorated
     # plain function are not a dict exactly (Note [the inline mark] in `_decoration.py`), and
     # CPython reads an attribute from those about ten times slower.
-    __slots__ = ("__dict__", "__weakref__", "_entry")
+    __slots__ = (
+        "__dict__", "__weakref__", "_call_eager", "_compiling", "_eager", "_entry", "_f",
+        "_leave", "_shared",
+    )  # fmt: skip
     _entry: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]
+    # Example inputs for the checker (`custom_gradient(example=)`), and why grad_fn is not the
+    # true derivative, when that is intended (`surrogate=`): set in `__init__`.
+    example: Any
+    surrogate: str | None
     # The decorator that made this wrapper of `__wrapped__`: a pickle not by reference remakes
     # it (`recompute_grad` sets itself on its wrappers).
     _made_by: Callable[..., CustomGradient[Any, Any]]
@@ -76,21 +83,17 @@ class CustomGradient(Generic[P, R]):
         surrogate: str | None = None,
         captured: CapturedRule = "refuse",
     ) -> None:
-        shared = decoration_of(f)
-        self._shared = shared
-        wrap(self, f)
+        shared = self._shared = decoration_of(f)  # with f's description for messages
+        self.__dict__ = attributes = shared.attributes(self, f)  # as `functools.wraps` sets
         self._f = f  # what is called; `__wrapped__` may name another (recompute_grad's f)
         self._eager = eager = EagerPath(f, shared.eager, captured, self)  # sets `_entry`
         call_eager = self._call_eager = self._entry  # every call outside torch.compile
-        # The description of f for messages made while Dynamo traces, and what a call that
-        # leaves the compiled graph runs.
-        self._described = shared.described
+        # What a call that leaves the compiled graph runs.
         self._leave = _leaving(f, shared, call_eager)
         self._compiling = compiling_call(f, shared.described, captured, self._leave, eager.reach)
-        self.example = example  # example inputs for the checker (`custom_gradient(example=)`)
-        # Why grad_fn is not the true derivative, when that is intended (`surrogate=`).
-        self.surrogate = surrogate
-        self.__dict__["captured"] = captured  # see the property
+        # `example`, `surrogate` (above) and `captured` (the property)
+        attributes["example"], attributes["surrogate"] = example, surrogate
+        attributes["captured"] = captured
 
     @functools.cached_property
     def _method(self) -> Callable[..., Any]:
@@ -120,7 +123,7 @@ class CustomGradient(Generic[P, R]):
     @captured.setter
     def captured(self, rule: CapturedRule) -> None:
         raise AttributeError(
-            f"{PREFIX}the `captured` rule of {self._described} is fixed when it is decorated, "
+            f"{PREFIX}the `captured` rule of {self._shared.described} is fixed when it is decorated, "
             f"and this wrapper's calls were made with {self.captured!r}. Decorate the function "
             f"again instead: `custom_gradient(f, captured={rule!r})`."
         )
@@ -134,22 +137,6 @@ class CustomGradient(Generic[P, R]):
         if _is_compiling():
             return self._compiling(*args, **kwargs)  # type: ignore[no-any-return]
         return self._entry(UNBOUND, args, kwargs)  # type: ignore[no-any-return]
-
-    def _caller(self) -> Callable[..., Any]:
-        """What the function `custom_gradient` returns for a plain function calls (Note [a
-        decorated function is a function]): `__call__` as a closure, made per function and kept
-        only by it (a wrapper holding it would be a cycle: Note [decorated again] in
-        `_eager.py`). Dynamo traces the compile closure in its place where it reaches the
-        function as a value (Note [the inline mark] in `_decoration.py`), and this one where it
-        compiles a frame of it (the function's own is `inlined_only`)."""
-        wrapper, compiling, is_compiling = self, self._compiling, _is_compiling
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if is_compiling():
-                return compiling(*args, **kwargs)
-            return wrapper._entry(UNBOUND, args, kwargs)
-
-        return call
 
     # Type checkers hand a function under `@staticmethod` or `@classmethod` (above or below the
     # decorator) to it as the plain function and bind it through this descriptor, so the kind of
@@ -235,9 +222,11 @@ class CustomGradient(Generic[P, R]):
             return self._leave(bound, args, kwargs)
         # Note [parametrizations under compile] in `_compile_exits.py`
         if not is_exporting() and parametrized(bound):
-            graph_break(parametrized_reason(self._described))
+            graph_break(parametrized_reason(self._shared.described))
             return outside(self._call_eager, bound, args, kwargs)
-        return call_compiled(self._f, bound, args, kwargs, self._described, self._eager.captured)
+        return call_compiled(
+            self._f, bound, args, kwargs, self._shared.described, self._eager.captured
+        )
 
 
 def _leaving(

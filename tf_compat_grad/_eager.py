@@ -149,17 +149,22 @@ class EagerPath:
         # (`custom_gradient(captured=...)`, Note [lost gradients] in `_captures.py`).
         self.captured = captured
         # Whether this decoration is still to plan the shapes every decoration of f's code has
-        # learned (Note [decorated again]).
+        # learned (Note [decorated again]): now, where its proof says f reads no Parameter,
+        # else at its first call with grad (without grad a plan runs f unchecked, and the first
+        # calls check `variables`: item 33).
         self._pending = bool(shared.learned)
+        if self._pending and self.reach.reads_none():
+            self._plan_learned(holder)
+
+    def _plan_learned(self, holder: Any) -> None:
+        self._pending = False
+        for learned in self._shared.learned:
+            self._plan(learned, holder)
 
     def call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        # Without grad a plan runs f unchecked: its first calls check `variables` (item 33),
-        # unless its proof says f reads no Parameter.
-        if self._pending and (_grad_enabled() or self.reach.reads_none()):
-            self._pending = False
+        if self._pending and _grad_enabled():
             holder: Any = self._holder()
-            for learned in self._shared.learned:
-                self._plan(learned, holder)
+            self._plan_learned(holder)
             return holder._entry(bound, args, kwargs)
         f = self._f
         if not untransformed():  # Note [call modes]

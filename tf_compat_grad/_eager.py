@@ -39,10 +39,10 @@ garbage collector nothing to find (a decorated method is still a cycle, with its
 
 from __future__ import annotations
 
-import functools
 import inspect
 import weakref
 from collections.abc import Callable, Sequence
+from types import MethodType
 from typing import Any
 
 import torch
@@ -283,24 +283,12 @@ class EagerPath:
         else:
             kind = "rerun" if flat and reach.rerun else "none"  # Note [f run again]
             holds = reach.reads_none
-        made = learned.made.get(kind)
-        if made is None:
+        call = learned.made.get(kind)
+        if call is None:
             apply = _plan_node.make_node(self._f, learned.shape, watched, kind == "rerun")
-            made = learned.made[kind] = (apply, _plan.call_binder(self._f, learned.shape, kind))
-        apply, bind = made
-        checked = functools.partial(self._checked_gradients, learned.spec)
-        holder._entry = _plan.make_call(
-            self._f,
-            learned.n_outputs,
-            bind,
-            holds,
-            apply,
-            checked,
-            holder._entry,
-            self._unplanned,
-            self._fresh,
-            self.captured,
-        )
+            call = learned.made[kind] = _plan.plan_call(self._f, learned.shape, kind, apply)
+        # bound to this decoration's binding, in the order of `_plan_node.BINDING`
+        holder._entry = MethodType(call, (self._f, holds, holder._entry, self, learned.spec))
 
     def _unplanned(
         self,
@@ -410,9 +398,8 @@ _LayoutSpec = tuple[bool, Any, int, Sequence[int]]  # a `Layout`'s arguments aft
 
 class _Learned:
     """A call shape a decoration of f's code learned (Note [decorated again]): its plan is
-    watched or not, its call's `Layout` less f, and the `apply` of its plan's node with what
-    binds a decoration to its plan's call (`_plan.call_binder`), made when first asked for,
-    by kind."""
+    watched or not, its call's `Layout` less f, and the call of its plan (`_plan.plan_call`, over
+    its node), made when first asked for, by kind, which each decoration binds (`EagerPath._plan`)."""
 
     __slots__ = ("flat", "key", "made", "n_outputs", "shape", "spec", "watched")
 
@@ -425,7 +412,7 @@ class _Learned:
         self.flat = not shape.bound and all(a in ("t", "n") for a in shape.args)
         self.n_outputs = len(_plan_shape.tree_leaves(shape.outputs))
         self.spec: _LayoutSpec = (layout.bound, layout.spec, layout.n_args, layout.positions)
-        self.made: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}
+        self.made: dict[str, Callable[..., Any]] = {}
 
 
 def _jit_trace_error(f: Callable[..., Any]) -> CustomGradientNotImplementedError:

@@ -46,7 +46,7 @@ from typing import Any
 
 import torch
 
-from ._captures import CapturedRule, settle
+from ._captures import settle
 from ._closure import (
     EXACT_TENSOR_TYPES,
     PLAIN_TYPES,
@@ -56,7 +56,7 @@ from ._closure import (
     plain,
 )
 from ._places import close_cache, open_cache
-from ._plan_node import plan_fields, saves
+from ._plan_node import BINDING, plan_fields, saves
 from ._plan_shape import KEYWORD_VALUES, NUMBERS, Shape, Source, tree_leaves, unflatten_source
 from ._record import check_upstreams
 from ._run import BOUND_KEYWORD, UNBOUND, check_unedited, inputs
@@ -77,56 +77,35 @@ _Tensor = torch.Tensor
 _MISSING = object()
 
 
-def call_binder(f: Callable[..., Any], shape: Shape, kind: str) -> Callable[..., Any]:
-    """What binds a decoration's names to the call of f's plan for `shape` (Note [plans]) of one
-    `kind` (`make_call`). The code is generated once per shape, kind and name of f: a function
-    decorated again (inside `forward`, on every call) binds its own f and callbacks to the same
-    code."""
+def plan_call(
+    f: Callable[..., Any], shape: Shape, kind: str, apply: Callable[..., Any]
+) -> Callable[..., Any]:
+    """The call of f's plan for `shape` (Note [plans]) of one `kind`, over `apply` (its node's):
+    "none" when f provably reads no Parameter, while the per-call check holds; "watched" when it
+    runs under the watcher, skipping the walk of Note [lost gradients] while the check holds
+    (unbound calls only), and settling by the rule `captured` otherwise. Made once per learned
+    shape and kind, for every decoration of f's code: a decoration's entry is this call bound to
+    its `binding` (a function decorated inside `forward` binds one on every call). The code is
+    generated once per shape, kind and name of f."""
     code = getattr(f, "__code__", None)
     direct_keywords = type(code) is types.CodeType and not code.co_flags & inspect.CO_VARKEYWORDS
-    return _call_maker(
+    return _call_maker(  # type: ignore[no-any-return]
         shape.fields(), kind, getattr(f, BOUND_KEYWORD, False), direct_keywords,
         getattr(f, "__qualname__", "f"),
-    )  # fmt: skip
-
-
-def make_call(
-    f: Callable[..., Any],
-    n_outputs: int,
-    bind: Callable[..., Any],
-    holds: Callable[[], bool],
-    apply: Callable[..., Any],
-    checked: Callable[..., list[Any]],
-    general: Callable[..., Any],
-    unplanned: Callable[..., Any],
-    unplanned_fresh: Callable[[Any], Any],
-    captured: CapturedRule = "refuse",
-) -> Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]:
-    """The call of f's plan for a shape of `n_outputs` outputs (Note [plans]) of the kind
-    `bind` was made for (`call_binder`): "none" when f provably reads no Parameter, while the
-    per-call check `holds`; "watched" when it runs under the watcher, skipping the walk of Note
-    [lost gradients] while `holds` (unbound calls only), and settling by the rule `captured`
-    otherwise. `apply` applies the plan's node, whose backward hands what it cannot pass to
-    `checked`."""
-    # (a plan of one output checks no upstreams: `_call_maker`)
-    upstreams, upstreams_ok = _upstreams_check(f, n_outputs) if n_outputs > 1 else (None, None)
-    return bind(  # type: ignore[no-any-return]
-        f, holds, apply, checked, general, unplanned, unplanned_fresh, upstreams, upstreams_ok,
-        captured,
-    )  # fmt: skip
+    )(apply)  # fmt: skip
 
 
 @functools.lru_cache(maxsize=256)
 def _call_maker(
     fields: tuple[Any, ...], kind: str, bound_keyword: bool, direct_keywords: bool, qualname: str
 ) -> Callable[..., Any]:
-    """`bind` of the call of a plan (`make_call`), which takes the names of one decoration in
-    the order of `_DECORATION_NAMES` (`call_binder`)."""
+    """What makes the call of a plan over its node's `apply` (`plan_call`)."""
     shape = Shape(*fields)
     src = Source()
     add = src.add
     back = "general(bound, args, kwargs)"
-    add(0, "def call(bound, args, kwargs):")
+    add(0, "def call(plan, bound, args, kwargs):")
+    add(1, f"{', '.join(BINDING)} = plan")
     keywords = shape.keywords
     add(1, f"if (not ({UNTRANSFORMED}) or bound is {'' if shape.bound else 'not '}UNBOUND")
     kw_guard = f"len(kwargs) != {len(keywords)}" if keywords else "kwargs"
@@ -168,12 +147,13 @@ def _call_maker(
     # Without grad: f's outputs, no node (item 9); as `_run.fresh` makes them.
     add(1, "if not grad_enabled():")
     add(2, f"out = {f_call}")
+    unplanned_fresh = "path._fresh(out)"
     add(2, "if type(out) is not tuple or len(out) != 2 or type(out[1]) is not FunctionType:")
-    add(3, "return unplanned_fresh(out)")
+    add(3, f"return {unplanned_fresh}")
     add(2, "result = out[0]")
-    outs = src.unpack(2, "result", shape.outputs, "r", "unplanned_fresh(out)")
+    outs = src.unpack(2, "result", shape.outputs, "r", unplanned_fresh)
     add(2, f"if {' or '.join(f'type({r}) is not Tensor' for r in outs)}:")
-    add(3, "return unplanned_fresh(out)")
+    add(3, f"return {unplanned_fresh}")
     fresh = [f"({r}.view_as({r}) if {r}.requires_grad else {r}.detach())" for r in outs]
     add(2, f"return {unflatten_source(shape.outputs, fresh, src)}")
 
@@ -187,6 +167,7 @@ def _call_maker(
     rest = "out, bound, args, kwargs, watcher" if watched else "out, bound, args, kwargs, None"
     if kind == "rerun":
         rest += ", again"
+    unplanned = f"path._unplanned({rest})"
     add(1, f"if any_autocast(){'' if watched else ' or not holds()'}:")
     add(2, f"return {back}")
     # The inputs' version counters before f runs: f may not edit one in place (`_run.py`).
@@ -228,25 +209,25 @@ def _call_maker(
     add(1, f"if {' or '.join(f'{a}._version != {e}' for a, e in zip(inputs, versions, strict=True))}:")  # fmt: skip
     add(2, f"unedited(f, bound, args, ({', '.join(versions)},))")
     add(1, "if type(out) is not tuple:")
-    add(2, f"return unplanned({rest})")
-    src.unpack_exactly(1, ["result", "grad_fn"], "out", f"unplanned({rest})")
-    outs = src.unpack(1, "result", shape.outputs, "r", f"unplanned({rest})")
+    add(2, f"return {unplanned}")
+    src.unpack_exactly(1, ["result", "grad_fn"], "out", unplanned)
+    outs = src.unpack(1, "result", shape.outputs, "r", unplanned)
     add(1, f"if type(grad_fn) is not FunctionType or {' or '.join(f'type({r}) is not Tensor' for r in outs)}:")  # fmt: skip
-    add(2, f"return unplanned({rest})")
+    add(2, f"return {unplanned}")
     if watched:
         add(1, "if watcher.places:")
-        add(2, f"return unplanned({rest})")
+        add(2, f"return {unplanned}")
         add(1, "variables = [*watcher.found.values()]")
         # A Parameter passed as an argument is an input.
         add(1, f"if {' or '.join(f'type({a}) is not Tensor' for a in inputs)}:")
         add(2, f"variables = [v for v in variables if {' and '.join(f'v is not {a}' for a in inputs)}]")  # fmt: skip
         add(1, "if not own:")
-        add(2, f"variables = settle(f, bound, kwargs, result, ({', '.join(inputs)},), variables, (), captured)")  # fmt: skip
+        add(2, f"variables = settle(f, bound, kwargs, result, ({', '.join(inputs)},), variables, (), path.captured)")  # fmt: skip
         add(2, "if type(variables) is not list:  # slots' tensors (`_places.SlotVariables`)")
-        add(3, f"return unplanned({rest})")
+        add(3, f"return {unplanned}")
         add(1, "if variables:")
         add(2, "if not (grad_fn.__code__ is accepted[0] or accepts(grad_fn, accepted)):")
-        add(3, f"return unplanned({rest})")
+        add(3, f"return {unplanned}")
     add(1, f"{'elif' if watched else 'if'} not ({' or '.join(f'{a}.requires_grad' for a in inputs)}):")  # fmt: skip
     add(2, f"return {unflatten_source(shape.outputs, fresh, src)}  # nothing to record (item 39)")
     variables, more_inputs = ("variables", ", *variables") if watched else ("None", "")
@@ -255,11 +236,13 @@ def _call_maker(
     alias += [f"{r} is {a}" for r in outs for a in inputs]
     alias += [f"{r} is {q}" for i, r in enumerate(outs) for q in outs[i + 1 :]]
     add(1, f"if {' or '.join(alias)}:")
-    add(2, f"return unplanned({rest})")
+    add(2, f"return {unplanned}")
     if len(outs) > 1:  # grad_fn takes one upstream per output (`check_upstreams`)
         which = "bool(variables)" if watched else "0"
         add(1, f"if grad_fn.__code__ is not upstreams_ok[{which}] or grad_fn.__dict__:")
-        add(2, f"upstreams(grad_fn, {variables if watched else '()'})")
+        add(
+            2, f"upstreams(f, grad_fn, {len(outs)}, {variables if watched else '()'}, upstreams_ok)"
+        )
     add(1, "closure = grad_fn.__closure__")
     add(1, "defaults = grad_fn.__defaults__")
     guard = ["closure is None"] if shape.cells is None else []  # else: the unpacking below
@@ -274,7 +257,7 @@ def _call_maker(
     else:
         guard.append("grad_fn.__kwdefaults__ is None")
     add(1, f"if not ({' and '.join(guard)}):")
-    add(2, f"return unplanned({rest})")
+    add(2, f"return {unplanned}")
     cells = shape.cells or ""
     cell_names = [f"c{i}" for i in range(len(cells))]
     values = [f"v{i}" for i in range(len(cells))]
@@ -283,7 +266,7 @@ def _call_maker(
         add(2, f"{', '.join(cell_names)}, = closure")
         add(2, "; ".join(f"{v} = {c}.cell_contents" for c, v in zip(cell_names, values, strict=True)))  # fmt: skip
         add(1, "except (ValueError, TypeError):  # an empty cell, other cells, or none")
-        add(2, f"return unplanned({rest})")
+        add(2, f"return {unplanned}")
         saved = [v for v, k in zip(values, cells, strict=True) if k in "tp"]
         exact = {"t": "Tensor", "p": "Parameter"}  # a Parameter's cell is shared: `closure_source`
         cell_checks = [f"type({v}) is not {exact[k]}" for v, k in zip(values, cells, strict=True) if k in "tp"]  # fmt: skip
@@ -295,7 +278,7 @@ def _call_maker(
         ]
         if cell_checks:
             add(1, f"if {' or '.join(cell_checks)}:")
-            add(2, f"return unplanned({rest})")
+            add(2, f"return {unplanned}")
     else:
         saved = []
     plan = ", ".join(value for _, value in plan_fields(shape, watched, inputs, kind == "rerun"))
@@ -322,15 +305,17 @@ def _call_maker(
             add(1, f"{', '.join(got)}, = apply((({detached},), {handoff}), {into})")
             add(1, f"return {unflatten_source(outputs, got, src)}")
     src.lines = ["    " + line for line in src.lines] + ["    return call"]
+    # What the call's grad_fns passed, whichever decoration's: the code of the last that took
+    # `variables=`, of the last whose parameters take the upstreams (without variables, with).
     if watched:
-        src.lines.insert(
-            0, "    accepted = [None]  # the code of the last grad_fn that took `variables=`"
-        )
+        src.lines.insert(0, "    accepted = [None]")
+    if len(outs) > 1:
+        src.lines.insert(0, "    upstreams_ok = [None, None]")
     name = "" if kind == "none" else f"{kind} "
     filename = f"<tf_compat_grad {name}plan of {qualname}>"
-    # The names of every plan and the constants are bound here, once per form; a decoration
-    # binds its own (`make_call`).
-    src.lines = ["    def bind(" + ", ".join(_DECORATION_NAMES) + "):"]  + ["    " + line for line in src.lines] + ["    return bind"]  # fmt: skip
+    # The names of every plan and the constants are bound here, once per form; each learned
+    # shape binds its node's `apply` (`plan_call`), each decoration its binding (`BINDING`).
+    src.lines = ["    def bind(apply):", *("    " + line for line in src.lines), "    return bind"]
     return src.maker(filename, _CALL_NAMES)(**_CALL_NAMES, **src.constants)  # type: ignore[no-any-return]
 
 
@@ -360,18 +345,17 @@ def _unedited(
     check_unedited(f, layout, tensors, versions)
 
 
-def _upstreams_check(
-    f: Callable[..., Any], n_outputs: int
-) -> tuple[Callable[[Any, Any], None], list[Any]]:
-    """`check_upstreams` for a plan of n outputs, and the code of the last grad_fn it passed,
+def _upstreams(
+    f: Callable[..., Any],
+    grad_fn: types.FunctionType,
+    n_outputs: int,
+    variables: Any,
+    ok: list[Any],
+) -> None:
+    """`check_upstreams` for a plan of n outputs; `ok`: the code of the last grad_fn it passed,
     without variables and with (one with no attributes, which could change its signature)."""
-    ok: list[Any] = [None, None]  # without variables, with
-
-    def upstreams(grad_fn: types.FunctionType, variables: Any) -> None:
-        check_upstreams(f, grad_fn, n_outputs, variables)
-        ok[bool(variables)] = None if grad_fn.__dict__ else grad_fn.__code__
-
-    return upstreams, ok
+    check_upstreams(f, grad_fn, n_outputs, variables)
+    ok[bool(variables)] = None if grad_fn.__dict__ else grad_fn.__code__
 
 
 # Per kind of shared cell (`flat_cells`), the test of a value `capture` would not share as it
@@ -383,7 +367,7 @@ _UNSHARED_CELL = {
 }
 
 
-# The names of a plan's call that are the same for every plan, then those of one decoration.
+# The names of a plan's call that are the same for every plan.
 _CALL_NAMES: dict[str, Any] = {
     **MODE_NAMES, "UNBOUND": UNBOUND, "MISSING": _MISSING, "KEYWORD": KEYWORD_VALUES,
     "NUMBERS": NUMBERS, "EXACT": EXACT_TENSOR_TYPES, "PLAIN": PLAIN_TYPES,
@@ -394,9 +378,5 @@ _CALL_NAMES: dict[str, Any] = {
     "any_autocast": any_autocast_enabled, "Watcher": ParameterWatcher,
     "push": push_function_mode, "pop": pop_function_mode, "accepts": _accepts_variables,
     "open_cache": open_cache, "close_cache": close_cache, "settle": settle,
-    "unedited": _unedited, "set_grad": set_grad_mode,
+    "unedited": _unedited, "set_grad": set_grad_mode, "upstreams": _upstreams,
 }  # fmt: skip
-_DECORATION_NAMES = (
-    "f", "holds", "apply", "checked", "general", "unplanned", "unplanned_fresh", "upstreams",
-    "upstreams_ok", "captured",
-)  # fmt: skip

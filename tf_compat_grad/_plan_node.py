@@ -3,7 +3,7 @@
 # Note [plan nodes]
 The node's forward hands over f's outputs and saves the tensors grad_fn closes over, with
 `ctx.save_for_backward`'s own assignment (none when there are none). Its context holds the plan
-(`plan_fields`): the general checks (`checked`, which name this decoration's f), what runs f again
+(`plan_fields`): the decoration's binding (`BINDING`: the general checks, which name its f), what runs f again
 (a plan of kind "rerun", None for a call that recorded: Note [f run again] in `_rerun.py`), the
 variables (a watched plan), then grad_fn as it is when it closes over no tensor and has no default
 values (Note [saved closures]), else its code, globals, name, qualified name, defaults, keyword
@@ -13,7 +13,7 @@ then each input's shape, dtype and device (True for the CPU, Note [exact gradien
 (`_closure.rebuild_source`), or, under grad mode with f to run again, takes the grad_fn of that run,
 calls it, and returns its gradients when each is exact (Note [exact gradients] in `_record.py`,
 rendered here); a variable's gradient is compared with its Parameter as it is then (a Parameter
-outlives the call). Anything else goes to the general checks (`checked`), which repair or reject it.
+outlives the call). Anything else goes to the general checks (the binding's), which repair or reject it.
 """
 
 from __future__ import annotations
@@ -39,6 +39,15 @@ from ._rerun import grad_fn_again
 from ._structure import leaves
 from ._torch_internals import SAVED_TENSORS, call_backward_directly, function_apply_c
 
+# What a decoration's plan reads that differs between decorations (its binding, a tuple: `plan`,
+# unpacked by the call, read in place by the node's backward): f, the per-call check that the plan's kind still holds, the entry
+# a call the plan does not fit is handed to (the plan before it, the last the general code), the
+# decoration's `EagerPath` (the general steps after f ran: `_unplanned`, `_fresh`,
+# `_checked_gradients`; the rule `captured`), and the plan's `Layout` less f, for the general
+# checks of what grad_fn returned.
+BINDING = ("f", "holds", "general", "path", "spec")
+_PATH, _SPEC = BINDING.index("path"), BINDING.index("spec")
+
 
 def kept(shape: Shape) -> bool:
     """Whether the plan calls grad_fn as it is: nothing to take out of it or to fix."""
@@ -57,7 +66,7 @@ def plan_fields(
     the backward and its expression in the call, over the call's names (`grad_fn`, `defaults`,
     `kwd`, the cells `c0`, `c1`, ..., the tensor inputs `inputs`, and for a plan of kind
     "rerun" `again`)."""
-    fields = [("checked", "checked")]
+    fields = [("plan", "plan")]
     if rerun:
         fields.append(("again", "again"))
     if watched:
@@ -164,7 +173,8 @@ def _backward(shape: Shape, watched: bool, rerun: bool) -> Callable[..., Any]:
         tail, variables = "", "None"
     devices = [NOTED_DEVICE.format(device=v) for _, _, v in metas]
     add(1, f"metas = ({''.join(f'({s}, {d}, {v}), ' for (s, d, _), v in zip(metas, devices, strict=True))}{tail})")  # fmt: skip
-    add(1, f"return None, *checked(metas, {variables}, returned, ctx.needs_input_grad)")
+    checked = f"plan[{_PATH}]._checked_gradients(plan[{_SPEC}], metas, {variables}, returned, ctx.needs_input_grad)"  # fmt: skip
+    add(1, f"return None, *{checked}")
     src.lines = ["    " + line for line in src.lines] + ["    return backward"]
     kind = "watched " if watched else "rerun " if rerun else ""
     return src.compile(  # type: ignore[no-any-return]

@@ -22,13 +22,15 @@ TensorFlow code often defines its custom gradient inside `call`, so a `forward` 
 same code again on every call. What depends only on the code is made once per code object
 (`_record.per_code`, whose entries go with the code object and hold no decoration's f): the
 node classes, whose methods take f from the call, a plan's generated code, and the shapes of
-the calls the decorations of that code have learned, with their plans' node classes; one
-lookup per decoration finds them all (`Shared`, within `_decoration.Decoration`). A new
-decoration plans those shapes at its first call, with its own f, closure and reach proof (the
-answer of the code's last analysis where its closure and defaults allow, Note [a proof per
-code] in `_reach_check.py`), so that it starts on a plan; a plan's guards hold for whatever closure it
-serves (Note [plans]). Without grad, unless that proof says f reads no Parameter, the first
-calls take the general code until one has passed the `variables` check (item 33).
+the calls the decorations of that code have learned, with their plans' calls and node classes;
+one lookup per decoration finds them all (`Shared`, within `_decoration.Decoration`). A new
+decoration plans those shapes, with its own f, closure and reach proof (the answer of the
+code's last analysis where its closure and defaults allow, Note [a proof per code] in
+`_reach_check.py`), so that it starts on a plan: each plan's call bound to a tuple of what it
+reads of the decoration (`_plan_node.BINDING`); a plan's guards hold for whatever closure it
+serves (Note [plans]). It plans them as it is made where that proof says f reads no Parameter,
+else at its first call with grad: without grad the first calls take the general code until
+one has passed the `variables` check (item 33).
 
 Nothing a decoration makes refers back to it: its plans hold its `EagerPath`, which holds the
 wrapper weakly; the route out of a compiled graph holds the path; the attributes the wrapper

@@ -553,6 +553,18 @@ def test_a_parameter_default_of_a_new_decoration_gives_its_gradient():
     torch.testing.assert_close(gw, x.detach().sum())
 
 
+def test_a_default_rebound_after_its_decoration_took_the_kept_proof_is_noticed():
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+    custom_gradient(_plain_scaled)(x)  # the kept proof: reads no Parameter
+    f = _with_defaults((3.0,), {"shift": 0.0})
+    assert reach_of(f).reads_none()  # taken
+    w = nn.Parameter(torch.tensor(2.0, dtype=D))
+    f.__wrapped__.__defaults__ = (w,)
+    assert not reach_of(f).reads_none()
+    _, gw = _grads(f, x, w)
+    torch.testing.assert_close(gw, x.detach().sum())
+
+
 def _many_defaults(x, scale=2.0, mode="mul", bias=None, power=2, *, shift=0.5, gain=1.5):
     """Default values of several types, each tested in its place by the kept proof's `make`."""
     z = x * scale if mode == "mul" else x + scale

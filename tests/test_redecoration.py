@@ -20,6 +20,7 @@ from helpers import (
 from torch import nn
 
 from tf_compat_grad import (
+    CustomGradientValueError,
     _decoration,
     _eager,
     _reach,
@@ -242,7 +243,7 @@ def test_what_is_made_per_code_goes_with_its_code():
     del namespace, inner
     _reach._read.cache_clear()
     _unrecorded._global_names.cache_clear()
-    _reach_check._PROOFS.clear()
+    _reach_check.PROOFS.clear()
     gc.collect()
     assert entry() is None
     assert entry not in _record._PER_CODE
@@ -552,6 +553,113 @@ def test_a_parameter_default_of_a_new_decoration_gives_its_gradient():
     torch.testing.assert_close(gw, x.detach().sum())
 
 
+def test_a_default_rebound_after_its_decoration_took_the_kept_proof_is_noticed():
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+    custom_gradient(_plain_scaled)(x)  # the kept proof: reads no Parameter
+    f = _with_defaults((3.0,), {"shift": 0.0})
+    assert reach_of(f).reads_none()  # taken
+    w = nn.Parameter(torch.tensor(2.0, dtype=D))
+    f.__wrapped__.__defaults__ = (w,)
+    assert not reach_of(f).reads_none()
+    _, gw = _grads(f, x, w)
+    torch.testing.assert_close(gw, x.detach().sum())
+
+
+def _many_defaults(x, scale=2.0, mode="mul", bias=None, power=2, *, shift=0.5, gain=1.5):
+    """Default values of several types, each tested in its place by the kept proof's `make`."""
+    z = x * scale if mode == "mul" else x + scale
+    dz = scale if mode == "mul" else 1.0
+
+    def grad(dy):
+        return dy * gain * power * z ** (power - 1) * dz
+
+    return gain * z**power + shift + (0.0 if bias is None else bias), grad
+
+
+_ALL = {"scale": 2.0, "mode": "mul", "bias": None, "power": 2}
+_DEFAULTS = {
+    # name: (defaults, keyword defaults, whether the kept proof is taken, the keyword arguments
+    # given for the defaults a variant leaves out)
+    "the same types": ((3.0, "add", None, 3), {"shift": 1.0, "gain": 2.0}, True, {}),
+    "the very same values": (_many_defaults.__defaults__, _many_defaults.__kwdefaults__, True, {}),
+    "an int for the first": ((3, "add", None, 3), {"shift": 1.0, "gain": 2.0}, False, {}),
+    "a float for None": ((3.0, "add", 1.0, 3), {"shift": 1.0, "gain": 2.0}, False, {}),
+    "a float for the last": ((3.0, "add", None, 3.0), {"shift": 1.0, "gain": 2.0}, False, {}),
+    "one default fewer": (("add", None, 3), {"shift": 1.0, "gain": 2.0}, False, {"scale": 3.0}),
+    "one default more": ((4.0, 3.0, "add", None, 3), {"shift": 1.0, "gain": 2.0}, False, {}),
+    "no defaults": (None, {"shift": 1.0, "gain": 2.0}, False, _ALL),
+    "an int keyword default": ((3.0, "add", None, 3), {"shift": 1.0, "gain": 2}, False, {}),
+    "keywords in another order": ((3.0, "add", None, 3), {"gain": 2.0, "shift": 1.0}, False, {}),
+    "a keyword default fewer": ((3.0, "add", None, 3), {"shift": 1.0}, False, {}),
+    "no keyword defaults": ((3.0, "add", None, 3), None, False, {}),
+}
+
+
+@pytest.mark.parametrize("variant", _DEFAULTS.values(), ids=list(_DEFAULTS))
+def test_a_new_decoration_takes_the_kept_proof_only_with_defaults_of_the_same_types(
+    variant, monkeypatch
+):
+    """Each default and keyword default of a new function of the code is of the type the
+    analysed function's is, in its place, or the new decoration is analysed anew; either way
+    it gives plain autograd's gradient for its own defaults."""
+    defaults, kwdefaults, taken, given = variant
+    x = torch.linspace(0.5, 1.5, 3, dtype=D, requires_grad=True)
+    custom_gradient(_many_defaults)(x)  # analysed: reads no Parameter; the proof is kept
+    analysed = _analyses(monkeypatch)
+    f = _many_defaults
+    g = types.FunctionType(f.__code__, f.__globals__, f.__name__, defaults, f.__closure__)
+    g.__kwdefaults__ = kwdefaults
+    kwargs = given | ({} if kwdefaults and len(kwdefaults) == 2 else {"shift": 1.0, "gain": 2.0})
+    decorated = custom_gradient(g)
+    assert reach_of(decorated).reads_none() == taken  # before its first call
+    (got,) = torch.autograd.grad(decorated(x, **kwargs).sum(), x)
+    (want,) = torch.autograd.grad(_true(g)(x, **kwargs).sum(), x)
+    torch.testing.assert_close(got, want)
+    assert analysed == ([] if taken else [g])
+    assert reach_of(decorated).reads_none()
+
+
+def _cell_scaled(fill):
+    """A new function of one code on each call, whose cell `scale` is filled after the
+    decoration where `fill` is False (empty as it is decorated)."""
+    if fill:
+        scale = torch.tensor(2.0, dtype=D)
+
+    @custom_gradient
+    def scaled(x):
+        return x * scale, lambda dy: dy * scale
+
+    if not fill:
+        scale = torch.tensor(3.0, dtype=D)
+    return scaled, scale
+
+
+def test_a_cell_empty_as_its_function_is_decorated_is_proved_anew(monkeypatch):
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+    _cell_scaled(True)[0](x)  # analysed with the cell holding a plain tensor; the proof is kept
+    analysed = _analyses(monkeypatch)
+    f, scale = _cell_scaled(False)
+    assert not reach_of(f).reads_none()  # the kept proof's `make` refused the empty cell
+    (gx,) = _grads(f, x)
+    torch.testing.assert_close(gx, scale.expand(3))
+    assert analysed == [f.__wrapped__]
+    assert reach_of(f).reads_none()
+
+
+def test_a_plain_tensor_cell_that_requires_grad_is_not_calm():
+    """A new decoration whose plain tensor cell requires grad takes the kept proof (the same
+    types), but not as calm: its call goes through the general code, which refuses the
+    gradient that would be lost (Note [lost gradients])."""
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+    exp_scaled_by(torch.tensor(2.0, dtype=D))(x)  # analysed: reads no Parameter
+    f = exp_scaled_by(torch.tensor(3.0, dtype=D, requires_grad=True))
+    reach = reach_of(f)
+    assert reach.proof == "none" and reach._unchanged()
+    assert not reach.calm() and not reach.reads_none()
+    with pytest.raises(CustomGradientValueError, match="closure `scale`, a tensor that requires grad"):  # fmt: skip
+        f(x)
+
+
 # --- a decoration per call takes the route of a decoration made once --------------------------
 
 
@@ -674,7 +782,8 @@ def test_a_new_decoration_takes_the_route_of_the_first_whether_or_not_its_proof_
 
     want = grads(first)
     if not kept:
-        monkeypatch.setattr(_reach_check, "_PROOFS", {})
+        for code in list(_reach_check.PROOFS):
+            monkeypatch.delitem(_reach_check.PROOFS, code)
     again = make()
     assert saved_while_called(again, x) == want_saved
     torch.testing.assert_close(grads(again), want)

@@ -41,7 +41,7 @@ import dis
 import functools
 import types
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -49,7 +49,7 @@ from torch.nn import Parameter
 
 from ._closure import plain
 from ._errors import bug
-from ._reach_check import MISSING, Checks, Deps, Proof, checks_maker, contents, items, keep, kept
+from ._reach_check import MISSING, PROOFS, Deps, Taken, checks_maker, contents, items, keep, never
 from ._unrecorded import rerunnable, unrecorded
 
 _SAFE_MODULES = frozenset(
@@ -90,34 +90,33 @@ class ParameterReach:
     def __init__(self, f: Any) -> None:
         self._f = f
         # The answer of an earlier function of f's code, where it holds for f too (Note [a
-        # proof per code] in `_reach_check.py`).
-        proof = kept(f)
-        if proof is not None:
-            checks = proof.make(f)
-            if checks is not None:
-                self._take(proof, checks)
-                return
-        # The last analysis's answer (`prove`): "none", "own" or None; `reads_own` is the
-        # per-call check that an "own" answer still holds (Note [Parameters of f's own]), as
-        # `reads_none` is for "none".
-        self.proof: str | None = None
-        # Whether f's ops need no recording (Note [f unrecorded] in `_unrecorded.py`), for
-        # the last analysis: valid while `calm` holds.
-        self.unrecorded = False
-        # Else whether f may run unrecorded and run again for a second derivative (Note [f run
-        # again] in `_rerun.py`), on the same terms.
-        self.rerun = False
-        self.reads_own: Callable[[], bool] = _never
-        # Whether every name, closure cell and function the last analysis read still holds
-        # what it held then (`_reach_check.checks_maker`); no analysis yet: never.
-        self._unchanged: Callable[[], bool] = _never
-        # The fast question of a call with no bound instance and no keyword arguments: True
-        # when the last analysis proved that f reads no Parameter and is still valid (a plan
-        # asks it, made after `possible` made an analysis).
-        self.reads_none: Callable[[], bool] = _never
-        # Whether the last analysis still holds and no plain tensor it found f can name
-        # requires grad (Note [lost gradients] in `_captures.py`); both fast questions include it.
-        self.calm: Callable[[], bool] = _never
+        # proof per code] in `_reach_check.py`); else none yet. Looked up and taken here, in one
+        # frame: a function decorated inside `forward` takes it on every call.
+        make = PROOFS.get(f.__code__) if type(f) is _FUNCTION else None
+        (
+            # The last analysis's answer (`prove`): "none", "own" or None.
+            self.proof,
+            # Whether every name, closure cell and function the last analysis read still holds
+            # what it held then (`_reach_check.checks_maker`); no analysis yet: never.
+            self._unchanged,
+            # Whether the last analysis still holds and no plain tensor it found f can name
+            # requires grad (Note [lost gradients] in `_captures.py`); both fast questions
+            # below are it, or never.
+            self.calm,
+            # The fast question of a call with no bound instance and no keyword arguments: True
+            # when the last analysis proved that f reads no Parameter and is still valid (a
+            # plan asks it, made after `possible` made an analysis).
+            self.reads_none,
+            # The per-call check that an "own" answer still holds (Note [Parameters of f's
+            # own]).
+            self.reads_own,
+            # Whether f's ops need no recording (Note [f unrecorded] in `_unrecorded.py`), for
+            # the last analysis: valid while `calm` holds.
+            self.unrecorded,
+            # Else whether f may run unrecorded and run again for a second derivative (Note [f
+            # run again] in `_rerun.py`), on the same terms.
+            self.rerun,
+        ) = (make(f) if make is not None else None) or _UNPROVED
 
     def possible(self, extra: Iterable[Any]) -> bool:
         """False only when f provably reads no Parameter, called with the `extra` objects it
@@ -135,37 +134,34 @@ class ParameterReach:
         """`possible(())` for the making of a plan, without the check that the analysis f took
         or made still holds: a plan's per-call check (`calm`) asks that on each of its calls,
         handing the general code a call it no longer holds for."""
-        if self._unchanged is _never:
+        if self._unchanged is never:
             self._analyse()
         return self.proof != "none"
 
     def _analyse(self) -> None:
         f = self._f
         answer, deps = prove(f)
-        proof = Proof(answer, checks_maker(deps), _runs(f, answer))
+        make = checks_maker(deps, answer, _runs(f, answer))
         if deps.shared and deps.own is not None:
-            keep(f, proof)
-        checks = proof.make(f)
-        if checks is None:
+            keep(f, make)
+        taken = make(f)
+        if taken is None:
             raise bug("a proof's checks refused the function they were made for")
-        self._take(proof, checks)
-
-    def _take(self, proof: Proof, checks: Checks) -> None:
-        answer = self.proof = proof.answer
-        self._unchanged, self.calm = checks
-        self.reads_none = self.calm if answer == "none" else _never
-        self.reads_own = self.calm if answer == "own" else _never
-        self.unrecorded, self.rerun = proof.runs
+        (
+            self.proof, self._unchanged, self.calm, self.reads_none, self.reads_own,
+            self.unrecorded, self.rerun,
+        ) = taken  # fmt: skip
 
 
-def _never() -> bool:
-    return False
+_FUNCTION = types.FunctionType
+# No analysis yet (`ParameterReach`): never proved, never unchanged.
+_UNPROVED: Taken = (None, never, never, never, never, False, False)
 
 
 def _runs(f: Any, answer: str | None) -> tuple[bool, bool]:
     """Whether f's ops need no recording (Note [f unrecorded] in `_unrecorded.py`), else whether
     f may run unrecorded and run again for a second derivative (Note [f run again] in
-    `_rerun.py`), for the proof's answer: read once per analysis (`Proof.runs`)."""
+    `_rerun.py`), for the proof's answer: read once per analysis (`_reach_check.Taken`)."""
     none_recorded = answer in ("none", "own") and unrecorded(f)
     return none_recorded, answer == "none" and not none_recorded and rerunnable(f)
 

@@ -288,8 +288,8 @@ class InsideNode(torch.autograd.Function):
     takes `(bound, spec, number of arguments, tensor positions, f described, autocast state,
     per argument whether it is a `Parameter`)`,
     f, its keyword arguments, the decoration's route question (`question` in
-    `_compile.compiling_call`) and f's positional arguments, and returns f's one output, or its flattened
-    outputs, then how `rebuilt` rebuilds them."""
+    `_compile.compiling_call`) and f's positional arguments, and returns f's one output, or its
+    flattened outputs, then how `rebuilt` rebuilds them."""
 
     @staticmethod
     def forward(

@@ -468,6 +468,27 @@ def _called(wrapper):
     return {mix_doubled: lambda a, b: sum(mix_doubled(a, b)), mix_noted: lambda a, b: sum(mix_noted(a, b))}[wrapper]  # fmt: skip
 
 
+@pytest.mark.skipif(not DYNAMO_TRACES_WATCHER, reason="no compile closure before torch 2.13")
+def test_decorations_share_only_the_compile_closure_cells_that_hold_the_same_value_for_all():
+    """Dynamo guards a cell it meets again in one frame through the first closure alone, so the
+    compile closures of two decorations (one code, both rules) share only the cells whose value
+    every compile closure holds (Note [one frame per decoration] in `_compile.py`), each its own
+    f, rule, eager path and route question."""
+
+    def decorate(captured):
+        return custom_gradient(
+            types.FunctionType(mix.__wrapped__.__code__, globals()), captured=captured
+        )
+
+    first, second, other = decorate("refuse"), decorate("refuse"), decorate("constant")
+    closures = [inspect.getattr_static(g, "_torchdynamo_inline") for g in (first, second, other)]
+    assert len({c.__code__ for c in closures}) == 1
+    names = closures[0].__code__.co_freevars
+    for a, b in [(closures[0], closures[1]), (closures[0], closures[2])]:
+        shared = {n for n, x, y in zip(names, a.__closure__, b.__closure__, strict=True) if x is y}
+        assert shared == {"inside", "rebuilt_outputs"}
+
+
 @pytest.mark.traced_compile
 @pytest.mark.parametrize("fullgraph", [True, False], ids=["fullgraph", "graph"])
 @pytest.mark.parametrize("wrapper", [mix_doubled, mix_noted], ids=["doubled", "noted"])

@@ -18,8 +18,8 @@ Where `ParameterReach` proves that f reads no Parameter, f runs without the watc
 A call of a decorated plain function runs f without the watcher when, as Dynamo traces it,
 the reach proof (Note [watching only when needed] in `_reach.py`) answers that f reads no
 Parameter and can name no plain tensor that requires grad, and its keyword values are Python
-numbers or strings (the route question, `_route_question`, run as Python while tracing: a
-constant of the graph). Sound where f is traced into the deciding graph: Dynamo guards every name, closure
+numbers or strings (the route question, `question` in `compiling_call`, run as Python while
+tracing: a constant of the graph). Sound where f is traced into the deciding graph: Dynamo guards every name, closure
 cell, attribute and tensor (with its `requires_grad`) f's trace read, so the graph runs only
 while f would read the same objects, none a Parameter; when one is rebound, the frame is traced
 again and the proof asked again. Not sound where the decision is a constant of a compiled frame
@@ -176,9 +176,10 @@ from torch.nn import Parameter
 
 from ._captures import CapturedRule
 from ._closure import edits_upstreams
+from ._compile_exits import call_older_compile
 from ._compile_node import InsideNode, accepts_noted, kept_noted, returned_noted
 from ._compile_outputs import handed_noted, numbered_plan, rebuilt
-from ._compile_watched import Question, call_compiled, plain_layout
+from ._compile_watched import call_compiled, plain_layout
 from ._plan_shape import NUMBERS
 from ._run import UNBOUND
 from ._torch_internals import (
@@ -195,67 +196,18 @@ from ._torch_internals import (
 from ._watcher import op_noted
 
 if TYPE_CHECKING:
+    from ._decoration import Decoration
     from ._reach import ParameterReach
 
 _is_compiling = torch.compiler.is_compiling
 
 
-def compiling_call(
-    f: Callable[..., Any],
-    described: str,
-    captured: CapturedRule,
-    leave: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any],
-    reach: ParameterReach,
-) -> Callable[..., Any]:
-    """What a call of a decorated plain function does while Dynamo traces (or `torch.export`
-    exports) its caller: `call_compiled` where Dynamo traces the call, else `leave` (the
-    wrapper's route out of the graph, Notes [compile on older torch] and [compile under
-    torch.func]). A closure per decoration and rule, called as f is, which Dynamo traces in place
-    of the decorated function (Note [the inline mark] in `_decoration.py`), so that it guards one
-    object on the way in (Note [compile guards]); `reach`: f's reach proof (Note [compile
-    unwatched])."""
-    if not DYNAMO_TRACES_WATCHER:
-        return lambda *args, **kwargs: leave(UNBOUND, args, kwargs)
-    question = _route_question(reach, described)
-    # Cells: one guard each, where a global of this module costs the module's too
-    inside, rebuilt_outputs = InsideNode, rebuilt
-
-    def compiling(*args: Any, **kwargs: Any) -> Any:
-        from torch._dynamo.comptime import comptime  # a local import: no guard
-
-        comptime(lambda ctx: _note_classes(ctx))  # a literal lambda: no guard
-        route, constants = question("noted", None)  # (a literal: `NOTED` read costs a guard)
-        if route == "ask":  # this frame runs as Python (or Dynamo holds an unread kind)
-            kinds = [a.__class__ for a in args]
-            route, constants = question(kinds, [type(v) for v in kwargs.values()])
-        if route == "inside":  # Note [f inside the compile node] in `_compile_node.py`
-            try:  # so that Dynamo runs this frame as Python where `forward` breaks
-                outputs: Any = inside.apply(constants, f, kwargs, question, *args)  # type: ignore[no-untyped-call]
-            finally:
-                question(None, None)  # f's trace came back
-            if outputs.__class__ is not ().__class__:
-                return outputs  # one tensor
-            several: tuple[Any, ...] = outputs  # several outputs, their rebuilding last
-            rebuild = several[-1]
-            if rebuild == "tuple":  # (`rebuilt`, a cell, costs a guard)
-                return several[:-1]
-            if rebuild[0] == "numbered":  # its template through the question (a global: a guard)
-                rebuild = "placed", question("plan", rebuild[1])[1]
-            return rebuilt_outputs(rebuild, several[:-1])
-        if route == "leave":
-            return leave(UNBOUND, args, kwargs)
-        unwatched = None if route == "watched" else question  # (`UNBOUND`: a global, a guard)
-        return call_compiled(f, constants[2], args, kwargs, described, captured, unwatched, question, constants)  # fmt: skip
-
-    return compiling
-
-
-# Which route a traced call takes, asked with the classes of its positional and keyword values,
-# as `(route, constants)`: "leave" where Dynamo does not trace it (Notes [compile on older
-# torch] and [compile under torch.func]); else "watched", "unwatched" where f may run without
-# the watcher (Note [compile unwatched]), with `call_compiled`'s constants (the layout with the
-# autocast state, None where the note did not tell that no argument is nested; grad mode;
-# `UNBOUND`), or "inside" where, unwatched, f may run inside the node, with the node's
+# The route question: which route a traced call takes, asked with the classes of its positional
+# and keyword values, as `(route, constants)`: "leave" where Dynamo does not trace it (Notes
+# [compile on older torch] and [compile under torch.func]); else "watched", "unwatched" where f
+# may run without the watcher (Note [compile unwatched]), with `call_compiled`'s constants (the
+# layout with the autocast state, None where the note did not tell that no argument is nested;
+# grad mode; `UNBOUND`), or "inside" where, unwatched, f may run inside the node, with the node's
 # constants (Note [f inside the compile node] in `_compile_node.py`); asked with `NOTED`
 # ("noted"): with what `_note_classes` noted, which alone lets f run inside the node, or "ask"
 # where nothing was noted (this frame runs as Python: ask with the classes); inside the node,
@@ -263,62 +215,158 @@ def compiling_call(
 # `call_compiled` too, and "accepts": what `accepts_noted` noted); with "op" and an op, in
 # the watcher: `op_noted`'s answer; with "plan" and a number: the template of a tree of
 # outputs (`numbered_plan`); with "kept", in `InsideNode.forward`: what `kept_noted` noted;
-# with "edits" and grad_fn's code, in the inside node's backward:
-# whether grad_fn edits its upstreams in place (`edits_upstreams`); asked with None: f's trace came back. A closure per decoration,
-# run while tracing behind one guard (an object of ours would cost its type and identity too).
+# with "edits" and grad_fn's code, in the inside node's backward: whether grad_fn edits its
+# upstreams in place (`edits_upstreams`); asked with None: f's trace came back. A closure per
+# decoration (`question` in `compiling_call`), run while tracing behind one guard (an object of
+# ours would cost its type and identity too).
 
 
-def _route_question(reach: ParameterReach, described: str) -> Question:
-    pending = False  # from a decision to run f unwatched until f's trace comes back
+def _compiling_call() -> Callable[..., Callable[..., Any]]:
+    """`compiling_call`, inside the scope of the cells every compile closure shares."""
+    # Cells: one guard each, where a global of this module costs the module's too; made once,
+    # for every decoration (Note [one frame per decoration]).
+    inside, rebuilt_outputs = InsideNode, rebuilt
 
-    def question(kinds: Any, keyword_classes: Any) -> tuple[str, Any]:
-        nonlocal pending
-        enters = False  # whether f may run inside the node: known from the note only
-        if kinds == "returned":  # in `InsideNode.forward`, after f (`returned_noted`)
-            checks = returned_noted() if dynamo_tracing() else None
-            return ("ask", None) if checks is None else ("returned", checks)
-        if kinds == "plan":  # the template of a tree of outputs, by its number
-            return "plan", numbered_plan(keyword_classes)
-        if kinds == "accepts":  # in `call_compiled`, once f's result is split
-            return "accepts", accepts_noted() if dynamo_tracing() else None
-        if kinds == "handed":  # in `InsideNode.forward`, once f's result is split
-            return "handed", handed_noted() if dynamo_tracing() else None
-        if kinds == "kept":  # in `InsideNode.forward`, once the outputs are handed over
-            return "kept", kept_noted() if dynamo_tracing() else None
-        if kinds == "edits":  # in `InsideNode.backward` (Note [f inside the compile node])
-            return "edits", edits_upstreams(keyword_classes)
-        if kinds == "op":  # in `CompiledWatcher.__torch_function__`, per op
-            return op_noted(kinds, keyword_classes)
-        nested = True  # whether a tensor argument may be nested: known from the note only
-        if kinds == NOTED:  # what `_note_classes` noted as Dynamo traced this call
-            noted = _NOTED_CLASSES.pop() if _NOTED_CLASSES and dynamo_tracing() else None
-            if noted is None:
-                return "ask", None
-            kinds, keyword_classes, enters, nested = noted
-        if kinds is None or keyword_classes is None:  # f's trace came back: in the deciding graph
-            pending = False
-            return "unwatched", None
-        if functorch_transforms_active():
-            return "leave", None
-        # `call_compiled`'s constants: the layout with the autocast state, grad mode, `UNBOUND`
-        layout = None if nested else plain_layout(False, kinds, True)
-        constants = layout, torch.is_grad_enabled(), UNBOUND
-        # Still pending: the last trace of f without the watcher broke the graph (or failed).
-        if pending or nested_graph_breaks():
-            return "watched", constants
-        if any(kind not in NUMBERS for kind in keyword_classes) or reach.possible(()):
-            return "watched", constants
-        pending = reach.calm()  # until f's trace comes back
-        if not pending:
-            return "watched", constants
-        if layout is None or not enters or is_exporting():
-            return "unwatched", constants
-        # per argument, whether it is a Parameter, whose gradient is taken as it is where it is
-        # a plain tensor (its class read in the trace costs a guard on torch 2.15)
-        parameters = tuple(kind is Parameter for kind in kinds)
-        return "inside", (*layout[:4], described, layout[4], parameters)
+    def compiling_call(
+        f: Callable[..., Any],
+        decoration: Decoration,
+        captured: CapturedRule,
+        call_eager: Callable[..., Any],
+        reach: ParameterReach,
+    ) -> Callable[..., Any]:
+        """What a call of a decorated plain function does while Dynamo traces (or `torch.export`
+        exports) its caller: `call_compiled` where Dynamo traces the call, else out of the graph to
+        `call_eager` (f's eager path, Notes [compile on older torch] and [compile under
+        torch.func]; it holds no wrapper: Note [decorated again] in `_eager.py`). A closure per
+        decoration and rule, called as f is, which Dynamo traces in place of the decorated function
+        (Note [the inline mark] in `_decoration.py`), so that it guards one object on the way in
+        (Note [compile guards]); `reach`: f's reach proof (Note [compile unwatched]). Made with its
+        route question in one frame (Note [one frame per decoration])."""
+        if not DYNAMO_TRACES_WATCHER:
+            return _leaving_older(f, decoration.outside_older_compile, call_eager)
+        described, outside = decoration.described, decoration.outside_compile
+        pending = False  # from a decision to run f unwatched until f's trace comes back
 
-    return run_while_tracing(question)
+        # The route question (see above).
+        def question(kinds: Any, keyword_classes: Any) -> tuple[str, Any]:
+            nonlocal pending
+            enters = False  # whether f may run inside the node: known from the note only
+            if kinds == "returned":  # in `InsideNode.forward`, after f (`returned_noted`)
+                checks = returned_noted() if dynamo_tracing() else None
+                return ("ask", None) if checks is None else ("returned", checks)
+            if kinds == "plan":  # the template of a tree of outputs, by its number
+                return "plan", numbered_plan(keyword_classes)
+            if kinds == "accepts":  # in `call_compiled`, once f's result is split
+                return "accepts", accepts_noted() if dynamo_tracing() else None
+            if kinds == "handed":  # in `InsideNode.forward`, once f's result is split
+                return "handed", handed_noted() if dynamo_tracing() else None
+            if kinds == "kept":  # in `InsideNode.forward`, once the outputs are handed over
+                return "kept", kept_noted() if dynamo_tracing() else None
+            if kinds == "edits":  # in `InsideNode.backward` (Note [f inside the compile node])
+                return "edits", edits_upstreams(keyword_classes)
+            if kinds == "op":  # in `CompiledWatcher.__torch_function__`, per op
+                return op_noted(kinds, keyword_classes)
+            nested = True  # whether a tensor argument may be nested: known from the note only
+            if kinds == NOTED:  # what `_note_classes` noted as Dynamo traced this call
+                noted = _NOTED_CLASSES.pop() if _NOTED_CLASSES and dynamo_tracing() else None
+                if noted is None:
+                    return "ask", None
+                kinds, keyword_classes, enters, nested = noted
+            if (
+                kinds is None or keyword_classes is None
+            ):  # f's trace came back: in the deciding graph
+                pending = False
+                return "unwatched", None
+            if functorch_transforms_active():
+                return "leave", None
+            # `call_compiled`'s constants: the layout with the autocast state, grad mode, `UNBOUND`
+            layout = None if nested else plain_layout(False, kinds, True)
+            constants = layout, torch.is_grad_enabled(), UNBOUND
+            # Still pending: the last trace of f without the watcher broke the graph (or failed).
+            if pending or nested_graph_breaks():
+                return "watched", constants
+            if any(kind not in NUMBERS for kind in keyword_classes) or reach.possible(()):
+                return "watched", constants
+            pending = reach.calm()  # until f's trace comes back
+            if not pending:
+                return "watched", constants
+            if layout is None or not enters or is_exporting():
+                return "unwatched", constants
+            # per argument, whether it is a Parameter, whose gradient is taken as it is where it is
+            # a plain tensor (its class read in the trace costs a guard on torch 2.15)
+            parameters = tuple(kind is Parameter for kind in kinds)
+            return "inside", (*layout[:4], described, layout[4], parameters)
+
+        question.__dict__ = _RUN_WHILE_TRACING  # `run_while_tracing`'s mark
+
+        def compiling(*args: Any, **kwargs: Any) -> Any:
+            from torch._dynamo.comptime import comptime  # a local import: no guard
+
+            comptime(lambda ctx: _note_classes(ctx))  # a literal lambda: no guard
+            route, constants = question("noted", None)  # (a literal: `NOTED` read costs a guard)
+            if route == "ask":  # this frame runs as Python (or Dynamo holds an unread kind)
+                kinds = [a.__class__ for a in args]
+                route, constants = question(kinds, [type(v) for v in kwargs.values()])
+            if route == "inside":  # Note [f inside the compile node] in `_compile_node.py`
+                try:  # so that Dynamo runs this frame as Python where `forward` breaks
+                    outputs: Any = inside.apply(constants, f, kwargs, question, *args)  # type: ignore[no-untyped-call]
+                finally:
+                    question(None, None)  # f's trace came back
+                if outputs.__class__ is not ().__class__:
+                    return outputs  # one tensor
+                several: tuple[Any, ...] = outputs  # several outputs, their rebuilding last
+                rebuild = several[-1]
+                if rebuild == "tuple":  # (`rebuilt`, a cell, costs a guard)
+                    return several[:-1]
+                if (
+                    rebuild[0] == "numbered"
+                ):  # its template through the question (a global: a guard)
+                    rebuild = "placed", question("plan", rebuild[1])[1]
+                return rebuilt_outputs(rebuild, several[:-1])
+            if route == "leave":
+                return outside(call_eager, UNBOUND, args, kwargs)
+            unwatched = None if route == "watched" else question  # (`UNBOUND`: a global, a guard)
+            return call_compiled(f, constants[2], args, kwargs, described, captured, unwatched, question, constants)  # fmt: skip
+
+        return compiling
+
+    return compiling_call
+
+
+compiling_call = _compiling_call()
+
+
+def _leaving_older(
+    f: Callable[..., Any], older: Callable[..., Any], call_eager: Callable[..., Any]
+) -> Callable[..., Any]:
+    """`compiling_call` on torch < 2.13: every call leaves the graph (Note [compile on older
+    torch]) through `older`, the decoration's `outside_older_compile`."""
+    return lambda *args, **kwargs: older(call_older_compile, f, call_eager, UNBOUND, args, kwargs)
+
+
+# Note [one frame per decoration]
+# A function decorated inside `forward` is decorated on every call, and each decoration makes
+# its compile closure eagerly (the function's inline mark holds it, read when Dynamo first meets
+# the function: Note [the inline mark] in `_decoration.py`). So `compiling_call` makes both of
+# its closures in one frame, the question's `described` a cell the two share, and no closure of
+# its own for the route out of the graph (the compile closure calls `outside` from a cell); the
+# cells of the node class and `rebuilt` are made once, in the scope around it, for every
+# decoration; the question's `run_while_tracing` mark is one attribute dict shared by every
+# question (the mark set on each made a dict per decoration). What Dynamo reads is unchanged:
+# the same cells of one code, the mark read with `getattr`. Only cells that hold the same value
+# for every closure of that code are shared between decorations: Dynamo guards a cell it meets
+# again (another decoration in the same frame) through the first closure alone, sound where
+# every closure's cell holds the same value, and not for a decoration's own (`captured`).
+_RUN_WHILE_TRACING = vars(run_while_tracing(lambda: None))
+
+# Where the question runs in a frame Dynamo compiled only in part, it and the proof's frames
+# are never compiled: every question shares this code, a constant of `compiling_call`'s.
+_QUESTION = next(
+    code
+    for code in compiling_call.__code__.co_consts
+    if isinstance(code, types.CodeType) and code.co_name == "question"
+)
+never_compiled(types.FunctionType(_QUESTION, {}, closure=tuple(map(types.CellType, _QUESTION.co_freevars))))  # fmt: skip
 
 
 # The classes of a traced call's arguments and keyword values, as Dynamo holds them: noted by
@@ -339,11 +387,6 @@ def _note_classes(ctx: Any) -> None:
         enters = any(t.requires_grad for t in fakes) and not nested
         noted = [kind for kind, _ in items], [kind for kind, _ in keywords], enters, nested
     _NOTED_CLASSES[:] = [noted]
-
-
-# Where the question runs in a frame Dynamo compiled only in part, it and the proof's frames
-# are never compiled (every question shares this code).
-never_compiled(_route_question(None, ""))  # type: ignore[arg-type]
 
 
 def decorated_while_tracing(

@@ -1,5 +1,6 @@
 """Where a compiled decorated call leaves the graph: the reasons Dynamo shows (an error under
-`fullgraph=True`), and the eager checks run outside the graph (`outside`).
+`fullgraph=True`), the eager checks run outside the graph (`outside`), and a call that left it
+on older torch (`call_older_compile`).
 
 # Note [upstreams under compile]
 A multi-output f whose grad_fn cannot take one upstream per output is refused when f returns
@@ -57,11 +58,26 @@ from typing import Any, NoReturn
 import torch
 from torch.nn.utils import parametrize
 
-from ._errors import PREFIX, CustomGradientTypeError, CustomGradientValueError, describe
+from ._errors import (
+    PREFIX,
+    CustomGradientNotImplementedError,
+    CustomGradientTypeError,
+    CustomGradientValueError,
+    describe,
+)
+from ._export import call_exported
 from ._record import check_upstreams, upstreams_refusal_of_code
 from ._run import edited_message, positional_names
 from ._structure import leaf_paths
-from ._torch_internals import graph_break, outside_compile, run_while_tracing, traced_view
+from ._torch_internals import (
+    functorch_transforms_active,
+    graph_break,
+    is_exporting,
+    older_torch_transform_error,
+    outside_compile,
+    run_while_tracing,
+    traced_view,
+)
 
 # The eager checks, run where the graph breaks (Notes [lost gradients under compile] and
 # [upstreams under compile]).
@@ -70,6 +86,24 @@ outside = outside_compile(f"{PREFIX}a decorated call runs outside the compiled g
 # Dynamo reads grad_fn's code but cannot trace `inspect.signature`: the check runs as Python,
 # once per traced call site, its message a constant of the graph.
 upstreams_refusal = run_while_tracing(upstreams_refusal_of_code)
+
+
+def call_older_compile(
+    f: Callable[..., Any],
+    call_eager: Callable[..., Any],
+    bound: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    """A call that left Dynamo on torch < 2.13 (through the decoration's
+    `outside_older_compile`), run as in eager mode, unless a `torch.func` transform is active
+    (Note [compile on older torch]) or `torch.export` traces it (Note [export] in
+    `_export.py`)."""
+    if functorch_transforms_active():
+        raise CustomGradientNotImplementedError(older_torch_transform_error(f))
+    if is_exporting():
+        return call_exported(f, bound, args, kwargs)
+    return call_eager(bound, args, kwargs)
 
 
 def parametrized(bound: Any) -> bool:

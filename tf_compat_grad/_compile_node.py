@@ -136,7 +136,7 @@ def returned_noted(ctx: Any = None) -> Any:
     """Given to `comptime` after f in `InsideNode.forward`: compares the versions of f's inputs
     (`edits_checked`) and notes `split`'s checks of the local `out`, read from Dynamo's trackers
     (no guard: `type()` of grad_fn costs one). Asked without a context (by the question,
-    `_route_question` in `_compile.py`): the message of an edit found ("" if none) and
+    `question` in `_compile.compiling_call`): the message of an edit found ("" if none) and
     `split_kind`'s answer (None where `split` refuses `out`), or None where nothing was noted."""
     if ctx is None:
         return _RETURNED.take()
@@ -287,9 +287,9 @@ class InsideNode(torch.autograd.Function):
     """The node of a call whose f runs inside it (Note [f inside the compile node]): `apply`
     takes `(bound, spec, number of arguments, tensor positions, f described, autocast state,
     per argument whether it is a `Parameter`)`,
-    f, its keyword arguments, the decoration's route question (`_route_question` in
-    `_compile.py`) and f's positional arguments, and returns f's one output, or its flattened
-    outputs, then how `rebuilt` rebuilds them."""
+    f, its keyword arguments, the decoration's route question (`question` in
+    `_compile.compiling_call`) and f's positional arguments, and returns f's one output, or its
+    flattened outputs, then how `rebuilt` rebuilds them."""
 
     @staticmethod
     def forward(

@@ -182,7 +182,7 @@ def handed_noted(
     aliases one of `sources` or requires grad) and grad_fn takes one upstream per output
     (`upstreams_refusal_of_code` on its code), so that neither is traced (their globals cost a
     guard each): then how the outputs are rebuilt and the path of keys to each, in order. Asked without a context (by the question,
-    `_route_question` in `_compile.py`): that answer, None where nothing was noted."""
+    `question` in `_compile.compiling_call`): that answer, None where nothing was noted."""
     if ctx is None:
         return _HANDED.take()  # type: ignore[no-any-return]
     _HANDED.clear()

@@ -29,7 +29,7 @@ from ._variables import check_accepts, code_accepts_variables
 from ._watcher import CompiledWatcher, op_noted
 
 _grad_enabled = torch.is_grad_enabled
-# The decoration's route question (`_compile._route_question`)
+# The decoration's route question (`question` in `_compile.compiling_call`)
 Question = Callable[[Any, Any], tuple[str, Any]]
 
 
@@ -56,7 +56,7 @@ def _calling(
         of `custom_gradient(captured=...)`; `unwatched`: the question that decided to run f
         without the watcher (Note [compile unwatched]), else None; `question`: the
         decoration's route question, which answers what the `comptime` callbacks noted (else
-        the checks are traced), and `route` its answer's constants (`_route_question`).
+        the checks are traced), and `route` its answer's constants.
         Written for few guards (Note [compile guards])."""
         if route is not None and route[0] is not None:
             layout, prior = route[0], route[1]

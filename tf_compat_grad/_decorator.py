@@ -16,28 +16,24 @@ from typing_extensions import ParamSpec
 
 from ._captures import CAPTURED_RULES, CapturedRule
 from ._compile import compiling_call, decorated_while_tracing
-from ._compile_exits import outside, parametrized, parametrized_reason
+from ._compile_exits import call_older_compile, outside, parametrized, parametrized_reason
 from ._compile_watched import call_compiled
-from ._decoration import Decoration, decoration_of, wrapper_of
+from ._decoration import decoration_of, wrapper_of
 from ._eager import EagerPath
 from ._errors import (
     PREFIX,
-    CustomGradientNotImplementedError,
     CustomGradientTypeError,
     describe,
     describe_value,
 )
-from ._export import call_exported
 from ._run import UNBOUND
 from ._script import refuse_function, refuse_script
 from ._torch_internals import (
     DYNAMO_TRACES_WATCHER,
-    functorch_transforms_active,
     graph_break,
     is_dynamo_compiling,
     is_exporting,
     never_compiled,
-    older_torch_transform_error,
     transforms_active_while_tracing,
 )
 
@@ -64,8 +60,7 @@ class CustomGradient(Generic[P, R]):
     # plain function are not a dict exactly (Note [the inline mark] in `_decoration.py`), and
     # CPython reads an attribute from those about ten times slower.
     __slots__ = (
-        "__dict__", "__weakref__", "_call_eager", "_compiling", "_eager", "_entry", "_f",
-        "_leave", "_shared",
+        "__dict__", "__weakref__", "_call_eager", "_compiling", "_eager", "_entry", "_f", "_shared",
     )  # fmt: skip
     _entry: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]
     # Example inputs for the checker (`custom_gradient(example=)`), and why grad_fn is not the
@@ -88,9 +83,7 @@ class CustomGradient(Generic[P, R]):
         self._f = f  # what is called; `__wrapped__` may name another (recompute_grad's f)
         self._eager = eager = EagerPath(f, shared.eager, captured, self)  # sets `_entry`
         call_eager = self._call_eager = self._entry  # every call outside torch.compile
-        # What a call that leaves the compiled graph runs.
-        self._leave = _leaving(f, shared, call_eager)
-        self._compiling = compiling_call(f, shared.described, captured, self._leave, eager.reach)
+        self._compiling = compiling_call(f, shared, captured, call_eager, eager.reach)
         # `example`, `surrogate` (above) and `captured` (the property)
         attributes["example"], attributes["surrogate"] = example, surrogate
         attributes["captured"] = captured
@@ -217,9 +210,15 @@ class CustomGradient(Generic[P, R]):
 
     def _call_compiling(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call while Dynamo traces (or `torch.export` exports) the caller."""
-        # First: torch < 2.13 cannot trace the functorch query either.
-        if not DYNAMO_TRACES_WATCHER or transforms_active_while_tracing():
-            return self._leave(bound, args, kwargs)
+        # Outside the graph: first, torch < 2.13 cannot trace the functorch query either (Note
+        # [compile on older torch]); then under a `torch.func` transform (Note [compile under
+        # torch.func]), to the eager path directly (a non-strict `torch.export` says
+        # "compiling" there too).
+        if not DYNAMO_TRACES_WATCHER:
+            older = self._shared.outside_older_compile
+            return older(call_older_compile, self._f, self._call_eager, bound, args, kwargs)
+        if transforms_active_while_tracing():
+            return self._shared.outside_compile(self._call_eager, bound, args, kwargs)
         # Note [parametrizations under compile] in `_compile_exits.py`
         if not is_exporting() and parametrized(bound):
             graph_break(parametrized_reason(self._shared.described))
@@ -227,40 +226,6 @@ class CustomGradient(Generic[P, R]):
         return call_compiled(
             self._f, bound, args, kwargs, self._shared.described, self._eager.captured
         )
-
-
-def _leaving(
-    f: Callable[..., Any], shared: Decoration, call_eager: Callable[..., Any]
-) -> Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]:
-    """A call outside the graph while Dynamo traces its caller: on torch < 2.13 (Note [compile
-    on older torch]), under a `torch.func` transform (Note [compile under torch.func]). It goes
-    to the eager path directly (a non-strict `torch.export` says "compiling" there too), and
-    holds no wrapper (Note [decorated again] in `_eager.py`)."""
-    outside, outside_older = shared.outside_compile, shared.outside_older_compile
-
-    def leave(bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if not DYNAMO_TRACES_WATCHER:
-            return outside_older(_call_older_compile, f, call_eager, bound, args, kwargs)
-        return outside(call_eager, bound, args, kwargs)
-
-    return leave
-
-
-def _call_older_compile(
-    f: Callable[..., Any],
-    call_eager: Callable[..., Any],
-    bound: Any,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-) -> Any:
-    """A call that left Dynamo on torch < 2.13, run as in eager mode, unless a `torch.func`
-    transform is active (Note [compile on older torch]) or `torch.export` traces it (Note
-    [export] in `_export.py`)."""
-    if functorch_transforms_active():
-        raise CustomGradientNotImplementedError(older_torch_transform_error(f))
-    if is_exporting():
-        return call_exported(f, bound, args, kwargs)
-    return call_eager(bound, args, kwargs)
 
 
 def _lookup(obj: object) -> Any:

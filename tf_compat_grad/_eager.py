@@ -159,6 +159,7 @@ class EagerPath:
             self._plan_learned(holder)
 
     def _plan_learned(self, holder: Any) -> None:
+        """Plan the shapes every decoration of f's code has learned (Note [decorated again])."""
         self._pending = False
         for learned in self._shared.learned:
             self._plan(learned, holder)

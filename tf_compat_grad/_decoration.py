@@ -64,12 +64,8 @@ class Decoration:
     """What the decorations of one code object share (Note [decorated again] in `_eager.py`):
     the eager paths' classes and learned shapes; f's description and the calls that leave the
     compiled graph with their reasons; the code of the function `function` returns, placed in
-    f's file (made when first asked for); and whether f will be a method."""
-
-    __slots__ = (
-        "described", "eager", "is_method", "marks", "outside_compile", "outside_older_compile",
-        "placed", "template",
-    )  # fmt: skip
+    f's file (made when first asked for); and whether f will be a method. No slots: Dynamo
+    reads its attributes where it traces a method's call (older torch reads no slot)."""
 
     def __init__(self, f: Callable[..., Any]) -> None:
         self.described = describe(f)
@@ -88,7 +84,8 @@ class Decoration:
         self.template: dict[str, Any] | None = None
         if type(f) is types.FunctionType:
             self.template = dict(zip(_ASSIGNED, _assigned(f), strict=True), __wrapped__=None)
-            self.template.update(example=None, surrogate=None, captured=None)
+            # (`CustomGradient.__init__` sets these: made in place, the dict grows no more)
+            self.template.update(dict.fromkeys(_OWN))
 
     def attributes(self, owner: Any, f: Callable[..., Any]) -> dict[str, Any]:
         """owner's attributes: those `functools.update_wrapper(owner, f)` sets (a function
@@ -233,6 +230,8 @@ _ASSIGNED = functools.WRAPPER_ASSIGNMENTS
 _assigned = operator.attrgetter(*_ASSIGNED)
 _READ = tuple(n for n in _ASSIGNED if n not in ("__module__", "__name__", "__qualname__"))
 _read = operator.attrgetter(*_READ)
+# The attributes `CustomGradient.__init__` sets, in its order.
+_OWN = ("_shared", "_f", "_eager", "_call_eager", "_compiling", "example", "surrogate", "captured")
 
 
 def _calling() -> types.CodeType:

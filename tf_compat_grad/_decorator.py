@@ -59,9 +59,7 @@ class CustomGradient(Generic[P, R]):
     # replaced by its `EagerPath`). A slot, read on every call: the attributes of a decorated
     # plain function are not a dict exactly (Note [the inline mark] in `_decoration.py`), and
     # CPython reads an attribute from those about ten times slower.
-    __slots__ = (
-        "__dict__", "__weakref__", "_call_eager", "_compiling", "_eager", "_entry", "_f", "_shared",
-    )  # fmt: skip
+    __slots__ = ("__dict__", "__weakref__", "_entry")
     _entry: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]
     # Example inputs for the checker (`custom_gradient(example=)`), and why grad_fn is not the
     # true derivative, when that is intended (`surrogate=`): set in `__init__`.
@@ -78,8 +76,11 @@ class CustomGradient(Generic[P, R]):
         surrogate: str | None = None,
         captured: CapturedRule = "refuse",
     ) -> None:
-        shared = self._shared = decoration_of(f)  # with f's description for messages
+        shared = decoration_of(f)
         self.__dict__ = attributes = shared.attributes(self, f)  # as `functools.wraps` sets
+        # The rest in the attribute dict too, where Dynamo reads them (older torch reads no slot
+        # of a traced object): what the decorations of f's code share, with f's description.
+        self._shared = shared
         self._f = f  # what is called; `__wrapped__` may name another (recompute_grad's f)
         self._eager = eager = EagerPath(f, shared.eager, captured, self)  # sets `_entry`
         call_eager = self._call_eager = self._entry  # every call outside torch.compile

@@ -208,6 +208,36 @@ def test_a_new_decoration_without_grad_is_checked_for_variables():
         reading_by(w)(x)
 
 
+def test_a_new_decoration_first_called_without_grad_is_checked_as_its_cells_are_then():
+    """Item 33 at the first call, not as of the decoration: a cell rebound to a Parameter
+    between the two (the proof said no Parameter as it was decorated) is still checked."""
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+
+    def make():
+        scale = torch.tensor(2.0, dtype=D)
+
+        @custom_gradient
+        def scaled_rebindable(x):
+            def grad(dy):
+                return dy * scale
+
+            return x * scale, grad
+
+        def rebind(value):
+            nonlocal scale
+            scale = value
+
+        return scaled_rebindable, rebind
+
+    for _ in range(2):
+        f, _ = make()
+        f(x)  # learns the plan of a decoration that reads no Parameter
+    f, rebind = make()
+    rebind(nn.Parameter(torch.tensor(3.0, dtype=D)))
+    with torch.no_grad(), pytest.raises(TypeError, match="variables"):
+        f(x)
+
+
 def test_planned_decorations_are_not_kept_alive():
     x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
     gone = []

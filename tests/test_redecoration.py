@@ -208,6 +208,36 @@ def test_a_new_decoration_without_grad_is_checked_for_variables():
         reading_by(w)(x)
 
 
+def test_a_new_decoration_first_called_without_grad_is_checked_as_its_cells_are_then():
+    """Item 33 at the first call, not as of the decoration: a cell rebound to a Parameter
+    between the two (the proof said no Parameter as it was decorated) is still checked."""
+    x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
+
+    def make():
+        scale = torch.tensor(2.0, dtype=D)
+
+        @custom_gradient
+        def scaled_rebindable(x):
+            def grad(dy):
+                return dy * scale
+
+            return x * scale, grad
+
+        def rebind(value):
+            nonlocal scale
+            scale = value
+
+        return scaled_rebindable, rebind
+
+    for _ in range(2):
+        f, _ = make()
+        f(x)  # learns the plan of a decoration that reads no Parameter
+    f, rebind = make()
+    rebind(nn.Parameter(torch.tensor(3.0, dtype=D)))
+    with torch.no_grad(), pytest.raises(TypeError, match="variables"):
+        f(x)
+
+
 def test_planned_decorations_are_not_kept_alive():
     x = torch.linspace(-1, 1, 3, dtype=D, requires_grad=True)
     gone = []
@@ -272,6 +302,33 @@ def test_a_decoration_finds_its_codes_decoration_by_code_and_names():
     assert (
         "renamed" not in custom_gradient(function_of(copied)).__tf_compat_grad__()._shared.described
     )
+
+
+def test_what_a_code_keeps_holds_nothing_of_a_decorated_function():
+    """What the decorations of one code share (`Decoration`, its attributes' template) keeps no
+    value of one decoration's f: its annotations and docstring go with it."""
+
+    class Annotation:
+        pass
+
+    def make(annotation):
+        def f(x: annotation):  # type: ignore[valid-type]
+            """One decoration's docstring."""
+            return x * 2, lambda dy: dy * 2
+
+        return f
+
+    x = torch.ones(3, dtype=D, requires_grad=True)
+    annotation = Annotation()
+    held = weakref.ref(annotation)
+    decorated = custom_gradient(make(annotation))  # the first: the code's Decoration is made
+    decorated(x).sum().backward()
+    assert decorated.__annotations__ == {"x": annotation}
+    del decorated, annotation
+    gc.collect()
+    assert held() is None
+    again = custom_gradient(make(Annotation()))  # the code's Decoration is still there
+    assert again.__tf_compat_grad__()._shared is _decoration.decoration_of(make(None))
 
 
 # --- the reach proof kept per code (Note [a proof per code] in `_reach_check.py`) -----------

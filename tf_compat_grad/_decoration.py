@@ -1,5 +1,5 @@
 """What the decorations of one code object share, and the function a decorated plain function
-is: its attributes copied from f (`wrap`, `copy_assigned`) and its code placed in f's file.
+is: its attributes copied from f (`Decoration.attributes`) and its code placed in f's file.
 
 Note [a decorated function is a function]
 `inspect.getfile` and `getsourcefile` (and tools built on them: debuggers, documentation generators,
@@ -83,7 +83,9 @@ class Decoration:
         # key of `decoration_of` fixes: f's name, module and qualified name.
         self.template: dict[str, Any] | None = None
         if type(f) is types.FunctionType:
-            self.template = dict(zip(_ASSIGNED, _assigned(f), strict=True), __wrapped__=None)
+            # (what differs between functions of the code a placeholder: nothing of f's kept)
+            self.template = {n: getattr(f, n) if n in _FIXED else None for n in _ASSIGNED}
+            self.template["__wrapped__"] = None
             # (`CustomGradient.__init__` sets these: made in place, the dict grows no more)
             self.template.update(dict.fromkeys(_OWN))
 
@@ -224,11 +226,11 @@ def wrapper_of(obj: Any) -> Any:
     return ref() if type(ref) is weakref.ref else ref
 
 
-# What `functools.update_wrapper` assigns from the function it wraps (`Decoration.attributes`),
-# and of those what differs between the functions of one code (`decoration_of`'s key).
+# What `functools.update_wrapper` assigns from the function it wraps (`Decoration.attributes`):
+# those `decoration_of`'s key fixes, and those read from each function of the code.
 _ASSIGNED = functools.WRAPPER_ASSIGNMENTS
-_assigned = operator.attrgetter(*_ASSIGNED)
-_READ = tuple(n for n in _ASSIGNED if n not in ("__module__", "__name__", "__qualname__"))
+_FIXED = ("__module__", "__name__", "__qualname__")
+_READ = tuple(n for n in _ASSIGNED if n not in _FIXED)
 _read = operator.attrgetter(*_READ)
 # The attributes `CustomGradient.__init__` sets, in its order.
 _OWN = ("_shared", "_f", "_eager", "_call_eager", "_compiling", "example", "surrogate", "captured")

@@ -28,9 +28,10 @@ decoration plans those shapes, with its own f, closure and reach proof (the answ
 code's last analysis where its closure and defaults allow, Note [a proof per code] in
 `_reach_check.py`), so that it starts on a plan: each plan's call bound to a tuple of what it
 reads of the decoration (`_plan_node.BINDING`); a plan's guards hold for whatever closure it
-serves (Note [plans]). It plans them as it is made where that proof says f reads no Parameter,
-else at its first call with grad: without grad the first calls take the general code until
-one has passed the `variables` check (item 33).
+serves (Note [plans]). It plans them at its first call with grad, or without grad where that
+proof then says f reads no Parameter (not as it is made: what f reads may be rebound before
+its first call); else without grad the first calls take the general code until one has passed
+the `variables` check (item 33).
 
 Nothing a decoration makes refers back to it: its plans hold its `EagerPath`, which holds the
 wrapper weakly; the route out of a compiled graph holds the path; the attributes the wrapper
@@ -151,23 +152,18 @@ class EagerPath:
         # (`custom_gradient(captured=...)`, Note [lost gradients] in `_captures.py`).
         self.captured = captured
         # Whether this decoration is still to plan the shapes every decoration of f's code has
-        # learned (Note [decorated again]): now, where its proof says f reads no Parameter,
-        # else at its first call with grad (without grad a plan runs f unchecked, and the first
-        # calls check `variables`: item 33).
+        # learned (Note [decorated again]): at its first call with grad, or without grad where
+        # its proof then says f reads no Parameter (without grad a plan runs f unchecked, and
+        # the first calls check `variables`: item 33). Not as it is made: what f reads may be
+        # rebound before its first call.
         self._pending = bool(shared.learned)
-        if self._pending and self.reach.reads_none():
-            self._plan_learned(holder)
-
-    def _plan_learned(self, holder: Any) -> None:
-        """Plan the shapes every decoration of f's code has learned (Note [decorated again])."""
-        self._pending = False
-        for learned in self._shared.learned:
-            self._plan(learned, holder)
 
     def call(self, bound: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if self._pending and _grad_enabled():
+        if self._pending and (_grad_enabled() or self.reach.reads_none()):
+            self._pending = False
             holder: Any = self._holder()
-            self._plan_learned(holder)
+            for learned in self._shared.learned:
+                self._plan(learned, holder)
             return holder._entry(bound, args, kwargs)
         f = self._f
         if not untransformed():  # Note [call modes]

@@ -400,7 +400,7 @@ class _Learned:
     watched or not, its call's `Layout` less f, and the call of its plan (`_plan.plan_call`, over
     its node), made when first asked for, by kind, which each decoration binds (`EagerPath._plan`)."""
 
-    __slots__ = ("flat", "key", "made", "n_outputs", "shape", "spec", "watched")
+    __slots__ = ("flat", "key", "made", "shape", "spec", "watched")
 
     def __init__(self, shape: _plan_shape.Shape, watched: bool, layout: Layout) -> None:
         self.shape = shape
@@ -409,7 +409,6 @@ class _Learned:
         # Unbound, of tensors and numbers: the call may run f unrecorded (Note [f unrecorded]),
         # the question of `EagerPath._runs_unrecorded`.
         self.flat = not shape.bound and all(a in ("t", "n") for a in shape.args)
-        self.n_outputs = len(_plan_shape.tree_leaves(shape.outputs))
         self.spec: _LayoutSpec = (layout.bound, layout.spec, layout.n_args, layout.positions)
         self.made: dict[str, Callable[..., Any]] = {}
 

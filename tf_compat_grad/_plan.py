@@ -8,11 +8,11 @@ numbers or strings, bound to an instance or not, and an f that returns the same 
 with a grad_fn whose closure cells hold tensors and plain values in the same places. The general
 code (`EagerPath.call`) learns that shape from a call it handled (`_plan_shape.shape_of`) and
 generates, once per shape, a function that does that call's work with every argument, output and
-cell unrolled into locals (`plan_call`, bound to each decoration's f), and a node whose backward is generated in the same spirit
-(`_plan_node.py`). A plan serves the calls it fits; it hands the others to the newest plan before
-it, the last of which is the general code, which handles every call and is the one fallback: before
-f runs the whole call (`general`), after f ran what f returned (`unplanned`, and `unplanned_fresh`
-without grad), so that f still runs once. Both give the results the general code gives; the plan
+cell unrolled into locals (`plan_call`, bound to each decoration's f), and a node whose backward
+is generated in the same spirit (`_plan_node.py`). A plan serves the calls it fits; it hands the
+others to the newest plan before it, the last of which is the general code, which handles every
+call and is the one fallback: before f runs the whole call (`general`), after f ran what f
+returned (`EagerPath._unplanned`, and `EagerPath._fresh` without grad), so that f still runs once. Both give the results the general code gives; the plan
 only skips what the shape makes unnecessary.
 
 A plan's guard first asks the mode of Note [call modes] (`_torch_internals.py`), rendered into it,
